@@ -1,0 +1,1 @@
+//! Source: `perf script` text → folded stacks, compatible with `stackcollapse-perf.pl`.

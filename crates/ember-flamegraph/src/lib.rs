@@ -1,0 +1,1 @@
+//! Sink: folded stacks → interactive flame graph SVG (plain and differential).

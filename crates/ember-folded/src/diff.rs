@@ -1,0 +1,1 @@
+//! Differential folded stacks: two folded inputs → `stack before after` lines.

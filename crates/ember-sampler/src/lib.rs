@@ -1,0 +1,1 @@
+//! Source: Linux `perf_event_open` sampling, unwinding and symbolization → pprof.

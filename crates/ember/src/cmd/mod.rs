@@ -1,0 +1,7 @@
+//! One module per subcommand: its clap options and a `run` that calls into the library crates.
+
+pub mod collapse;
+pub mod convert;
+pub mod diff;
+pub mod flamegraph;
+pub mod top;

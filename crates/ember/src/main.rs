@@ -1,0 +1,49 @@
+//! `ember`: the command-line face of Ember, a continuous profiling platform.
+//!
+//! This binary is deliberately thin: each subcommand parses its options and
+//! hands the work to the crate that owns it (see `ARCHITECTURE.md`).
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Ember: find where your programs burn CPU and memory, and what changed.
+#[derive(Parser)]
+#[command(name = "ember", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Fold `perf script` output into folded stacks (like stackcollapse-perf.pl).
+    Collapse(cmd::collapse::Args),
+    /// Render folded stacks or a pprof profile as an interactive flame graph SVG.
+    Flamegraph(cmd::flamegraph::Args),
+    /// Compare two profiles: diff-folded text or a differential flame graph.
+    Diff(cmd::diff::Args),
+    /// Print the pprof "top" table: the heaviest functions by flat or cumulative value.
+    Top(cmd::top::Args),
+    /// Convert between pprof, folded stacks and speedscope JSON.
+    Convert(cmd::convert::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Collapse(args) => cmd::collapse::run(args),
+        Command::Flamegraph(args) => cmd::flamegraph::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
+        Command::Top(args) => cmd::top::run(args),
+        Command::Convert(args) => cmd::convert::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ember: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
