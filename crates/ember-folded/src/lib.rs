@@ -1,4 +1,227 @@
 //! The folded-stacks format (`frame;frame;frame count`): parsing, writing and
-//! the differential (`before after`) three-column variant.
+//! the differential (`stack before after`) three-column variant.
+//!
+//! This module owns the line grammar shared by every Ember tool that reads or
+//! writes folded stacks. Parsing is lenient the way the established tools are:
+//! a line that does not end in a sample count is skipped and counted rather
+//! than failing the whole input, and bytes that are not UTF-8 are replaced
+//! (lossy) instead of rejected, so arbitrary input can never make it panic.
 
 pub mod diff;
+
+use std::io::{BufRead, Write};
+
+/// One parsed folded line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoldedLine {
+    /// The stack, root first, frames separated by `;` (the text before the count columns).
+    pub stack: String,
+    /// The sample count (the only count column, or the first of two in differential input).
+    pub count: f64,
+    /// The second count column of three-column differential input (`stack before after`).
+    pub second_count: Option<f64>,
+}
+
+/// A parsed folded input.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Folded {
+    /// The well-formed lines, in input order.
+    pub lines: Vec<FoldedLine>,
+    /// How many non-blank lines were skipped because they did not end in a valid count.
+    pub ignored_lines: usize,
+    /// True when at least one count has a non-zero fractional part (`1.5`; `2.0` and `2.` do not count).
+    pub has_fractional: bool,
+}
+
+impl Folded {
+    /// True when any line carries a second (differential) count column.
+    pub fn is_differential(&self) -> bool {
+        self.lines.iter().any(|l| l.second_count.is_some())
+    }
+
+    /// Appends another parsed input (used to concatenate several files).
+    pub fn extend(&mut self, other: Folded) {
+        self.lines.extend(other.lines);
+        self.ignored_lines += other.ignored_lines;
+        self.has_fractional |= other.has_fractional;
+    }
+}
+
+/// Errors of folded-stack parsing.
+#[derive(Debug, thiserror::Error)]
+pub enum FoldedError {
+    /// Reading the input failed.
+    #[error("reading folded stacks: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Parses folded stacks ("a;b;c 12" or differential "a;b;c 12 15"); malformed lines are counted in
+/// `ignored_lines`, not fatal. Only reading can fail.
+pub fn parse(mut reader: impl BufRead) -> Result<Folded, FoldedError> {
+    let mut bytes = Vec::new();
+    reader.read_to_end(&mut bytes)?;
+    Ok(parse_bytes(&bytes))
+}
+
+/// Parses folded stacks from an in-memory buffer. Never fails and never panics: malformed lines are
+/// counted in `ignored_lines`, and non-UTF-8 bytes are replaced by U+FFFD.
+pub fn parse_bytes(bytes: &[u8]) -> Folded {
+    let mut folded = Folded::default();
+    // A typical folded line is far longer than 32 bytes; this only avoids early regrowth.
+    folded.lines.reserve(bytes.len() / 64);
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let (line, next) = match memchr::memchr(b'\n', rest) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &rest[rest.len()..]),
+        };
+        rest = next;
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        match parse_line(line) {
+            Some(parsed) => {
+                folded.has_fractional |= parsed.fractional;
+                let stack = match std::str::from_utf8(parsed.stack) {
+                    Ok(s) => s.to_owned(),
+                    Err(_) => String::from_utf8_lossy(parsed.stack).into_owned(),
+                };
+                folded.lines.push(FoldedLine {
+                    stack,
+                    count: parsed.count,
+                    second_count: parsed.second_count,
+                });
+            }
+            None => folded.ignored_lines += 1,
+        }
+    }
+    folded
+}
+
+struct ParsedLine<'a> {
+    stack: &'a [u8],
+    count: f64,
+    second_count: Option<f64>,
+    fractional: bool,
+}
+
+/// Splits a trimmed, non-empty line into stack and one or two trailing counts.
+fn parse_line(line: &[u8]) -> Option<ParsedLine<'_>> {
+    let (rest, last) = split_count(line)?;
+    let (stack, count, second_count, fractional) = match split_count(rest) {
+        // Two trailing numbers: differential input, `stack before after`.
+        Some((stack, first)) => (stack, first.0, Some(last.0), first.1 || last.1),
+        None => (rest, last.0, None, last.1),
+    };
+    if stack.is_empty() {
+        return None;
+    }
+    Some(ParsedLine {
+        stack,
+        count,
+        second_count,
+        fractional,
+    })
+}
+
+/// Takes a count off the end of `line`: returns the trimmed text before it and (value, has non-zero fraction).
+fn split_count(line: &[u8]) -> Option<(&[u8], (f64, bool))> {
+    let sep = line.iter().rposition(|&b| b == b' ' || b == b'\t')?;
+    let token = &line[sep + 1..];
+    let value = parse_count(token)?;
+    Some((line[..sep].trim_ascii_end(), value))
+}
+
+/// Parses `digits[.digits]` (either side may be empty, but not both).
+fn parse_count(token: &[u8]) -> Option<(f64, bool)> {
+    let (int_part, frac_part) = match token.iter().position(|&b| b == b'.') {
+        Some(dot) => (&token[..dot], &token[dot + 1..]),
+        None => (token, &token[token.len()..]),
+    };
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    if !int_part.iter().chain(frac_part).all(u8::is_ascii_digit) {
+        return None;
+    }
+    let fractional = frac_part.iter().any(|&b| b != b'0');
+    let value = if !fractional && int_part.len() <= 18 {
+        // Exact and cheap for the common integer case.
+        int_part
+            .iter()
+            .fold(0u64, |acc, &b| acc * 10 + u64::from(b - b'0')) as f64
+    } else {
+        // Only ASCII digits and one dot are left, so this is valid UTF-8 and a valid float.
+        std::str::from_utf8(token).ok().and_then(|s| {
+            if int_part.is_empty() {
+                format!("0{s}").parse().ok()
+            } else {
+                s.parse().ok()
+            }
+        })?
+    };
+    Some((value, fractional))
+}
+
+/// Writes `stack count` lines, one per item, in the given order.
+pub fn write(
+    lines: impl IntoIterator<Item = (impl AsRef<str>, i64)>,
+    out: impl Write,
+) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(out);
+    let mut buf = itoa::Buffer::new();
+    for (stack, count) in lines {
+        out.write_all(stack.as_ref().as_bytes())?;
+        out.write_all(b" ")?;
+        out.write_all(buf.format(count).as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_plain_fractional_differential_and_bad_lines() {
+        let input = b"a;b 3\n\n  a;c 1.5  \nbad line\nx 12V.43\na;d 2 5\nonly\n 7\nz 6.\n";
+        let f = parse_bytes(input);
+        assert_eq!(f.lines.len(), 4);
+        assert_eq!(f.lines[0].stack, "a;b");
+        assert_eq!(f.lines[0].count, 3.0);
+        assert_eq!(f.lines[1].count, 1.5);
+        assert_eq!(f.lines[2].second_count, Some(5.0));
+        assert_eq!(f.lines[2].count, 2.0);
+        assert_eq!(f.lines[3].count, 6.0);
+        assert_eq!(f.ignored_lines, 4);
+        assert!(f.has_fractional);
+        assert!(f.is_differential());
+    }
+
+    #[test]
+    fn zero_fraction_is_not_fractional() {
+        let f = parse_bytes(b"a 2.0\nb 3.\nc .0\n");
+        assert!(!f.has_fractional);
+        assert_eq!(f.lines.len(), 3);
+    }
+
+    #[test]
+    fn invalid_utf8_is_lossy_and_huge_counts_do_not_panic() {
+        let f = parse_bytes(b"a\xff;b 1\nc 99999999999999999999999999999.9\n. \n.\n");
+        assert_eq!(f.lines[0].stack, "a\u{fffd};b");
+        assert!(f.lines[1].count > 1e28);
+        assert_eq!(f.ignored_lines, 2);
+    }
+
+    #[test]
+    fn write_round_trips() {
+        let mut out = Vec::new();
+        write([("a;b", 3i64), ("c", -1)], &mut out).unwrap();
+        assert_eq!(out, b"a;b 3\nc -1\n");
+        let f = parse(&out[..]).unwrap();
+        assert_eq!(f.lines.len(), 1);
+        assert_eq!(f.ignored_lines, 1);
+    }
+}
