@@ -1,0 +1,137 @@
+//! Reading and writing profile.proto bytes: gzip detection, size limits,
+//! legacy-format detection, and file helpers.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use prost::Message;
+
+use crate::error::PprofError;
+use crate::proto::{Profile, ProfileBytes};
+use crate::validate::validate;
+
+/// Limits applied while decoding untrusted input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Largest accepted size of the protobuf message after gzip
+    /// decompression (and of raw, uncompressed input). Decompression stops as
+    /// soon as this is exceeded, so a gzip bomb costs at most this much memory.
+    pub max_decompressed_bytes: u64,
+}
+
+impl Default for DecodeLimits {
+    /// 256 MiB.
+    fn default() -> Self {
+        DecodeLimits {
+            max_decompressed_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Decodes a gzip'd or raw profile with [`DecodeLimits::default`] and
+/// validates it (see [`validate`]).
+pub fn decode(bytes: &[u8]) -> Result<Profile, PprofError> {
+    decode_with_limits(bytes, &DecodeLimits::default())
+}
+
+/// Decodes a gzip'd or raw profile (detected by the gzip magic bytes) under
+/// `limits` and validates it. Invalid UTF-8 in the string table is replaced
+/// by U+FFFD rather than rejected, because Go producers may emit it.
+pub fn decode_with_limits(bytes: &[u8], limits: &DecodeLimits) -> Result<Profile, PprofError> {
+    let limit = limits.max_decompressed_bytes;
+    let decompressed;
+    let raw: &[u8] = if bytes.starts_with(&GZIP_MAGIC) {
+        let mut out = Vec::with_capacity(bytes.len().saturating_mul(4).min(limit as usize));
+        // Reading one byte past the limit tells "exactly at" from "over".
+        flate2::read::MultiGzDecoder::new(bytes)
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut out)
+            .map_err(PprofError::Gzip)?;
+        if out.len() as u64 > limit {
+            return Err(PprofError::TooLarge { limit });
+        }
+        decompressed = out;
+        &decompressed
+    } else {
+        if bytes.len() as u64 > limit {
+            return Err(PprofError::TooLarge { limit });
+        }
+        bytes
+    };
+    if let Some(kind) = legacy_kind(raw) {
+        return Err(PprofError::LegacyFormat { kind });
+    }
+    let profile = ProfileBytes::decode(raw)?.into_profile();
+    validate(&profile)?;
+    Ok(profile)
+}
+
+/// Recognises pprof's pre-proto inputs so users get a pointed message instead
+/// of a protobuf wire error. A profile.proto message never starts with a zero
+/// byte (field number 0 is invalid), and the legacy text formats start with a
+/// readable header line.
+fn legacy_kind(raw: &[u8]) -> Option<&'static str> {
+    if raw.len() >= 8 && raw[..4] == [0, 0, 0, 0] {
+        return Some("binary CPU profile");
+    }
+    let head = &raw[..raw.len().min(64)];
+    let text_start = |prefix: &str| head.starts_with(prefix.as_bytes());
+    if text_start("heap profile:") || text_start("heap_v2/") || text_start("--- heapz") {
+        return Some("text heap profile");
+    }
+    if text_start("--- contention") || text_start("--- mutex") || text_start("--- delay") {
+        return Some("text contention profile");
+    }
+    if text_start("--- threadz")
+        || text_start("threadcreate profile:")
+        || text_start("goroutine profile:")
+    {
+        return Some("text thread profile");
+    }
+    if text_start("growth profile:") {
+        return Some("text heap profile");
+    }
+    // A generic fallback: a header line of printable ASCII. Proto messages
+    // start with a tag byte followed by binary lengths, which fail this test.
+    let line_end = head.iter().position(|&b| b == b'\n')?;
+    if line_end >= 4 && head[..line_end].iter().all(|&b| (0x20..0x7f).contains(&b)) {
+        return Some("text");
+    }
+    None
+}
+
+/// Reads and decodes a profile file (gzip'd or raw) with default limits.
+pub fn read_file(path: &Path) -> Result<Profile, PprofError> {
+    let bytes = std::fs::read(path).map_err(|source| PprofError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    decode(&bytes)
+}
+
+/// Encodes `profile` as a raw (uncompressed) protobuf message.
+pub fn encode(profile: &Profile) -> Vec<u8> {
+    profile.encode_to_vec()
+}
+
+/// Encodes `profile` as a gzip'd protobuf message, the usual on-disk form.
+pub fn encode_gzip(profile: &Profile) -> Vec<u8> {
+    let raw = encode(profile);
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(raw.len() / 4 + 64),
+        flate2::Compression::default(),
+    );
+    // Writing into a Vec cannot fail.
+    let _ = enc.write_all(&raw);
+    enc.finish().unwrap_or_default()
+}
+
+/// Writes `profile` gzip'd to `path`.
+pub fn write_file(profile: &Profile, path: &Path) -> Result<(), PprofError> {
+    std::fs::write(path, encode_gzip(profile)).map_err(|source| PprofError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}

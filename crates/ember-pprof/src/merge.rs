@@ -1,0 +1,299 @@
+//! Combining profiles: [`merge`], [`compact`] and [`delta`]. All three copy
+//! sources into a [`ProfileBuilder`] with lazily built old→new id tables, so
+//! only what samples actually reference ends up in the result.
+
+use crate::builder::ProfileBuilder;
+use crate::error::PprofError;
+use crate::ids::IdIndex;
+use crate::proto::{Label, Line, Profile};
+use crate::query::{string, type_list};
+
+const UNSET: u64 = u64::MAX;
+
+/// Per-source translation tables from the source's ids/indices to the
+/// builder's, filled on first use.
+struct Remap<'p> {
+    src: &'p Profile,
+    strings: Vec<i64>,
+    mapping_index: IdIndex,
+    mappings: Vec<u64>,
+    function_index: IdIndex,
+    functions: Vec<u64>,
+    location_index: IdIndex,
+    locations: Vec<u64>,
+}
+
+impl<'p> Remap<'p> {
+    fn new(src: &'p Profile) -> Self {
+        Remap {
+            src,
+            strings: vec![-1; src.string_table.len()],
+            mapping_index: IdIndex::lenient(src.mapping.iter().map(|m| m.id)),
+            mappings: vec![UNSET; src.mapping.len()],
+            function_index: IdIndex::lenient(src.function.iter().map(|f| f.id)),
+            functions: vec![UNSET; src.function.len()],
+            location_index: IdIndex::lenient(src.location.iter().map(|l| l.id)),
+            locations: vec![UNSET; src.location.len()],
+        }
+    }
+
+    fn string(&mut self, b: &mut ProfileBuilder, idx: i64) -> i64 {
+        let Some(slot) = usize::try_from(idx)
+            .ok()
+            .and_then(|i| self.strings.get_mut(i))
+        else {
+            return 0;
+        };
+        if *slot < 0 {
+            *slot = b.string(&self.src.string_table[idx as usize]);
+        }
+        *slot
+    }
+
+    fn mapping(&mut self, b: &mut ProfileBuilder, id: u64) -> u64 {
+        let Some(pos) = self.mapping_index.get(id) else {
+            return 0;
+        };
+        if self.mappings[pos] == UNSET {
+            let mut m = self.src.mapping[pos];
+            m.filename = self.string(b, m.filename);
+            m.build_id = self.string(b, m.build_id);
+            self.mappings[pos] = b.intern_mapping(m);
+        }
+        self.mappings[pos]
+    }
+
+    fn function(&mut self, b: &mut ProfileBuilder, id: u64) -> u64 {
+        let Some(pos) = self.function_index.get(id) else {
+            return 0;
+        };
+        if self.functions[pos] == UNSET {
+            let mut f = self.src.function[pos];
+            f.name = self.string(b, f.name);
+            f.system_name = self.string(b, f.system_name);
+            f.filename = self.string(b, f.filename);
+            self.functions[pos] = b.intern_function(f);
+        }
+        self.functions[pos]
+    }
+
+    /// New id of location `id`, or `None` if the source has no such location.
+    fn location(&mut self, b: &mut ProfileBuilder, id: u64, lines: &mut Vec<Line>) -> Option<u64> {
+        let pos = self.location_index.get(id)?;
+        if self.locations[pos] == UNSET {
+            let src = self.src;
+            let loc = &src.location[pos];
+            let mapping_id = if loc.mapping_id == 0 {
+                0
+            } else {
+                self.mapping(b, loc.mapping_id)
+            };
+            lines.clear();
+            for l in &loc.line {
+                let function_id = if l.function_id == 0 {
+                    0
+                } else {
+                    self.function(b, l.function_id)
+                };
+                lines.push(Line { function_id, ..*l });
+            }
+            self.locations[pos] = b.intern_location(
+                mapping_id,
+                loc.address,
+                loc.is_folded,
+                lines.iter().copied(),
+            );
+        }
+        Some(self.locations[pos])
+    }
+
+    fn label(&mut self, b: &mut ProfileBuilder, l: &Label) -> Label {
+        Label {
+            key: self.string(b, l.key),
+            str: self.string(b, l.str),
+            num: l.num,
+            num_unit: self.string(b, l.num_unit),
+        }
+    }
+
+    /// Copies every sample of the source, with `value(sample_values, i)`
+    /// deciding what lands in sample type `i`.
+    fn copy_samples(&mut self, b: &mut ProfileBuilder, value: impl Fn(&[i64], usize) -> i64) {
+        let mut locs = Vec::new();
+        let mut labels = Vec::new();
+        let mut lines = Vec::new();
+        for s in &self.src.sample {
+            locs.clear();
+            for &id in &s.location_id {
+                if let Some(new) = self.location(b, id, &mut lines) {
+                    locs.push(new);
+                }
+            }
+            labels.clear();
+            for l in &s.label {
+                let nl = self.label(b, l);
+                labels.push(nl);
+            }
+            b.add_sample_interned(&locs, |i| value(&s.value, i), &labels);
+        }
+    }
+}
+
+fn types_of(p: &Profile) -> impl Iterator<Item = (&str, &str)> {
+    p.sample_type
+        .iter()
+        .map(|vt| (string(p, vt.r#type), string(p, vt.unit)))
+}
+
+fn check_compatible(first: &Profile, other: &Profile) -> Result<(), PprofError> {
+    if first.sample_type.len() != other.sample_type.len() || !types_of(first).eq(types_of(other)) {
+        return Err(PprofError::IncompatibleSampleTypes {
+            first: type_list(first),
+            second: type_list(other),
+        });
+    }
+    if let (Some(a), Some(b)) = (&first.period_type, &other.period_type) {
+        let (at, au) = (string(first, a.r#type), string(first, a.unit));
+        let (bt, bu) = (string(other, b.r#type), string(other, b.unit));
+        if at != bt || au != bu {
+            return Err(PprofError::IncompatiblePeriodTypes {
+                first: format!("{at}/{au}"),
+                second: format!("{bt}/{bu}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Starts a builder carrying `first`'s sample types and top-level fields.
+fn builder_like(first: &Profile, remap: &mut Remap<'_>) -> ProfileBuilder {
+    let types: Vec<(&str, &str)> = types_of(first).collect();
+    let mut b = ProfileBuilder::new(&types);
+    // Sample-type strings were interned by `new`; keep the rest consistent.
+    let period_type = first.period_type.map(|vt| crate::proto::ValueType {
+        r#type: remap.string(&mut b, vt.r#type),
+        unit: remap.string(&mut b, vt.unit),
+    });
+    let drop_frames = remap.string(&mut b, first.drop_frames);
+    let keep_frames = remap.string(&mut b, first.keep_frames);
+    let default_sample_type = remap.string(&mut b, first.default_sample_type);
+    let doc_url = remap.string(&mut b, first.doc_url);
+    let p = b.profile_mut();
+    p.period_type = period_type;
+    p.period = first.period;
+    p.time_nanos = first.time_nanos;
+    p.duration_nanos = first.duration_nanos;
+    p.drop_frames = drop_frames;
+    p.keep_frames = keep_frames;
+    p.default_sample_type = default_sample_type;
+    p.doc_url = doc_url;
+    b
+}
+
+fn add_comments(b: &mut ProfileBuilder, remap: &mut Remap<'_>) {
+    for &c in &remap.src.comment {
+        let nc = remap.string(b, c);
+        if !b.profile().comment.contains(&nc) {
+            b.profile_mut().comment.push(nc);
+        }
+    }
+}
+
+/// Merges profiles with identical sample types (same types and units, in the
+/// same order) and compatible period types into one compact profile.
+///
+/// Strings, mappings, functions and locations are re-interned, so identical
+/// entities from different inputs share one id and unreferenced ones are
+/// dropped; samples with the same stack and labels (label order ignored) are
+/// summed. Top-level fields: sample/period types, drop/keep frames, default
+/// sample type and doc url come from the first profile; `period` is the
+/// maximum; `time_nanos` the earliest nonzero; `duration_nanos` the sum;
+/// comments are the de-duplicated union.
+pub fn merge(profiles: &[Profile]) -> Result<Profile, PprofError> {
+    let Some(first) = profiles.first() else {
+        return Err(PprofError::NothingToMerge);
+    };
+    for p in &profiles[1..] {
+        check_compatible(first, p)?;
+    }
+    let mut remap = Remap::new(first);
+    let mut b = builder_like(first, &mut remap);
+    let mut period = first.period;
+    let mut time = first.time_nanos;
+    let mut duration = first.duration_nanos;
+    for (k, p) in profiles.iter().enumerate() {
+        if k > 0 {
+            remap = Remap::new(p);
+            period = period.max(p.period);
+            if p.time_nanos != 0 && (time == 0 || p.time_nanos < time) {
+                time = p.time_nanos;
+            }
+            duration = duration.saturating_add(p.duration_nanos);
+            if b.profile().period_type.is_none() && p.period_type.is_some() {
+                let vt = p.period_type.unwrap_or_default();
+                let t = remap.string(&mut b, vt.r#type);
+                let u = remap.string(&mut b, vt.unit);
+                b.profile_mut().period_type = Some(crate::proto::ValueType { r#type: t, unit: u });
+            }
+        }
+        add_comments(&mut b, &mut remap);
+        remap.copy_samples(&mut b, |v, i| v.get(i).copied().unwrap_or(0));
+    }
+    let out = b.profile_mut();
+    out.period = period;
+    out.time_nanos = time;
+    out.duration_nanos = duration;
+    Ok(b.build())
+}
+
+/// Rewrites `profile` into compact form: unreferenced strings, mappings,
+/// functions and locations are dropped, duplicates are shared, identical
+/// samples are summed, and ids become 1..=n.
+pub fn compact(profile: &Profile) -> Profile {
+    let mut remap = Remap::new(profile);
+    let mut b = builder_like(profile, &mut remap);
+    add_comments(&mut b, &mut remap);
+    remap.copy_samples(&mut b, |v, i| v.get(i).copied().unwrap_or(0));
+    b.build()
+}
+
+/// Difference between two cumulative profiles taken from the same process:
+/// for each distinct stack + label set, `current − previous`.
+///
+/// Rule per sample type: types named `inuse_*` (Go heap `inuse_objects` /
+/// `inuse_space`) are gauges, so their value is taken from `current` alone;
+/// every other type (heap `alloc_*`, mutex/block `contentions`/`delay`, CPU
+/// counters) is subtracted. Stacks whose resulting values are all zero are
+/// dropped. Negative results (a counter reset) are kept as they are, as Go's
+/// delta profiles do. Top-level fields come from `current`; the duration
+/// becomes `current.time_nanos − previous.time_nanos` when both are known.
+/// Errors if the sample types differ.
+pub fn delta(previous: &Profile, current: &Profile) -> Result<Profile, PprofError> {
+    check_compatible(current, previous)?;
+    let gauge: Vec<bool> = types_of(current)
+        .map(|(t, _)| t.starts_with("inuse_"))
+        .collect();
+    let mut remap = Remap::new(current);
+    let mut b = builder_like(current, &mut remap);
+    add_comments(&mut b, &mut remap);
+    remap.copy_samples(&mut b, |v, i| v.get(i).copied().unwrap_or(0));
+    let mut prev = Remap::new(previous);
+    prev.copy_samples(&mut b, |v, i| {
+        if gauge.get(i).copied().unwrap_or(false) {
+            0
+        } else {
+            v.get(i).copied().unwrap_or(0).wrapping_neg()
+        }
+    });
+    if current.time_nanos != 0
+        && previous.time_nanos != 0
+        && current.time_nanos > previous.time_nanos
+    {
+        b.profile_mut().duration_nanos = current.time_nanos - previous.time_nanos;
+    }
+    let built = b.build();
+    // Dropping all-zero samples can orphan locations; compact afterwards.
+    let mut filtered = built;
+    filtered.sample.retain(|s| s.value.iter().any(|&v| v != 0));
+    Ok(compact(&filtered))
+}
