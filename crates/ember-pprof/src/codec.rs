@@ -63,15 +63,27 @@ pub fn decode_with_limits(bytes: &[u8], limits: &DecodeLimits) -> Result<Profile
     if let Some(kind) = legacy_kind(raw) {
         return Err(PprofError::LegacyFormat { kind });
     }
-    let profile = ProfileBytes::decode(raw)?.into_profile();
+    let profile = match ProfileBytes::decode(raw) {
+        Ok(p) => p.into_profile(),
+        Err(e) => {
+            // Only once protobuf parsing failed is "starts with a line of
+            // text" a safe sign of some other text format.
+            return Err(if looks_like_text(raw) {
+                PprofError::LegacyFormat { kind: "text" }
+            } else {
+                PprofError::Decode(e)
+            });
+        }
+    };
     validate(&profile)?;
     Ok(profile)
 }
 
 /// Recognises pprof's pre-proto inputs so users get a pointed message instead
 /// of a protobuf wire error. A profile.proto message never starts with a zero
-/// byte (field number 0 is invalid), and the legacy text formats start with a
-/// readable header line.
+/// byte (field number 0 is invalid), and the known legacy text headers cannot
+/// begin a valid message (their second byte breaks the wire type of the
+/// field named by the first).
 fn legacy_kind(raw: &[u8]) -> Option<&'static str> {
     if raw.len() >= 8 && raw[..4] == [0, 0, 0, 0] {
         return Some("binary CPU profile");
@@ -93,13 +105,15 @@ fn legacy_kind(raw: &[u8]) -> Option<&'static str> {
     if text_start("growth profile:") {
         return Some("text heap profile");
     }
-    // A generic fallback: a header line of printable ASCII. Proto messages
-    // start with a tag byte followed by binary lengths, which fail this test.
-    let line_end = head.iter().position(|&b| b == b'\n')?;
-    if line_end >= 4 && head[..line_end].iter().all(|&b| (0x20..0x7f).contains(&b)) {
-        return Some("text");
-    }
     None
+}
+
+/// True when the input starts with a line of printable ASCII.
+fn looks_like_text(raw: &[u8]) -> bool {
+    let head = &raw[..raw.len().min(256)];
+    head.iter()
+        .position(|&b| b == b'\n')
+        .is_some_and(|end| end >= 4 && head[..end].iter().all(|&b| (0x20..0x7f).contains(&b)))
 }
 
 /// Reads and decodes a profile file (gzip'd or raw) with default limits.
