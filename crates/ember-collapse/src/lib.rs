@@ -1,1 +1,259 @@
 //! Source: `perf script` text → folded stacks, compatible with `stackcollapse-perf.pl`.
+//!
+//! The output matches Brendan Gregg's `stackcollapse-perf.pl` (with its "count the last
+//! sample" fix) and inferno's `collapse-perf`: one `root;…;leaf count` line per distinct stack,
+//! sorted by byte order, where the count is the sum of the samples' event periods (or 1 per
+//! sample when perf printed no period).
+//!
+//! Naming rules, in order, for each frame line `pc symbol+0xoff (module)`:
+//! * the `+0x…` offset is dropped; a symbol starting with `(` is skipped;
+//! * `'` and `"` are removed (as the Perl script does);
+//! * half-demangled legacy Rust symbols (`_$LT$…$GT$::h0123…`) are re-demangled (as inferno does);
+//! * Java inlining `a->b->c` becomes three frames, the inlined ones marked `_[i]`;
+//! * `[unknown]` becomes `[<module file name>]` (with `--addrs`: `[<name> <pc>]`);
+//! * `;` becomes `:`, a top-level argument list is cut (Go methods, templates, lambdas and
+//!   `(anonymous namespace)` are kept); for `java*` processes a leading `L` of `Lpkg/Class` goes;
+//! * optional `_[k]` (kernel module) and `_[j]` (JIT map / jitdump) annotations.
+//!
+//! The first frame is the process name (spaces become `_`), optionally with `-PID` or
+//! `-PID/TID`. Only samples of the first event type seen are kept unless an event filter is
+//! given. Input may be gzip-compressed (detected by its magic bytes). See [`collapse`].
+
+mod fold;
+mod fxhash;
+mod stream;
+mod tidy;
+
+use std::fmt;
+use std::io::{self, Read, Write};
+
+/// Options of [`collapse`]. `Default` gives `stackcollapse-perf.pl`'s defaults, using every
+/// available core.
+#[derive(Clone, Debug)]
+pub struct CollapseOptions {
+    /// Append the PID to the process name (`comm-PID`; `?` when perf printed only a TID).
+    pub include_pid: bool,
+    /// Append PID and TID to the process name (`comm-PID/TID`); implies `include_pid`.
+    pub include_tid: bool,
+    /// Mark kernel frames with `_[k]`.
+    pub annotate_kernel: bool,
+    /// Mark JIT frames (`/tmp/perf-*.map`, `jitted-*.so`) with `_[j]`.
+    pub annotate_jit: bool,
+    /// Show the address for frames perf could not symbolize (`[unknown <pc>]`).
+    pub include_addrs: bool,
+    /// Keep only samples of this event type (e.g. `cycles`); `None` keeps the first type seen.
+    pub event_filter: Option<String>,
+    /// When a frame's symbol equals one of these, drop every frame above it (towards the root)
+    /// and the process name, so the stack starts at that frame.
+    pub skip_after: Vec<String>,
+    /// Worker threads; 0 means one per available core. 1 folds on the calling thread.
+    pub threads: usize,
+    /// Fail with [`CollapseError::InputTooLarge`] once the input (after gzip decompression)
+    /// exceeds this many bytes. `None` (the default) means no limit: input is streamed with
+    /// bounded memory, so a decompression bomb costs time, not memory.
+    pub max_input_bytes: Option<u64>,
+    /// Size of the chunks handed to worker threads (a tuning knob; default 1 MiB).
+    pub chunk_bytes: usize,
+}
+
+impl Default for CollapseOptions {
+    fn default() -> Self {
+        CollapseOptions {
+            include_pid: false,
+            include_tid: false,
+            annotate_kernel: false,
+            annotate_jit: false,
+            include_addrs: false,
+            event_filter: None,
+            skip_after: Vec::new(),
+            threads: 0,
+            max_input_bytes: None,
+            chunk_bytes: 1 << 20,
+        }
+    }
+}
+
+/// The kinds of malformed input lines that are skipped (and reported) rather than fatal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WarningKind {
+    /// A line where a sample header was expected but no `comm TID` prefix was found.
+    WeirdEventLine,
+    /// A frame line not of the form `pc [symbol] (module)`.
+    WeirdStackLine,
+}
+
+impl fmt::Display for WarningKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WarningKind::WeirdEventLine => "Weird event line",
+            WarningKind::WeirdStackLine => "Weird stack line",
+        })
+    }
+}
+
+/// One kind of malformed line: where it first occurred and how often.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// What was wrong.
+    pub kind: WarningKind,
+    /// 1-based line number of the first occurrence (in the decompressed input).
+    pub line: u64,
+    /// The first offending line, trailing whitespace trimmed.
+    pub text: String,
+    /// How many lines of this kind were skipped.
+    pub count: u64,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}: {}", self.line, self.kind, self.text)?;
+        if self.count > 1 {
+            write!(f, " ({} such lines in total)", self.count)?;
+        }
+        Ok(())
+    }
+}
+
+/// The result of [`collapse`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Collapsed {
+    /// `(stack, count)` pairs, frames root first joined by `;`, sorted by byte order.
+    pub stacks: Vec<(String, u64)>,
+    /// Malformed lines, one entry per kind, in order of first occurrence.
+    pub warnings: Vec<Warning>,
+    /// The event type that was kept (the filter given, or the first type seen).
+    pub event: Option<String>,
+}
+
+impl Collapsed {
+    /// Writes the folded lines (`stack count\n`) to `out`.
+    pub fn write_folded(&self, out: impl Write) -> io::Result<()> {
+        write_folded(&self.stacks, out)
+    }
+}
+
+/// Writes `(stack, count)` pairs as folded lines (`stack count\n`).
+pub fn write_folded(stacks: &[(String, u64)], mut out: impl Write) -> io::Result<()> {
+    for (stack, count) in stacks {
+        out.write_all(stack.as_bytes())?;
+        writeln!(out, " {count}")?;
+    }
+    out.flush()
+}
+
+/// Errors of [`collapse`]. Malformed lines are not errors (see [`Collapsed::warnings`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CollapseError {
+    /// Reading or decompressing the input failed.
+    #[error("failed to read perf script input: {0}")]
+    Io(#[from] io::Error),
+    /// The input exceeded [`CollapseOptions::max_input_bytes`].
+    #[error("input exceeds the limit of {limit} bytes (after decompression)")]
+    InputTooLarge {
+        /// The configured limit.
+        limit: u64,
+    },
+    /// A worker thread died unexpectedly (a bug; the input is never the cause).
+    #[error("internal error: a collapse worker thread failed")]
+    WorkerFailed,
+}
+
+/// Marker carried inside an `io::Error` when the input limit is hit.
+#[derive(Debug)]
+struct LimitExceeded;
+
+impl fmt::Display for LimitExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("input size limit exceeded")
+    }
+}
+
+impl std::error::Error for LimitExceeded {}
+
+/// A reader that fails once more than `remaining` bytes have been read.
+struct Limited<R> {
+    inner: R,
+    remaining: Option<u64>,
+}
+
+impl<R: Read> Read for Limited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(remaining) = &mut self.remaining {
+            match remaining.checked_sub(n as u64) {
+                Some(left) => *remaining = left,
+                None => return Err(io::Error::other(LimitExceeded)),
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Folds `perf script` output read from `input` (plain text or gzip, detected by its magic
+/// bytes) into sorted stack counts.
+///
+/// Input is streamed in chunks; with more than one thread, chunks are folded in parallel and
+/// the result is identical to a single-threaded run. Non-UTF-8 bytes are replaced by U+FFFD.
+/// Never panics on any input.
+pub fn collapse(
+    mut input: impl Read,
+    options: &CollapseOptions,
+) -> Result<Collapsed, CollapseError> {
+    let mut magic = [0u8; 2];
+    let mut have = 0;
+    while have < magic.len() {
+        match input.read(&mut magic[have..]) {
+            Ok(0) => break,
+            Ok(n) => have += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let head = io::Cursor::new(magic).take(have as u64);
+    let joined = head.chain(input);
+    let outcome = if magic[..have] == [0x1f, 0x8b] {
+        let decoder = flate2::read::MultiGzDecoder::new(joined);
+        run_limited(decoder, options)
+    } else {
+        run_limited(joined, options)
+    }?;
+
+    let mut stacks: Vec<(String, u64)> = outcome
+        .map
+        .into_iter()
+        .map(|(key, count)| {
+            let key = String::from_utf8(key.into_vec())
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+            (key, count)
+        })
+        .collect();
+    stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Ok(Collapsed {
+        stacks,
+        warnings: outcome.warnings,
+        event: outcome.event,
+    })
+}
+
+/// [`collapse`] over an in-memory buffer (plain or gzip); suitable for fuzzing.
+pub fn collapse_bytes(input: &[u8], options: &CollapseOptions) -> Result<Collapsed, CollapseError> {
+    collapse(input, options)
+}
+
+fn run_limited<R: Read>(
+    reader: R,
+    options: &CollapseOptions,
+) -> Result<stream::Outcome, CollapseError> {
+    let limited = Limited {
+        inner: reader,
+        remaining: options.max_input_bytes,
+    };
+    stream::run(limited, options).map_err(|err| match err {
+        CollapseError::Io(e) if e.get_ref().is_some_and(|inner| inner.is::<LimitExceeded>()) => {
+            CollapseError::InputTooLarge {
+                limit: options.max_input_bytes.unwrap_or(0),
+            }
+        }
+        other => other,
+    })
+}

@@ -1,0 +1,478 @@
+//! The per-line state machine that folds `perf script` samples into stack counts.
+//!
+//! A [`Folder`] sees one line at a time. Its state only survives inside a sample: a blank line
+//! resets everything except the event-type filter, which is why the driver may hand
+//! blank-line-delimited chunks to different threads, each with its own `Folder`, and still get
+//! exactly the result of a single sequential pass (see `stream.rs`).
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+use crate::fxhash::FxHasher;
+use crate::tidy;
+use crate::{CollapseOptions, WarningKind};
+
+/// Stack counts keyed by the folded stack bytes (always valid UTF-8).
+pub(crate) type StackMap = HashMap<Box<[u8]>, u64, BuildHasherDefault<FxHasher>>;
+
+/// Whether stack lines of the current sample are kept.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StackFilter {
+    Keep,
+    /// The sample's event type is filtered out.
+    Skip,
+    /// A `--skip-after` frame was reached: drop the frames above it and the process name.
+    SkipRemaining,
+}
+
+/// First occurrence and number of one kind of malformed line, with unit-relative line numbers.
+#[derive(Clone, Debug)]
+pub(crate) struct LocalWarning {
+    pub(crate) kind: WarningKind,
+    pub(crate) count: u64,
+    pub(crate) first_line: u64,
+    pub(crate) first_text: String,
+}
+
+/// Folds lines into a [`StackMap`]. One per thread; buffers are reused across samples so the
+/// steady state allocates only when a never-seen stack is inserted.
+pub(crate) struct Folder<'o> {
+    options: &'o CollapseOptions,
+    include_pid: bool,
+    /// The event type to keep; `None` until the first event line names one.
+    pub(crate) event_filter: Option<String>,
+    in_event: bool,
+    stack_filter: StackFilter,
+    period: Option<u64>,
+    pname: String,
+    /// Bytes of all frames of the current sample, in the order they were pushed (leaf first).
+    frames: Vec<u8>,
+    /// `(start, end)` of each frame in `frames`, leaf first.
+    frame_ranges: Vec<(usize, usize)>,
+    key: Vec<u8>,
+    scratch_quotes: String,
+    scratch_rust: String,
+    scratch_unknown: String,
+    /// Lines seen in the current unit (for warning positions).
+    pub(crate) lines: u64,
+    pub(crate) warnings: Vec<LocalWarning>,
+}
+
+impl<'o> Folder<'o> {
+    /// A fresh folder; `event_filter` is the user's filter or one already detected.
+    pub(crate) fn new(options: &'o CollapseOptions, event_filter: Option<String>) -> Self {
+        Folder {
+            options,
+            include_pid: options.include_pid || options.include_tid,
+            event_filter,
+            in_event: false,
+            stack_filter: StackFilter::Keep,
+            period: None,
+            pname: String::new(),
+            frames: Vec::with_capacity(4096),
+            frame_ranges: Vec::with_capacity(128),
+            key: Vec::with_capacity(4096),
+            scratch_quotes: String::new(),
+            scratch_rust: String::new(),
+            scratch_unknown: String::new(),
+            lines: 0,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Folds every line of `text`. When `stop_once_filter_known` is set, returns early right
+    /// after the first blank line seen once the event filter is known, with the number of
+    /// bytes consumed; otherwise returns `text.len()`.
+    ///
+    /// `text` is expected to end at a sample boundary or at the end of input; a trailing line
+    /// without `\n` is processed like any other.
+    pub(crate) fn fold(
+        &mut self,
+        text: &[u8],
+        map: &mut StackMap,
+        stop_once_filter_known: bool,
+    ) -> usize {
+        // One validation for the whole chunk keeps the common (valid UTF-8) path free of
+        // per-line checks; invalid chunks fall back to lossy per-line decoding.
+        match std::str::from_utf8(text) {
+            Ok(s) => {
+                let mut pos = 0;
+                while pos < s.len() {
+                    let end = memchr::memchr(b'\n', &text[pos..]).map_or(s.len(), |i| pos + i);
+                    let next = (end + 1).min(s.len());
+                    let blank = self.line(&s[pos..end], map);
+                    pos = next;
+                    if blank && stop_once_filter_known && self.event_filter.is_some() {
+                        return pos;
+                    }
+                }
+                pos
+            }
+            Err(_) => {
+                let mut pos = 0;
+                while pos < text.len() {
+                    let end = memchr::memchr(b'\n', &text[pos..]).map_or(text.len(), |i| pos + i);
+                    let next = (end + 1).min(text.len());
+                    let line = String::from_utf8_lossy(&text[pos..end]);
+                    let blank = self.line(&line, map);
+                    pos = next;
+                    if blank && stop_once_filter_known && self.event_filter.is_some() {
+                        return pos;
+                    }
+                }
+                pos
+            }
+        }
+    }
+
+    /// Handles the end of input: a last sample without a trailing blank line still counts.
+    pub(crate) fn finish(&mut self, map: &mut StackMap) {
+        if !self.frame_ranges.is_empty() {
+            self.after_event(map);
+        }
+    }
+
+    /// Processes one line (without its `\n`); returns true when it was a blank line.
+    fn line(&mut self, raw: &str, map: &mut StackMap) -> bool {
+        self.lines += 1;
+        if raw.starts_with('#') {
+            return false;
+        }
+        let line = raw.trim_end();
+        if line.is_empty() {
+            self.after_event(map);
+            return true;
+        }
+        if self.in_event {
+            self.on_stack_line(line);
+        } else {
+            self.on_event_line(line);
+            if !self.frame_ranges.is_empty() {
+                // The event line carried its (single-frame) stack inline.
+                self.after_event(map);
+            }
+        }
+        false
+    }
+
+    fn warn(&mut self, kind: WarningKind, text: &str) {
+        if let Some(w) = self.warnings.iter_mut().find(|w| w.kind == kind) {
+            w.count += 1;
+            return;
+        }
+        self.warnings.push(LocalWarning {
+            kind,
+            count: 1,
+            first_line: self.lines,
+            first_text: text.to_owned(),
+        });
+    }
+
+    /// Handles a sample header such as
+    /// `java 24636/25607 [000] 4794564.109216:   10101010 cycles:` (optionally followed by a
+    /// single inline stack frame).
+    fn on_event_line(&mut self, line: &str) {
+        self.in_event = true;
+        let Some((comm, pid, tid, end)) = event_line_parts(line) else {
+            self.warn(WarningKind::WeirdEventLine, line);
+            self.in_event = false;
+            return;
+        };
+
+        // After the TID: "<time or cpu>: [period] <event>:[<modifiers>:] [inline frame]".
+        let rest = &line[end..];
+        let (event_part, post_event) = match rest.find(':') {
+            None => (None, None),
+            Some(c1) => {
+                let after = &rest[c1 + 1..];
+                match after.find(':') {
+                    Some(c2) => (Some(&after[..c2]), Some(&after[c2 + 1..])),
+                    None => (Some(after), None),
+                }
+            }
+        };
+        if let Some(part) = event_part {
+            let (event, period) = match part.rfind(' ') {
+                Some(i) => {
+                    let before = &part[..i];
+                    let period = match before.rfind(' ') {
+                        Some(j) => &before[j + 1..],
+                        None => before,
+                    };
+                    (&part[i + 1..], period.parse::<u64>().ok())
+                }
+                None => (part, None),
+            };
+            self.period = period;
+            match &self.event_filter {
+                Some(filter) => {
+                    if event != filter {
+                        self.stack_filter = StackFilter::Skip;
+                        return;
+                    }
+                }
+                // The first event type seen wins: mixing e.g. cycles and instructions would
+                // add up incomparable periods.
+                None => self.event_filter = Some(event.to_owned()),
+            }
+        }
+
+        let inline_frame = post_event.and_then(|post| {
+            let start = post.find([':', ' ']).map_or(0, |i| i + 1);
+            let frame = post[start..].trim();
+            (!frame.is_empty()).then_some(frame)
+        });
+
+        self.pname.clear();
+        for c in comm.chars() {
+            self.pname.push(if c == ' ' { '_' } else { c });
+        }
+        if self.options.include_tid {
+            self.pname.push('-');
+            self.pname.push_str(pid);
+            self.pname.push('/');
+            self.pname.push_str(tid);
+        } else if self.include_pid {
+            self.pname.push('-');
+            self.pname.push_str(pid);
+        }
+
+        if let Some(frame) = inline_frame {
+            self.on_stack_line(frame);
+            self.in_event = false;
+        }
+    }
+
+    /// Handles one frame line such as `ffffffff8103ce3b native_safe_halt+0x5 ([kernel.kallsyms])`.
+    fn on_stack_line(&mut self, line: &str) {
+        if self.stack_filter != StackFilter::Keep {
+            return;
+        }
+        let Some((pc, rawfunc, module)) = stack_line_parts(line) else {
+            self.warn(WarningKind::WeirdStackLine, line);
+            return;
+        };
+        let rawfunc = tidy::strip_offset(rawfunc);
+        // A parenthesised "symbol" is a process name, not a frame.
+        if rawfunc.starts_with('(') {
+            return;
+        }
+
+        // Take the scratch buffers out so the borrowed symbol can outlive `&mut self` calls.
+        let mut quotes = std::mem::take(&mut self.scratch_quotes);
+        let mut rust = std::mem::take(&mut self.scratch_rust);
+        let mut unknown = std::mem::take(&mut self.scratch_unknown);
+        {
+            // Quotes that perf printed are dropped like stackcollapse-perf.pl does; quotes that
+            // re-demangling produces (Rust lifetimes) are kept like inferno does.
+            let func = tidy::strip_quotes(rawfunc, &mut quotes);
+            let func: &str = if tidy::redemangle_rust(func, &mut rust) {
+                &rust
+            } else {
+                func
+            };
+
+            let first_new = self.frame_ranges.len();
+            // Java inlining: "a->b->c" is one physical frame; b and c are inlined into a.
+            let mut parts = 0usize;
+            let mut remaining = Some(func);
+            while let Some(text) = remaining {
+                let (part, next) = match memchr::memmem::find(text.as_bytes(), b"->") {
+                    Some(i) => (&text[..i], Some(&text[i + 2..])),
+                    None => (text, None),
+                };
+                remaining = next;
+                let part = self.module_fallback(part, module, pc, &mut unknown);
+                self.push_frame(part, module, parts > 0);
+                parts += 1;
+            }
+            // Inlined parts are listed caller first; frames are stored leaf first.
+            self.frame_ranges[first_new..].reverse();
+
+            if !self.options.skip_after.is_empty()
+                && self.options.skip_after.iter().any(|s| s == func)
+            {
+                self.stack_filter = StackFilter::SkipRemaining;
+            }
+        }
+        self.scratch_quotes = quotes;
+        self.scratch_rust = rust;
+        self.scratch_unknown = unknown;
+    }
+
+    /// Replaces `[unknown]` by the module's file name (or the address with `--addrs`).
+    fn module_fallback<'a>(
+        &self,
+        func: &'a str,
+        module: &str,
+        pc: &str,
+        buf: &'a mut String,
+    ) -> &'a str {
+        if func != "[unknown]" {
+            return func;
+        }
+        let name = if module == "[unknown]" {
+            if !self.options.include_addrs {
+                return func;
+            }
+            "unknown"
+        } else {
+            module.rsplit('/').next().unwrap_or(module)
+        };
+        buf.clear();
+        buf.push('[');
+        buf.push_str(name);
+        if self.options.include_addrs {
+            buf.push_str(" <");
+            buf.push_str(pc);
+            buf.push_str(">]");
+        } else {
+            buf.push(']');
+        }
+        buf
+    }
+
+    /// Tidies `func` into the frame buffer and annotates it.
+    fn push_frame(&mut self, func: &str, module: &str, inlined: bool) {
+        let start = self.frames.len();
+        tidy::push_tidy_generic(&mut self.frames, func);
+        if self.pname.starts_with("java") {
+            let frame = &self.frames[start..];
+            if frame.first() == Some(&b'L') && frame.contains(&b'/') {
+                self.frames.remove(start);
+            }
+        }
+        let contains =
+            |frames: &[u8], needle: &[u8]| memchr::memmem::find(&frames[start..], needle).is_some();
+        if inlined {
+            if !contains(&self.frames, b"_[i]") {
+                self.frames.extend_from_slice(b"_[i]");
+            }
+        } else if self.options.annotate_kernel && tidy::is_kernel(module) {
+            self.frames.extend_from_slice(b"_[k]");
+        } else if self.options.annotate_jit
+            && tidy::is_jit(module)
+            && !contains(&self.frames, b"_[j]")
+        {
+            self.frames.extend_from_slice(b"_[j]");
+        }
+        self.frame_ranges.push((start, self.frames.len()));
+    }
+
+    /// Ends a sample: counts its stack (root first) and resets the per-sample state.
+    fn after_event(&mut self, map: &mut StackMap) {
+        if !self.frame_ranges.is_empty() {
+            self.key.clear();
+            if self.stack_filter != StackFilter::SkipRemaining {
+                self.key.extend_from_slice(self.pname.as_bytes());
+                self.key.push(b';');
+            }
+            for &(start, end) in self.frame_ranges.iter().rev() {
+                self.key.extend_from_slice(&self.frames[start..end]);
+                self.key.push(b';');
+            }
+            self.key.pop();
+            let weight = self.period.unwrap_or(1);
+            match map.get_mut(self.key.as_slice()) {
+                Some(count) => *count = count.saturating_add(weight),
+                None => {
+                    map.insert(self.key.as_slice().into(), weight);
+                }
+            }
+        }
+        self.in_event = false;
+        self.stack_filter = StackFilter::Keep;
+        self.frames.clear();
+        self.frame_ranges.clear();
+        self.period = None;
+    }
+}
+
+/// Splits an event line into `(comm, pid, tid, index after the TID word)`.
+///
+/// The TID is the first all-digit word (optionally `PID/TID`) that is followed by a space and
+/// is not the first word; everything before it is the command name, which may contain spaces.
+/// Without a PID the PID is reported as `?`.
+fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> {
+    let mut word_start = 0;
+    let mut all_digits = false;
+    let mut last_was_space = false;
+    let mut slash: Option<usize> = None;
+    for (idx, &b) in line.as_bytes().iter().enumerate() {
+        if b == b' ' {
+            if all_digits && !last_was_space {
+                let (pid, tid) = match slash {
+                    Some(s) => (&line[word_start..s], &line[s + 1..idx]),
+                    None => ("?", &line[word_start..idx]),
+                };
+                let comm = line[..word_start - 1].trim();
+                return Some((comm, pid, tid, idx + 1));
+            }
+            word_start = idx + 1;
+            all_digits = true;
+        } else if b == b'/' {
+            if all_digits {
+                slash = Some(idx);
+            }
+        } else if !b.is_ascii_digit() {
+            all_digits = false;
+            slash = None;
+        }
+        last_was_space = b == b' ';
+    }
+    None
+}
+
+/// Splits a stack line into `(pc, symbol, module)`; the module must be in parentheses.
+/// A missing symbol (two spaces before the module) is reported as a single space, matching
+/// what the reference implementation emits.
+fn stack_line_parts(line: &str) -> Option<(&str, &str, &str)> {
+    let line = line.trim_start();
+    let sp = memchr::memchr(b' ', line.as_bytes())?;
+    let pc = line[..sp].trim_end();
+    let rest = &line[sp + 1..];
+    let last = memchr::memrchr(b' ', rest.as_bytes())?;
+    let module = &rest[last + 1..];
+    if module.len() < 2 || !module.starts_with('(') || !module.ends_with(')') {
+        return None;
+    }
+    let module = &module[1..module.len() - 1];
+    let func = match rest[..last].trim() {
+        "" => " ",
+        s => s,
+    };
+    Some((pc, func, module))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_lines() {
+        assert_eq!(
+            event_line_parts("java 25607 4794564.109216: cycles:"),
+            Some(("java", "?", "25607", 11))
+        );
+        assert_eq!(
+            event_line_parts("V8 WorkerThread 24636/25607 [000] 94564.109216: cycles:"),
+            Some(("V8 WorkerThread", "24636", "25607", 28))
+        );
+        assert_eq!(event_line_parts("no digits here"), None);
+        assert_eq!(event_line_parts("12 34 "), Some(("12", "?", "34", 6)));
+    }
+
+    #[test]
+    fn stack_lines() {
+        assert_eq!(
+            stack_line_parts("\t ffffffff8103ce3b native_safe_halt ([kernel.kallsyms])"),
+            Some(("ffffffff8103ce3b", "native_safe_halt", "[kernel.kallsyms]"))
+        );
+        assert_eq!(
+            stack_line_parts("7f1e2215d058  (/lib/libc.so)"),
+            Some(("7f1e2215d058", " ", "/lib/libc.so"))
+        );
+        assert_eq!(stack_line_parts("7f1e (x)"), None);
+        assert_eq!(stack_line_parts("7f1e foo ("), None);
+    }
+}

@@ -1,0 +1,279 @@
+//! The driver: streams input in large chunks cut at sample boundaries and folds them on worker
+//! threads, then merges the per-thread maps and warnings.
+//!
+//! Why this is equivalent to one sequential pass: a blank line resets every piece of
+//! [`Folder`] state except the event-type filter. So the first chunk(s) are folded on the
+//! calling thread until the filter is known (normally after the very first sample), and from
+//! then on every chunk starts in the same state a sequential pass would be in. Memory stays
+//! bounded by roughly `(2 × threads + 2) × chunk size` plus the map of distinct stacks; only a
+//! single stretch of input without any blank line larger than the chunk size forces a bigger
+//! buffer.
+
+use std::io::{self, Read};
+use std::sync::Mutex;
+use std::sync::mpsc;
+
+use crate::fold::{Folder, LocalWarning, StackMap};
+use crate::{CollapseError, CollapseOptions, Warning};
+
+/// What the folding produced before sorting.
+pub(crate) struct Outcome {
+    pub(crate) map: StackMap,
+    pub(crate) warnings: Vec<Warning>,
+    pub(crate) event: Option<String>,
+}
+
+/// Per-unit bookkeeping used to turn unit-relative line numbers into absolute ones.
+struct UnitMeta {
+    seq: u64,
+    lines: u64,
+    warnings: Vec<LocalWarning>,
+}
+
+/// Cuts the input into units that end right after a blank line (or at end of input).
+struct Chunker<R> {
+    reader: R,
+    carry: Vec<u8>,
+    chunk: usize,
+    eof: bool,
+}
+
+impl<R: Read> Chunker<R> {
+    /// Fills `buf` (a recycled, possibly non-empty buffer) with the next unit.
+    fn next_unit(&mut self, mut buf: Vec<u8>) -> io::Result<Option<Vec<u8>>> {
+        buf.clear();
+        buf.append(&mut self.carry);
+        let mut target = self.chunk.max(buf.len() + self.chunk / 2);
+        loop {
+            if !self.eof && buf.len() < target {
+                let want = target - buf.len();
+                buf.reserve(want);
+                let got = (&mut self.reader).take(want as u64).read_to_end(&mut buf)?;
+                if got < want {
+                    self.eof = true;
+                }
+            }
+            if self.eof {
+                return Ok((!buf.is_empty()).then_some(buf));
+            }
+            if let Some(cut) = last_boundary(&buf) {
+                self.carry.extend_from_slice(&buf[cut..]);
+                buf.truncate(cut);
+                return Ok(Some(buf));
+            }
+            // One sample group longer than the chunk: keep reading until it ends.
+            target = target.saturating_mul(2);
+        }
+    }
+}
+
+/// Offset just past the last blank line in `buf`, if any.
+fn last_boundary(buf: &[u8]) -> Option<usize> {
+    // `end` is the index of the `\n` terminating the line under inspection.
+    let mut end = memchr::memrchr(b'\n', buf)?;
+    loop {
+        let start = memchr::memrchr(b'\n', &buf[..end]).map_or(0, |i| i + 1);
+        if is_blank(&buf[start..end]) {
+            return Some(end + 1);
+        }
+        if start == 0 {
+            return None;
+        }
+        end = start - 1;
+    }
+}
+
+/// Whether a line (without `\n`) is empty once trailing whitespace is trimmed, using the same
+/// rule as the folder (Unicode whitespace after lossy UTF-8 decoding).
+fn is_blank(line: &[u8]) -> bool {
+    for &b in line {
+        if !b.is_ascii() {
+            return String::from_utf8_lossy(line).trim_end().is_empty();
+        }
+        if !matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c) {
+            return false;
+        }
+    }
+    true
+}
+
+fn resolve_threads(requested: usize) -> usize {
+    if requested == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        requested
+    }
+}
+
+/// Folds everything `reader` yields.
+pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outcome, CollapseError> {
+    let threads = resolve_threads(options.threads);
+    let mut chunker = Chunker {
+        reader,
+        carry: Vec::new(),
+        chunk: options.chunk_bytes.max(1),
+        eof: false,
+    };
+    let mut main = Folder::new(options, options.event_filter.clone());
+    let mut map = StackMap::default();
+    let mut metas = Vec::new();
+    let mut seq = 0u64;
+    let mut record = |folder: &mut Folder<'_>, metas: &mut Vec<UnitMeta>| {
+        metas.push(UnitMeta {
+            seq,
+            lines: std::mem::take(&mut folder.lines),
+            warnings: std::mem::take(&mut folder.warnings),
+        });
+        seq += 1;
+        seq
+    };
+
+    // Sequential phase: everything when single-threaded, otherwise until the filter is known.
+    let mut leftover: Option<(Vec<u8>, usize)> = None;
+    let mut spare = Vec::new();
+    while let Some(buf) = chunker.next_unit(std::mem::take(&mut spare))? {
+        if threads > 1 && main.event_filter.is_some() {
+            leftover = Some((buf, 0));
+            break;
+        }
+        let consumed = main.fold(&buf, &mut map, threads > 1);
+        main.finish(&mut map);
+        record(&mut main, &mut metas);
+        if consumed < buf.len() {
+            leftover = Some((buf, consumed));
+            break;
+        }
+        spare = buf;
+    }
+
+    if let Some(first) = leftover {
+        let event_filter = main.event_filter.clone();
+        let (work_tx, work_rx) = mpsc::sync_channel::<(u64, Vec<u8>, usize)>(threads * 2);
+        let work_rx = Mutex::new(work_rx);
+        let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
+        let worker_results = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let work_rx = &work_rx;
+                    let free_tx = free_tx.clone();
+                    let event_filter = event_filter.clone();
+                    scope.spawn(move || {
+                        let mut folder = Folder::new(options, event_filter);
+                        let mut map = StackMap::default();
+                        let mut metas = Vec::new();
+                        loop {
+                            let item = {
+                                let guard = work_rx.lock().unwrap_or_else(|e| e.into_inner());
+                                guard.recv()
+                            };
+                            let Ok((seq, buf, start)) = item else { break };
+                            folder.fold(&buf[start..], &mut map, false);
+                            folder.finish(&mut map);
+                            metas.push(UnitMeta {
+                                seq,
+                                lines: std::mem::take(&mut folder.lines),
+                                warnings: std::mem::take(&mut folder.warnings),
+                            });
+                            // The producer may be gone already; then the buffer is just freed.
+                            let _ = free_tx.send(buf);
+                        }
+                        (map, metas)
+                    })
+                })
+                .collect();
+            drop(free_tx);
+
+            let produce = || -> Result<(), CollapseError> {
+                let (buf, start) = first;
+                let mut next_seq = seq;
+                if work_tx.send((next_seq, buf, start)).is_err() {
+                    return Err(CollapseError::WorkerFailed);
+                }
+                next_seq += 1;
+                loop {
+                    let recycled = free_rx.try_recv().unwrap_or_default();
+                    let Some(buf) = chunker.next_unit(recycled)? else {
+                        return Ok(());
+                    };
+                    if work_tx.send((next_seq, buf, 0)).is_err() {
+                        return Err(CollapseError::WorkerFailed);
+                    }
+                    next_seq += 1;
+                }
+            };
+            let produced = produce();
+            drop(work_tx);
+            let mut results = Vec::with_capacity(threads);
+            let mut failed = false;
+            for handle in handles {
+                match handle.join() {
+                    Ok(result) => results.push(result),
+                    Err(_) => failed = true,
+                }
+            }
+            produced?;
+            if failed {
+                return Err(CollapseError::WorkerFailed);
+            }
+            Ok(results)
+        })?;
+        for (worker_map, worker_metas) in worker_results {
+            merge_into(&mut map, worker_map);
+            metas.extend(worker_metas);
+        }
+    }
+
+    Ok(Outcome {
+        map,
+        warnings: absolute_warnings(metas),
+        event: main.event_filter,
+    })
+}
+
+/// Adds `from` into `into`, keeping the larger map as the destination.
+fn merge_into(into: &mut StackMap, mut from: StackMap) {
+    if from.len() > into.len() {
+        std::mem::swap(into, &mut from);
+    }
+    for (key, count) in from {
+        let slot = into.entry(key).or_insert(0);
+        *slot = slot.saturating_add(count);
+    }
+}
+
+/// One warning per kind: the first occurrence in input order, with the total count.
+fn absolute_warnings(mut metas: Vec<UnitMeta>) -> Vec<Warning> {
+    metas.sort_by_key(|m| m.seq);
+    let mut offset = 0u64;
+    let mut out: Vec<Warning> = Vec::new();
+    for meta in metas {
+        for w in meta.warnings {
+            match out.iter_mut().find(|o| o.kind == w.kind) {
+                Some(existing) => existing.count += w.count,
+                None => out.push(Warning {
+                    kind: w.kind,
+                    line: offset + w.first_line,
+                    text: w.first_text,
+                    count: w.count,
+                }),
+            }
+        }
+        offset += meta.lines;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boundaries_are_found_after_blank_lines() {
+        assert_eq!(last_boundary(b"a\n\nb\n"), Some(3));
+        assert_eq!(last_boundary(b"a\n \t\nb"), Some(5));
+        assert_eq!(last_boundary(b"\nb\n"), Some(1));
+        assert_eq!(last_boundary(b"a\nb\n"), None);
+        assert_eq!(last_boundary(b"abc"), None);
+        assert_eq!(last_boundary(b"a\n\xe3\x80\x80\nb\n"), Some(6));
+    }
+}
