@@ -4,7 +4,7 @@
 //! This module owns the line grammar shared by every Ember tool that reads or
 //! writes folded stacks. Parsing is lenient the way the established tools are:
 //! a line that does not end in a sample count is skipped and counted rather
-//! than failing the whole input, and bytes that are not UTF-8 are replaced
+//! than failing the whole input, lines starting with `# ` are comments, and bytes that are not UTF-8 are replaced
 //! (lossy) instead of rejected, so arbitrary input can never make it panic.
 
 pub mod diff;
@@ -77,7 +77,8 @@ pub fn parse_bytes(bytes: &[u8]) -> Folded {
         };
         rest = next;
         let line = line.trim_ascii();
-        if line.is_empty() {
+        // `# ` starts a comment line (austin and pprof-derived files carry headers like this).
+        if line.is_empty() || line.starts_with(b"# ") {
             continue;
         }
         match parse_line(line) {
@@ -198,6 +199,14 @@ mod tests {
         assert_eq!(f.ignored_lines, 4);
         assert!(f.has_fractional);
         assert!(f.is_differential());
+    }
+
+    #[test]
+    fn comment_lines_are_skipped() {
+        let f = parse_bytes(b"# interval: 100\n#x 1\na 2\n");
+        assert_eq!(f.lines.len(), 2);
+        assert_eq!(f.lines[0].stack, "#x");
+        assert_eq!(f.ignored_lines, 0);
     }
 
     #[test]
