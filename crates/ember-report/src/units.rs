@@ -1,0 +1,295 @@
+//! Value formatting the way `go tool pprof` prints it: unit auto-scaling (`10ms`, `1.50s`,
+//! `2.50MB`), `%`-columns and Go's `%g` rendering of small percentages.
+//!
+//! These rules are reproduced from the observable behaviour of google/pprof's `measurement`
+//! package (as vendored in Go 1.19), so that `ember top` output lines up with `go tool pprof -top`
+//! character for character.
+
+/// One unit of a family: printed name, accepted (lower-case) spellings and its size in base units.
+struct Unit {
+    name: &'static str,
+    aliases: &'static [&'static str],
+    factor: f64,
+}
+
+/// A family of convertible units and the unit used when the target cannot be recognised.
+struct Family {
+    units: &'static [Unit],
+    default: Unit,
+}
+
+const NS: f64 = 1.0;
+const FAMILIES: &[Family] = &[
+    Family {
+        units: &[
+            Unit {
+                name: "B",
+                aliases: &["b", "byte"],
+                factor: 1.0,
+            },
+            Unit {
+                name: "kB",
+                aliases: &["kb", "kbyte", "kilobyte"],
+                factor: (1u64 << 10) as f64,
+            },
+            Unit {
+                name: "MB",
+                aliases: &["mb", "mbyte", "megabyte"],
+                factor: (1u64 << 20) as f64,
+            },
+            Unit {
+                name: "GB",
+                aliases: &["gb", "gbyte", "gigabyte"],
+                factor: (1u64 << 30) as f64,
+            },
+            Unit {
+                name: "TB",
+                aliases: &["tb", "tbyte", "terabyte"],
+                factor: (1u64 << 40) as f64,
+            },
+            Unit {
+                name: "PB",
+                aliases: &["pb", "pbyte", "petabyte"],
+                factor: (1u64 << 50) as f64,
+            },
+        ],
+        default: Unit {
+            name: "B",
+            aliases: &["b", "byte"],
+            factor: 1.0,
+        },
+    },
+    Family {
+        units: &[
+            Unit {
+                name: "ns",
+                aliases: &["ns", "nanosecond"],
+                factor: NS,
+            },
+            Unit {
+                name: "us",
+                aliases: &["μs", "us", "microsecond"],
+                factor: 1e3 * NS,
+            },
+            Unit {
+                name: "ms",
+                aliases: &["ms", "millisecond"],
+                factor: 1e6 * NS,
+            },
+            Unit {
+                name: "s",
+                aliases: &["s", "sec", "second"],
+                factor: 1e9 * NS,
+            },
+            Unit {
+                name: "hrs",
+                aliases: &["hour", "hr"],
+                factor: 3600e9 * NS,
+            },
+        ],
+        default: Unit {
+            name: "s",
+            aliases: &[],
+            factor: 1e9 * NS,
+        },
+    },
+    Family {
+        units: &[
+            Unit {
+                name: "n*GCU",
+                aliases: &["nanogcu"],
+                factor: 1e-9,
+            },
+            Unit {
+                name: "u*GCU",
+                aliases: &["microgcu"],
+                factor: 1e-6,
+            },
+            Unit {
+                name: "m*GCU",
+                aliases: &["milligcu"],
+                factor: 1e-3,
+            },
+            Unit {
+                name: "GCU",
+                aliases: &["gcu"],
+                factor: 1.0,
+            },
+            Unit {
+                name: "k*GCU",
+                aliases: &["kilogcu"],
+                factor: 1e3,
+            },
+            Unit {
+                name: "M*GCU",
+                aliases: &["megagcu"],
+                factor: 1e6,
+            },
+            Unit {
+                name: "G*GCU",
+                aliases: &["gigagcu"],
+                factor: 1e9,
+            },
+            Unit {
+                name: "T*GCU",
+                aliases: &["teragcu"],
+                factor: 1e12,
+            },
+            Unit {
+                name: "P*GCU",
+                aliases: &["petagcu"],
+                factor: 1e15,
+            },
+        ],
+        default: Unit {
+            name: "GCU",
+            aliases: &[],
+            factor: 1.0,
+        },
+    },
+];
+
+impl Family {
+    /// Recognises a unit spelling: case-insensitive, and a plural `s` is ignored on names longer
+    /// than two bytes (so `ms` stays milliseconds but `seconds` becomes `second`).
+    fn sniff(&self, unit: &str) -> Option<&Unit> {
+        let lower = unit.to_lowercase();
+        let key = if lower.len() > 2 {
+            lower.strip_suffix('s').unwrap_or(&lower)
+        } else {
+            &lower
+        };
+        self.units.iter().find(|u| u.aliases.contains(&key))
+    }
+
+    fn convert(&self, value: i64, from: &str, to: &str) -> Option<(f64, &'static str)> {
+        let from = self.sniff(from)?;
+        let v = value as f64 * from.factor;
+        if to == "minimum" || to == "auto" {
+            // The largest unit in which the value is still >= 1.
+            let mut best: Option<&Unit> = None;
+            for u in self.units {
+                if u.factor >= best.map_or(0.0, |b| b.factor) && v / u.factor >= 1.0 {
+                    best = Some(u);
+                }
+            }
+            let u = best.unwrap_or(&self.default);
+            return Some((v / u.factor, u.name));
+        }
+        let u = self.sniff(to).unwrap_or(&self.default);
+        Some((v / u.factor, u.name))
+    }
+}
+
+/// Converts `value` in `from` units to `to` units (`"minimum"`/`"auto"` pick a readable unit).
+/// Returns the scaled value and the printed unit name (empty for plain counts).
+pub fn scale(value: i64, from: &str, to: &str) -> (f64, String) {
+    if value < 0 && value.checked_neg().is_some() {
+        let (v, u) = scale(-value, from, to);
+        return (-v, u);
+    }
+    for family in FAMILIES {
+        if let Some((v, u)) = family.convert(value, from, to) {
+            return (v, u.to_owned());
+        }
+    }
+    match to {
+        "count" | "sample" | "unit" | "minimum" | "auto" => (value as f64, String::new()),
+        other => (value as f64, other.to_owned()),
+    }
+}
+
+/// Formats a value as `go tool pprof` does: two decimals with `.00` dropped, then the unit name.
+pub fn scaled_label(value: i64, from: &str, to: &str) -> String {
+    let (v, u) = scale(value, from, to);
+    let text = format!("{v:.2}");
+    let text = text.strip_suffix(".00").unwrap_or(&text);
+    if text == "0" || text == "-0" {
+        return "0".to_owned();
+    }
+    format!("{text}{u}")
+}
+
+/// `value / total` as a six-character percentage column (`72.73%`, `  100%`, ` 0.57%`, `    0%`).
+pub fn percentage(value: i64, total: i64) -> String {
+    let ratio = if total != 0 {
+        (value as f64 / total as f64).abs() * 100.0
+    } else {
+        0.0
+    };
+    if (99.95..=100.05).contains(&ratio) {
+        "  100%".to_owned()
+    } else if ratio >= 1.0 {
+        format!("{ratio:5.2}%")
+    } else {
+        format!("{:>5}%", go_g2(ratio))
+    }
+}
+
+/// Go's `%.2g`: two significant digits, trailing zeros dropped, exponent form outside
+/// `1e-4 <= |x| < 1e2`.
+pub fn go_g2(x: f64) -> String {
+    if x == 0.0 {
+        return "0".to_owned();
+    }
+    if !x.is_finite() {
+        return if x.is_nan() {
+            "NaN".to_owned()
+        } else if x > 0.0 {
+            "+Inf".to_owned()
+        } else {
+            "-Inf".to_owned()
+        };
+    }
+    // Rounding to two significant digits decides the exponent (0.996 becomes 1.0e0).
+    let sci = format!("{x:.1e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..2).contains(&exp) {
+        let mantissa = trim_zeros(mantissa);
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
+    } else {
+        let decimals = (1 - exp).max(0) as usize;
+        trim_zeros(&format!("{x:.decimals$}")).to_owned()
+    }
+}
+
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_g_matches_known_renderings() {
+        // Values as fmt.Sprintf("%.2g") prints them in Go.
+        assert_eq!(go_g2(0.57), "0.57");
+        assert_eq!(go_g2(0.5), "0.5");
+        assert_eq!(go_g2(0.996), "1");
+        assert_eq!(go_g2(0.0123), "0.012");
+        assert_eq!(go_g2(0.00012), "0.00012");
+        assert_eq!(go_g2(0.000012), "1.2e-05");
+        assert_eq!(go_g2(123.0), "1.2e+02");
+    }
+
+    #[test]
+    fn labels_scale_like_pprof() {
+        assert_eq!(scaled_label(10_000_000, "nanoseconds", "ms"), "10ms");
+        assert_eq!(scaled_label(1_500_000_000, "nanoseconds", "s"), "1.50s");
+        assert_eq!(scaled_label(1280, "bytes", "kB"), "1.25kB");
+        assert_eq!(scaled_label(2_621_440, "bytes", "minimum"), "2.50MB");
+        assert_eq!(scaled_label(42, "count", "count"), "42");
+        assert_eq!(scaled_label(0, "nanoseconds", "s"), "0");
+        assert_eq!(scaled_label(-3_000_000, "nanoseconds", "ms"), "-3ms");
+        assert_eq!(percentage(1, 1), "  100%");
+        assert_eq!(percentage(0, 10), "    0%");
+        assert_eq!(percentage(128, 176), "72.73%");
+    }
+}
