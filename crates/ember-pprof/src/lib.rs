@@ -8,6 +8,27 @@
 //! Every decoded profile has been validated, so its ids and string indices
 //! can be trusted; the operations nevertheless never panic on unvalidated
 //! profiles (dangling references read as empty/unknown).
+//!
+//! ```
+//! use ember_pprof::{ProfileBuilder, SampleLabel};
+//!
+//! let mut b = ProfileBuilder::new(&[("samples", "count"), ("cpu", "nanoseconds")]);
+//! b.set_period(("cpu", "nanoseconds"), 10_000_000);
+//! b.add_folded_stack(&["main", "work"], &[1, 10_000_000]);
+//! let f = b.function("helper", "helper", "lib.rs");
+//! let loc = b.location(0, 0x1234, &[(f, 7)]);
+//! b.add_sample(&[loc], &[2, 20_000_000], &[SampleLabel::Str("thread", "worker")]);
+//! let profile = b.build();
+//!
+//! let bytes = ember_pprof::encode_gzip(&profile);
+//! let back = ember_pprof::decode(&bytes)?;
+//! let idx = ember_pprof::sample_index(&back, Some("cpu"))?;
+//! assert_eq!(
+//!     ember_pprof::folded_stacks(&back, idx),
+//!     [("helper".to_string(), 20_000_000), ("main;work".to_string(), 10_000_000)]
+//! );
+//! # Ok::<(), ember_pprof::PprofError>(())
+//! ```
 
 pub mod proto;
 
@@ -25,7 +46,7 @@ pub use codec::{
     DecodeLimits, decode, decode_with_limits, encode, encode_gzip, read_file, write_file,
 };
 pub use error::PprofError;
-pub use merge::{compact, delta, merge};
+pub use merge::{Merger, compact, delta, merge};
 pub use proto::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
 pub use query::{folded_stacks, folded_to_string, sample_index, string};
 pub use transform::{filter_sample_types, focus, hide, ignore, prune_from, scale};

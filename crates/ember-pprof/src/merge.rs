@@ -208,42 +208,67 @@ fn add_comments(b: &mut ProfileBuilder, remap: &mut Remap<'_>) {
 /// summed. Top-level fields: sample/period types, drop/keep frames, default
 /// sample type and doc url come from the first profile; `period` is the
 /// maximum; `time_nanos` the earliest nonzero; `duration_nanos` the sum;
-/// comments are the de-duplicated union.
+/// comments are the de-duplicated union. See [`Merger`] to merge profiles
+/// one at a time without holding them all in memory.
 pub fn merge(profiles: &[Profile]) -> Result<Profile, PprofError> {
-    let Some(first) = profiles.first() else {
-        return Err(PprofError::NothingToMerge);
-    };
-    for p in &profiles[1..] {
-        check_compatible(first, p)?;
+    let mut m = Merger::new();
+    for p in profiles {
+        m.add(p)?;
     }
-    let mut remap = Remap::new(first);
-    let mut b = builder_like(first, &mut remap);
-    let mut period = first.period;
-    let mut time = first.time_nanos;
-    let mut duration = first.duration_nanos;
-    for (k, p) in profiles.iter().enumerate() {
-        if k > 0 {
-            remap = Remap::new(p);
-            period = period.max(p.period);
-            if p.time_nanos != 0 && (time == 0 || p.time_nanos < time) {
-                time = p.time_nanos;
-            }
-            duration = duration.saturating_add(p.duration_nanos);
-            if b.profile().period_type.is_none() && p.period_type.is_some() {
-                let vt = p.period_type.unwrap_or_default();
-                let t = remap.string(&mut b, vt.r#type);
-                let u = remap.string(&mut b, vt.unit);
-                b.profile_mut().period_type = Some(crate::proto::ValueType { r#type: t, unit: u });
-            }
+    m.finish()
+}
+
+/// Incremental form of [`merge`]: add profiles one by one (for example each
+/// right after decoding it), then [`Merger::finish`]. The result is the same
+/// as calling [`merge`] on all of them in order.
+#[derive(Debug, Default)]
+pub struct Merger {
+    builder: Option<ProfileBuilder>,
+}
+
+impl Merger {
+    /// An empty merger.
+    pub fn new() -> Self {
+        Merger::default()
+    }
+
+    /// Adds one profile. Errors (leaving the merger unchanged) when its sample
+    /// types or period type differ from the first profile's.
+    pub fn add(&mut self, p: &Profile) -> Result<(), PprofError> {
+        let Some(b) = self.builder.as_mut() else {
+            let mut remap = Remap::new(p);
+            let mut b = builder_like(p, &mut remap);
+            add_comments(&mut b, &mut remap);
+            remap.copy_samples(&mut b, |v, i| v.get(i).copied().unwrap_or(0));
+            self.builder = Some(b);
+            return Ok(());
+        };
+        check_compatible(b.profile(), p)?;
+        let mut remap = Remap::new(p);
+        if b.profile().period_type.is_none()
+            && let Some(vt) = p.period_type
+        {
+            let t = remap.string(b, vt.r#type);
+            let u = remap.string(b, vt.unit);
+            b.profile_mut().period_type = Some(crate::proto::ValueType { r#type: t, unit: u });
         }
-        add_comments(&mut b, &mut remap);
-        remap.copy_samples(&mut b, |v, i| v.get(i).copied().unwrap_or(0));
+        let out = b.profile_mut();
+        out.period = out.period.max(p.period);
+        if p.time_nanos != 0 && (out.time_nanos == 0 || p.time_nanos < out.time_nanos) {
+            out.time_nanos = p.time_nanos;
+        }
+        out.duration_nanos = out.duration_nanos.saturating_add(p.duration_nanos);
+        add_comments(b, &mut remap);
+        remap.copy_samples(b, |v, i| v.get(i).copied().unwrap_or(0));
+        Ok(())
     }
-    let out = b.profile_mut();
-    out.period = period;
-    out.time_nanos = time;
-    out.duration_nanos = duration;
-    Ok(b.build())
+
+    /// The merged profile; [`PprofError::NothingToMerge`] if nothing was added.
+    pub fn finish(self) -> Result<Profile, PprofError> {
+        self.builder
+            .map(ProfileBuilder::build)
+            .ok_or(PprofError::NothingToMerge)
+    }
 }
 
 /// Rewrites `profile` into compact form: unreferenced strings, mappings,

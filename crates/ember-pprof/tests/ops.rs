@@ -519,3 +519,25 @@ fn builder_interns_and_merges() {
     );
     assert_eq!(string(&back, back.period_type.unwrap().r#type), "cpu");
 }
+
+#[test]
+fn incremental_merger_matches_merge_and_survives_errors() {
+    let a = common::read_case(GO_CPU);
+    let b = common::read_case(GO_CPU_LABELS);
+    let heap = common::read_case(GO_HEAP);
+    let all = merge(&[a.clone(), b.clone(), a.clone()]).unwrap();
+    let mut m = ember_pprof::Merger::new();
+    m.add(&a).unwrap();
+    m.add(&b).unwrap();
+    let err = m.add(&heap).unwrap_err();
+    assert!(
+        matches!(err, PprofError::IncompatibleSampleTypes { .. }),
+        "{err}"
+    );
+    m.add(&a).unwrap();
+    assert!(m.finish().unwrap() == all);
+    assert!(matches!(
+        ember_pprof::Merger::new().finish(),
+        Err(PprofError::NothingToMerge)
+    ));
+}
