@@ -138,7 +138,7 @@ impl<'o> Folder<'o> {
         if raw.starts_with('#') {
             return false;
         }
-        let line = raw.trim_end();
+        let line = tidy::trim_end(raw);
         if line.is_empty() {
             self.after_event(map);
             return true;
@@ -219,7 +219,7 @@ impl<'o> Folder<'o> {
 
         let inline_frame = post_event.and_then(|post| {
             let start = post.find([':', ' ']).map_or(0, |i| i + 1);
-            let frame = post[start..].trim();
+            let frame = tidy::trim(&post[start..]);
             (!frame.is_empty()).then_some(frame)
         });
 
@@ -252,7 +252,8 @@ impl<'o> Folder<'o> {
             self.warn(WarningKind::WeirdStackLine, line);
             return;
         };
-        let rawfunc = tidy::strip_offset(rawfunc);
+        let mut hints = tidy::scan_symbol(rawfunc);
+        let rawfunc = tidy::strip_offset(rawfunc, hints.last_plus);
         // A parenthesised "symbol" is a process name, not a frame.
         if rawfunc.starts_with('(') {
             return;
@@ -265,8 +266,14 @@ impl<'o> Folder<'o> {
         {
             // Quotes that perf printed are dropped like stackcollapse-perf.pl does; quotes that
             // re-demangling produces (Rust lifetimes) are kept like inferno does.
-            let func = tidy::strip_quotes(rawfunc, &mut quotes);
+            let func = if hints.quotes {
+                tidy::strip_quotes(rawfunc, &mut quotes)
+            } else {
+                rawfunc
+            };
             let func: &str = if tidy::redemangle_rust(func, &mut rust) {
+                // Demangling may introduce `(`, `;` or `-`: search everything again.
+                hints = tidy::SymbolScan::ALL;
                 &rust
             } else {
                 func
@@ -277,13 +284,22 @@ impl<'o> Folder<'o> {
             let mut parts = 0usize;
             let mut remaining = Some(func);
             while let Some(text) = remaining {
-                let (part, next) = match memchr::memmem::find(text.as_bytes(), b"->") {
+                let arrow = if hints.dash {
+                    tidy::find_arrow(text)
+                } else {
+                    None
+                };
+                let (part, next) = match arrow {
                     Some(i) => (&text[..i], Some(&text[i + 2..])),
                     None => (text, None),
                 };
                 remaining = next;
-                let part = self.module_fallback(part, module, pc, &mut unknown);
-                self.push_frame(part, module, parts > 0);
+                let (part, part_hints) = match self.module_fallback(part, module, pc, &mut unknown)
+                {
+                    Some(replaced) => (replaced, tidy::SymbolScan::ALL),
+                    None => (part, hints),
+                };
+                self.push_frame(part, &part_hints, module, parts > 0);
                 parts += 1;
             }
             // Inlined parts are listed caller first; frames are stored leaf first.
@@ -300,20 +316,21 @@ impl<'o> Folder<'o> {
         self.scratch_unknown = unknown;
     }
 
-    /// Replaces `[unknown]` by the module's file name (or the address with `--addrs`).
+    /// Replaces `[unknown]` by the module's file name (or the address with `--addrs`);
+    /// `None` when `func` stays as it is.
     fn module_fallback<'a>(
         &self,
-        func: &'a str,
+        func: &str,
         module: &str,
         pc: &str,
         buf: &'a mut String,
-    ) -> &'a str {
+    ) -> Option<&'a str> {
         if func != "[unknown]" {
-            return func;
+            return None;
         }
         let name = if module == "[unknown]" {
             if !self.options.include_addrs {
-                return func;
+                return None;
             }
             "unknown"
         } else {
@@ -329,30 +346,28 @@ impl<'o> Folder<'o> {
         } else {
             buf.push(']');
         }
-        buf
+        Some(buf)
     }
 
     /// Tidies `func` into the frame buffer and annotates it.
-    fn push_frame(&mut self, func: &str, module: &str, inlined: bool) {
+    fn push_frame(&mut self, func: &str, hints: &tidy::SymbolScan, module: &str, inlined: bool) {
         let start = self.frames.len();
-        tidy::push_tidy_generic(&mut self.frames, func);
+        tidy::push_tidy_generic(&mut self.frames, func, hints);
         if self.pname.starts_with("java") {
             let frame = &self.frames[start..];
             if frame.first() == Some(&b'L') && frame.contains(&b'/') {
                 self.frames.remove(start);
             }
         }
-        let contains =
-            |frames: &[u8], needle: &[u8]| memchr::memmem::find(&frames[start..], needle).is_some();
         if inlined {
-            if !contains(&self.frames, b"_[i]") {
+            if !has_marker(&self.frames[start..], b'i') {
                 self.frames.extend_from_slice(b"_[i]");
             }
         } else if self.options.annotate_kernel && tidy::is_kernel(module) {
             self.frames.extend_from_slice(b"_[k]");
         } else if self.options.annotate_jit
             && tidy::is_jit(module)
-            && !contains(&self.frames, b"_[j]")
+            && !has_marker(&self.frames[start..], b'j')
         {
             self.frames.extend_from_slice(b"_[j]");
         }
@@ -388,6 +403,19 @@ impl<'o> Folder<'o> {
     }
 }
 
+/// True when `frame` already contains the annotation `_[<tag>]`.
+fn has_marker(frame: &[u8], tag: u8) -> bool {
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'_', &frame[from..]) {
+        let at = from + i;
+        if frame[at..].starts_with(&[b'_', b'[', tag, b']']) {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
+}
+
 /// Splits an event line into `(comm, pid, tid, index after the TID word)`.
 ///
 /// The TID is the first all-digit word (optionally `PID/TID`) that is followed by a space and
@@ -405,7 +433,7 @@ fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> {
                     Some(s) => (&line[word_start..s], &line[s + 1..idx]),
                     None => ("?", &line[word_start..idx]),
                 };
-                let comm = line[..word_start - 1].trim();
+                let comm = tidy::trim(&line[..word_start - 1]);
                 return Some((comm, pid, tid, idx + 1));
             }
             word_start = idx + 1;
@@ -427,9 +455,9 @@ fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> {
 /// A missing symbol (two spaces before the module) is reported as a single space, matching
 /// what the reference implementation emits.
 fn stack_line_parts(line: &str) -> Option<(&str, &str, &str)> {
-    let line = line.trim_start();
+    let line = tidy::trim_start(line);
     let sp = memchr::memchr(b' ', line.as_bytes())?;
-    let pc = line[..sp].trim_end();
+    let pc = tidy::trim_end(&line[..sp]);
     let rest = &line[sp + 1..];
     let last = memchr::memrchr(b' ', rest.as_bytes())?;
     let module = &rest[last + 1..];
@@ -437,7 +465,7 @@ fn stack_line_parts(line: &str) -> Option<(&str, &str, &str)> {
         return None;
     }
     let module = &module[1..module.len() - 1];
-    let func = match rest[..last].trim() {
+    let func = match tidy::trim(&rest[..last]) {
         "" => " ",
         s => s,
     };

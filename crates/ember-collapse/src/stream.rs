@@ -148,7 +148,7 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
 
     if let Some(first) = leftover {
         let event_filter = main.event_filter.clone();
-        let (work_tx, work_rx) = mpsc::sync_channel::<(u64, Vec<u8>, usize)>(threads * 2);
+        let (work_tx, work_rx) = mpsc::sync_channel::<(u64, Vec<u8>, usize)>(threads);
         let work_rx = Mutex::new(work_rx);
         let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
         let worker_results = std::thread::scope(|scope| {

@@ -7,12 +7,78 @@
 /// Length of a legacy Rust symbol hash suffix: `h` followed by 16 hex digits.
 const RUST_HASH_LEN: usize = 17;
 
+/// What one pass over a raw symbol found; lets the later steps skip their own searches.
+/// Every flag is an over-approximation for any substring of the scanned symbol.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SymbolScan {
+    /// Position of the last `+`.
+    pub(crate) last_plus: Option<usize>,
+    /// Contains `'` or `"`.
+    pub(crate) quotes: bool,
+    /// Contains `-` (a possible `->` Java inlining separator).
+    pub(crate) dash: bool,
+    /// Contains `(` (a possible argument list).
+    pub(crate) paren: bool,
+    /// Contains `;`.
+    pub(crate) semicolon: bool,
+}
+
+impl SymbolScan {
+    /// Flags that make every later step do its full search (for text we did not scan).
+    pub(crate) const ALL: SymbolScan = SymbolScan {
+        last_plus: None,
+        quotes: true,
+        dash: true,
+        paren: true,
+        semicolon: true,
+    };
+}
+
+const S_PLUS: u8 = 1;
+const S_QUOTE: u8 = 2;
+const S_DASH: u8 = 3;
+const S_PAREN: u8 = 4;
+const S_SEMI: u8 = 5;
+static SCAN_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'+' as usize] = S_PLUS;
+    t[b'\'' as usize] = S_QUOTE;
+    t[b'"' as usize] = S_QUOTE;
+    t[b'-' as usize] = S_DASH;
+    t[b'(' as usize] = S_PAREN;
+    t[b';' as usize] = S_SEMI;
+    t
+};
+
+/// Scans a symbol once for every character a later tidy step cares about.
+pub(crate) fn scan_symbol(symbol: &str) -> SymbolScan {
+    let mut scan = SymbolScan {
+        last_plus: None,
+        quotes: false,
+        dash: false,
+        paren: false,
+        semicolon: false,
+    };
+    for (i, &b) in symbol.as_bytes().iter().enumerate() {
+        match SCAN_CLASS[b as usize] {
+            0 => {}
+            S_PLUS => scan.last_plus = Some(i),
+            S_QUOTE => scan.quotes = true,
+            S_DASH => scan.dash = true,
+            S_PAREN => scan.paren = true,
+            _ => scan.semicolon = true,
+        }
+    }
+    scan
+}
+
 /// Strips a trailing `+0x<hex>` symbol offset (an empty hex tail counts, as in the reference).
-pub(crate) fn strip_offset(func: &str) -> &str {
+/// `last_plus` is the position of the last `+` in `func`.
+pub(crate) fn strip_offset(func: &str, last_plus: Option<usize>) -> &str {
     let bytes = func.as_bytes();
     // Only the last `+` can start a strippable offset: any earlier `+0x` would have this later
     // `+` in its tail, and `+` is not a hex digit.
-    if let Some(plus) = memchr::memrchr(b'+', bytes) {
+    if let Some(plus) = last_plus {
         let tail = &bytes[plus + 1..];
         if tail.starts_with(b"0x") && tail[2..].iter().all(u8::is_ascii_hexdigit) {
             return &func[..plus];
@@ -106,36 +172,68 @@ pub(crate) fn redemangle_rust(symbol: &str, out: &mut String) -> bool {
 /// An opening parenthesis is kept (not treated as an argument list) when it sits inside
 /// `<>`, `{}` or `[]` (templates, C++ lambdas), directly follows a `.` (Go methods such as
 /// `net/http.(*Client).Do`), or starts `(anonymous namespace)`.
-pub(crate) fn push_tidy_generic(out: &mut Vec<u8>, func: &str) {
+pub(crate) fn push_tidy_generic(out: &mut Vec<u8>, func: &str, hints: &SymbolScan) {
     let bytes = func.as_bytes();
+    // Without any `(` there is no argument list to cut, and brackets do not matter.
+    let cut = if hints.paren {
+        argument_list_start(bytes)
+    } else {
+        bytes.len()
+    };
+    let start = out.len();
+    out.extend_from_slice(&bytes[..cut]);
+    if !hints.semicolon {
+        return;
+    }
+    let written = &mut out[start..];
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b';', &written[from..]) {
+        written[from + i] = b':';
+        from += i + 1;
+    }
+}
+
+/// Byte classes for [`argument_list_start`]; 0 means "not interesting".
+const OPEN: u8 = 1;
+const CLOSE: u8 = 2;
+const PAREN: u8 = 3;
+const DOT: u8 = 4;
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'<' as usize] = OPEN;
+    t[b'{' as usize] = OPEN;
+    t[b'[' as usize] = OPEN;
+    t[b'>' as usize] = CLOSE;
+    t[b'}' as usize] = CLOSE;
+    t[b']' as usize] = CLOSE;
+    t[b')' as usize] = CLOSE;
+    t[b'(' as usize] = PAREN;
+    t[b'.' as usize] = DOT;
+    t
+};
+
+/// Index of the `(` that starts a top-level argument list, or `bytes.len()` if there is none.
+fn argument_list_start(bytes: &[u8]) -> usize {
     let mut depth: i64 = 0;
-    let mut after_dot: Option<usize> = None;
-    let mut cut = bytes.len();
+    let mut after_dot = usize::MAX;
     for (idx, &b) in bytes.iter().enumerate() {
-        match b {
-            b'<' | b'{' | b'[' => depth += 1,
-            b'>' | b'}' | b']' | b')' => depth -= 1,
-            b'(' => {
+        match CLASS[b as usize] {
+            0 => {}
+            OPEN => depth += 1,
+            CLOSE => depth -= 1,
+            PAREN => {
                 if depth == 0
-                    && after_dot != Some(idx)
+                    && after_dot != idx
                     && !bytes[idx..].starts_with(b"(anonymous namespace)")
                 {
-                    cut = idx;
-                    break;
+                    return idx;
                 }
                 depth += 1;
             }
-            b'.' => after_dot = Some(idx + 1),
-            _ => {}
+            _ => after_dot = idx + 1,
         }
     }
-    let start = out.len();
-    out.extend_from_slice(&bytes[..cut]);
-    for b in &mut out[start..] {
-        if *b == b';' {
-            *b = b':';
-        }
-    }
+    bytes.len()
 }
 
 /// True when `module` names kernel code: `[kernel.kallsyms]`-style names, `.ko` modules or a
@@ -156,6 +254,53 @@ fn is_vmlinux(module: &str) -> bool {
     }
 }
 
+/// Finds the first `->` (Java inlining separator) in `s`.
+pub(crate) fn find_arrow(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'-', &bytes[from..]) {
+        let at = from + i;
+        if bytes.get(at + 1) == Some(&b'>') {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// `str::trim_start` with an ASCII fast path (the common case for perf output).
+pub(crate) fn trim_start(s: &str) -> &str {
+    let skip = s
+        .bytes()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .unwrap_or(s.len());
+    let rest = &s[skip..];
+    if rest.as_bytes().first().is_some_and(|b| !b.is_ascii()) {
+        rest.trim_start()
+    } else {
+        rest
+    }
+}
+
+/// `str::trim_end` with an ASCII fast path.
+pub(crate) fn trim_end(s: &str) -> &str {
+    let keep = s
+        .bytes()
+        .rposition(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .map_or(0, |i| i + 1);
+    let rest = &s[..keep];
+    if rest.as_bytes().last().is_some_and(|b| !b.is_ascii()) {
+        rest.trim_end()
+    } else {
+        rest
+    }
+}
+
+/// `str::trim` with an ASCII fast path.
+pub(crate) fn trim(s: &str) -> &str {
+    trim_end(trim_start(s))
+}
+
 /// True when `module` is a JIT symbol source: a perf map file (`/tmp/perf-<pid>.map`) or a
 /// jitdump-generated `jitted-*.so`.
 pub(crate) fn is_jit(module: &str) -> bool {
@@ -166,9 +311,6 @@ pub(crate) fn is_jit(module: &str) -> bool {
 /// Returns `func` without `'` and `"` (as `stackcollapse-perf.pl` prints names), borrowing
 /// when there is nothing to remove.
 pub(crate) fn strip_quotes<'a>(func: &'a str, scratch: &'a mut String) -> &'a str {
-    if !func.bytes().any(|b| b == b'\'' || b == b'"') {
-        return func;
-    }
     scratch.clear();
     scratch.extend(func.chars().filter(|&c| c != '\'' && c != '"'));
     scratch
@@ -180,7 +322,7 @@ mod tests {
 
     fn tidy(s: &str) -> String {
         let mut out = Vec::new();
-        push_tidy_generic(&mut out, s);
+        push_tidy_generic(&mut out, s, &SymbolScan::ALL);
         String::from_utf8(out).unwrap()
     }
 
@@ -210,11 +352,16 @@ mod tests {
 
     #[test]
     fn offsets_are_stripped_only_when_hex() {
-        assert_eq!(strip_offset("foo+0x1f"), "foo");
-        assert_eq!(strip_offset("foo+0x"), "foo");
-        assert_eq!(strip_offset("foo+0xzz"), "foo+0xzz");
-        assert_eq!(strip_offset("a+0x1+b"), "a+0x1+b");
-        assert_eq!(strip_offset("+"), "+");
+        let strip = |s| strip_offset(s, scan_symbol(s).last_plus);
+        assert_eq!(strip("foo+0x1f"), "foo");
+        assert_eq!(strip("foo+0x"), "foo");
+        assert_eq!(strip("foo+0xzz"), "foo+0xzz");
+        assert_eq!(strip("a+0x1+b"), "a+0x1+b");
+        assert_eq!(strip("+"), "+");
+        let scan = scan_symbol("a'b-c(d;e");
+        assert!(scan.quotes && scan.dash && scan.paren && scan.semicolon);
+        let scan = scan_symbol("plain::name");
+        assert!(!scan.quotes && !scan.dash && !scan.paren && !scan.semicolon);
     }
 
     #[test]
@@ -238,6 +385,27 @@ mod tests {
         // Unknown escapes keep the remainder verbatim instead of failing.
         assert!(redemangle_rust("a$zz$b::h0123456789abcdef", &mut out));
         assert_eq!(out, "a$zz$b");
+    }
+
+    #[test]
+    fn ascii_fast_trims_agree_with_std() {
+        for s in [
+            "",
+            " ",
+            "\t a b \r",
+            "\u{3000}x\u{3000}",
+            " \u{85}",
+            "a\u{a0} ",
+            "\u{2003}",
+            "\x0b\x0cz\x0c",
+        ] {
+            assert_eq!(trim_start(s), s.trim_start(), "{s:?}");
+            assert_eq!(trim_end(s), s.trim_end(), "{s:?}");
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+        }
+        assert_eq!(find_arrow("a-b->c"), Some(3));
+        assert_eq!(find_arrow("a->"), Some(1));
+        assert_eq!(find_arrow("a-"), None);
     }
 
     #[test]
