@@ -1,9 +1,9 @@
-//! Cross-checks our decoding against Go's: the `Samples:` and `Locations`
-//! sections of `profile.Parse(file).String()` (goldens in
+//! Cross-checks our decoding against Go's: the `Samples:`, `Locations` and
+//! `Mappings` sections of `profile.Parse(file).String()` (goldens in
 //! derived/go-pprof-goldens/<path>.string.txt.gz) are re-rendered from our
 //! decoded profile and compared line by line. This proves that every sample
 //! value, location id list, label, address, mapping reference and symbol
-//! reads the same as with google/pprof.
+//! and mapping reads the same as with google/pprof.
 //!
 //! The rendering follows the text layout of Go's dump (a format, not code):
 //! values as ` %10d` each, `: `, location ids each followed by a space; label
@@ -138,6 +138,34 @@ fn render_locations(p: &Profile) -> Vec<String> {
     out
 }
 
+fn render_mappings(p: &Profile) -> Vec<String> {
+    p.mapping
+        .iter()
+        .map(|m| {
+            let mut bits = String::new();
+            for (on, tag) in [
+                (m.has_functions, "[FN]"),
+                (m.has_filenames, "[FL]"),
+                (m.has_line_numbers, "[LN]"),
+                (m.has_inline_frames, "[IN]"),
+            ] {
+                if on {
+                    bits.push_str(tag);
+                }
+            }
+            format!(
+                "{}: {:#x}/{:#x}/{:#x} {} {} {bits}",
+                m.id,
+                m.memory_start,
+                m.memory_limit,
+                m.file_offset,
+                string(p, m.filename),
+                string(p, m.build_id)
+            )
+        })
+        .collect()
+}
+
 fn section<'a>(lines: &'a [&'a str], start: &str, end: &str) -> &'a [&'a str] {
     let from = lines
         .iter()
@@ -178,6 +206,8 @@ fn samples_and_locations_match_go_string_dump() {
             "{}: Go locations section",
             case.path
         );
+        let go_mappings = section(&lines, "Mappings", "").join("\n");
+        let ours_mappings = render_mappings(&p).join("\n");
         let ours_samples = render_samples(&p).join("\n");
         let ours_locations = render_locations(&p).join("\n");
         for (what, ours, go) in [
