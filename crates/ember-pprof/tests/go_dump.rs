@@ -2,7 +2,7 @@
 //! `Mappings` sections of `profile.Parse(file).String()` (goldens in
 //! derived/go-pprof-goldens/<path>.string.txt.gz) are re-rendered from our
 //! decoded profile and compared line by line. This proves that every sample
-//! value, location id list, label, address, mapping reference and symbol
+//! value, location id list, label, address, mapping reference, symbol
 //! and mapping reads the same as with google/pprof.
 //!
 //! The rendering follows the text layout of Go's dump (a format, not code):
@@ -213,6 +213,7 @@ fn samples_and_locations_match_go_string_dump() {
         for (what, ours, go) in [
             ("samples", &ours_samples, &go_samples),
             ("locations", &ours_locations, &go_locations),
+            ("mappings", &ours_mappings, &go_mappings),
         ] {
             if ours != go {
                 let o: Vec<&str> = ours.split('\n').collect();
