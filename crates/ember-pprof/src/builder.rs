@@ -17,7 +17,10 @@ pub enum SampleLabel<'a> {
 /// Builds a [`Profile`] incrementally; everything added is deduplicated, so
 /// the result is compact and passes [`crate::validate`].
 ///
-/// Ids handed out are the 1-based positions in the respective tables.
+/// Ids handed out are the 1-based positions in the respective tables. Ids
+/// passed back in (`mapping_id`, `function_id`, `location_ids`) must be ones
+/// this builder returned; anything else yields a profile that
+/// [`crate::validate`] rejects (the builder itself never panics).
 #[derive(Debug)]
 pub struct ProfileBuilder {
     profile: Profile,

@@ -30,6 +30,8 @@
 //! # Ok::<(), ember_pprof::PprofError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod proto;
 
 mod builder;
