@@ -43,7 +43,10 @@ pub fn decode_with_limits(bytes: &[u8], limits: &DecodeLimits) -> Result<Profile
     let limit = limits.max_decompressed_bytes;
     let decompressed;
     let raw: &[u8] = if bytes.starts_with(&GZIP_MAGIC) {
-        let mut out = Vec::with_capacity(bytes.len().saturating_mul(4).min(limit as usize));
+        // Guess 4x expansion, but never reserve more than the limit or 64 MiB
+        // up front: the guess must not become the allocation a bomb wants.
+        let guess = bytes.len().saturating_mul(4).min(64 << 20);
+        let mut out = Vec::with_capacity(guess.min(usize::try_from(limit).unwrap_or(usize::MAX)));
         // Reading one byte past the limit tells "exactly at" from "over".
         flate2::read::MultiGzDecoder::new(bytes)
             .take(limit.saturating_add(1))
