@@ -71,7 +71,7 @@ pub struct Args {
     skip_after: Vec<String>,
 
     /// Number of worker threads; 0 = one per available core. Output is identical for any
-    /// value. Default: 0 (all available cores).
+    /// value.
     #[arg(short = 'j', long = "threads", value_name = "N", default_value_t = 0)]
     threads: usize,
 
