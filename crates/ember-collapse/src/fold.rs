@@ -6,7 +6,8 @@
 //! exactly the result of a single sequential pass (see `stream.rs`).
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
+use std::hash::{BuildHasher, BuildHasherDefault};
+use std::sync::Mutex;
 
 use crate::fxhash::FxHasher;
 use crate::tidy;
@@ -14,6 +15,77 @@ use crate::{CollapseOptions, WarningKind};
 
 /// Stack counts keyed by the folded stack bytes (always valid UTF-8).
 pub(crate) type StackMap = HashMap<Box<[u8]>, u64, BuildHasherDefault<FxHasher>>;
+
+/// Where finished samples go.
+pub(crate) trait Sink {
+    /// Adds `weight` to the count of `stack`.
+    fn add(&mut self, stack: &[u8], weight: u64);
+}
+
+/// Adds `weight` to `stack` in `map`, allocating only for a new stack.
+pub(crate) fn add_to(map: &mut StackMap, stack: &[u8], weight: u64) {
+    match map.get_mut(stack) {
+        Some(count) => *count = count.saturating_add(weight),
+        None => {
+            map.insert(stack.into(), weight);
+        }
+    }
+}
+
+impl Sink for StackMap {
+    fn add(&mut self, stack: &[u8], weight: u64) {
+        add_to(self, stack, weight);
+    }
+}
+
+/// Number of independently locked parts of a [`SharedMap`]; plenty to keep a handful of
+/// threads from ever waiting on each other.
+const SHARDS: usize = 64;
+
+/// A stack map shared by all worker threads, so a stack seen by several threads is stored
+/// once (per-thread maps would multiply memory by the thread count on repetitive input).
+pub(crate) struct SharedMap {
+    shards: Vec<Mutex<StackMap>>,
+}
+
+impl SharedMap {
+    pub(crate) fn new() -> Self {
+        SharedMap {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(StackMap::default()))
+                .collect(),
+        }
+    }
+
+    fn shard(&self, stack: &[u8]) -> &Mutex<StackMap> {
+        let hash = BuildHasherDefault::<FxHasher>::default().hash_one(stack);
+        // Middle bits: the map inside uses the low bits for buckets and the top ones as tags.
+        &self.shards[(hash >> 32) as usize % SHARDS]
+    }
+
+    /// Adds every entry of `map`.
+    pub(crate) fn absorb(&self, map: StackMap) {
+        for (stack, weight) in map {
+            let mut shard = self.shard(&stack).lock().unwrap_or_else(|e| e.into_inner());
+            let slot = shard.entry(stack).or_insert(0);
+            *slot = slot.saturating_add(weight);
+        }
+    }
+
+    /// All entries, shard by shard.
+    pub(crate) fn into_maps(self) -> impl Iterator<Item = StackMap> {
+        self.shards
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl Sink for &SharedMap {
+    fn add(&mut self, stack: &[u8], weight: u64) {
+        let mut shard = self.shard(stack).lock().unwrap_or_else(|e| e.into_inner());
+        add_to(&mut shard, stack, weight);
+    }
+}
 
 /// Whether stack lines of the current sample are kept.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -34,7 +106,7 @@ pub(crate) struct LocalWarning {
     pub(crate) first_text: String,
 }
 
-/// Folds lines into a [`StackMap`]. One per thread; buffers are reused across samples so the
+/// Folds lines into a [`Sink`]. One per thread; buffers are reused across samples so the
 /// steady state allocates only when a never-seen stack is inserted.
 pub(crate) struct Folder<'o> {
     options: &'o CollapseOptions,
@@ -89,7 +161,7 @@ impl<'o> Folder<'o> {
     pub(crate) fn fold(
         &mut self,
         text: &[u8],
-        map: &mut StackMap,
+        map: &mut impl Sink,
         stop_once_filter_known: bool,
     ) -> usize {
         // One validation for the whole chunk keeps the common (valid UTF-8) path free of
@@ -126,14 +198,14 @@ impl<'o> Folder<'o> {
     }
 
     /// Handles the end of input: a last sample without a trailing blank line still counts.
-    pub(crate) fn finish(&mut self, map: &mut StackMap) {
+    pub(crate) fn finish(&mut self, map: &mut impl Sink) {
         if !self.frame_ranges.is_empty() {
             self.after_event(map);
         }
     }
 
     /// Processes one line (without its `\n`); returns true when it was a blank line.
-    fn line(&mut self, raw: &str, map: &mut StackMap) -> bool {
+    fn line(&mut self, raw: &str, map: &mut impl Sink) -> bool {
         self.lines += 1;
         if raw.starts_with('#') {
             return false;
@@ -352,13 +424,8 @@ impl<'o> Folder<'o> {
     /// Tidies `func` into the frame buffer and annotates it.
     fn push_frame(&mut self, func: &str, hints: &tidy::SymbolScan, module: &str, inlined: bool) {
         let start = self.frames.len();
-        tidy::push_tidy_generic(&mut self.frames, func, hints);
-        if self.pname.starts_with("java") {
-            let frame = &self.frames[start..];
-            if frame.first() == Some(&b'L') && frame.contains(&b'/') {
-                self.frames.remove(start);
-            }
-        }
+        let java = self.pname.starts_with("java");
+        tidy::push_tidy_generic(&mut self.frames, func, hints, java);
         if inlined {
             if !has_marker(&self.frames[start..], b'i') {
                 self.frames.extend_from_slice(b"_[i]");
@@ -375,7 +442,7 @@ impl<'o> Folder<'o> {
     }
 
     /// Ends a sample: counts its stack (root first) and resets the per-sample state.
-    fn after_event(&mut self, map: &mut StackMap) {
+    fn after_event(&mut self, map: &mut impl Sink) {
         if !self.frame_ranges.is_empty() {
             self.key.clear();
             if self.stack_filter != StackFilter::SkipRemaining {
@@ -388,12 +455,7 @@ impl<'o> Folder<'o> {
             }
             self.key.pop();
             let weight = self.period.unwrap_or(1);
-            match map.get_mut(self.key.as_slice()) {
-                Some(count) => *count = count.saturating_add(weight),
-                None => {
-                    map.insert(self.key.as_slice().into(), weight);
-                }
-            }
+            map.add(&self.key, weight);
         }
         self.in_event = false;
         self.stack_filter = StackFilter::Keep;
@@ -456,10 +518,12 @@ fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> {
 /// what the reference implementation emits.
 fn stack_line_parts(line: &str) -> Option<(&str, &str, &str)> {
     let line = tidy::trim_start(line);
-    let sp = memchr::memchr(b' ', line.as_bytes())?;
+    // Both searches cover only a short stretch (the pc, the module), where a plain loop beats
+    // a vectorised search's setup cost.
+    let sp = line.bytes().position(|b| b == b' ')?;
     let pc = tidy::trim_end(&line[..sp]);
     let rest = &line[sp + 1..];
-    let last = memchr::memrchr(b' ', rest.as_bytes())?;
+    let last = rest.bytes().rposition(|b| b == b' ')?;
     let module = &rest[last + 1..];
     if module.len() < 2 || !module.starts_with('(') || !module.ends_with(')') {
         return None;

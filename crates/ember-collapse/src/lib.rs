@@ -218,15 +218,13 @@ pub fn collapse(
         run_limited(joined, options)
     }?;
 
-    let mut stacks: Vec<(String, u64)> = outcome
-        .map
-        .into_iter()
-        .map(|(key, count)| {
-            let key = String::from_utf8(key.into_vec())
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-            (key, count)
-        })
-        .collect();
+    let mut stacks: Vec<(String, u64)> =
+        Vec::with_capacity(outcome.maps.iter().map(|m| m.len()).sum());
+    stacks.extend(outcome.maps.into_iter().flatten().map(|(key, count)| {
+        let key = String::from_utf8(key.into_vec())
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        (key, count)
+    }));
     stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     Ok(Collapsed {
         stacks,

@@ -13,12 +13,13 @@ use std::io::{self, Read};
 use std::sync::Mutex;
 use std::sync::mpsc;
 
-use crate::fold::{Folder, LocalWarning, StackMap};
+use crate::fold::{Folder, LocalWarning, SharedMap, StackMap};
 use crate::{CollapseError, CollapseOptions, Warning};
 
 /// What the folding produced before sorting.
 pub(crate) struct Outcome {
-    pub(crate) map: StackMap,
+    /// Disjoint maps (a stack appears in at most one).
+    pub(crate) maps: Vec<StackMap>,
     pub(crate) warnings: Vec<Warning>,
     pub(crate) event: Option<String>,
 }
@@ -148,6 +149,7 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
 
     if let Some(first) = leftover {
         let event_filter = main.event_filter.clone();
+        let shared = SharedMap::new();
         let (work_tx, work_rx) = mpsc::sync_channel::<(u64, Vec<u8>, usize)>(threads);
         let work_rx = Mutex::new(work_rx);
         let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
@@ -157,9 +159,10 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
                     let work_rx = &work_rx;
                     let free_tx = free_tx.clone();
                     let event_filter = event_filter.clone();
+                    let shared = &shared;
                     scope.spawn(move || {
                         let mut folder = Folder::new(options, event_filter);
-                        let mut map = StackMap::default();
+                        let mut map = shared;
                         let mut metas = Vec::new();
                         loop {
                             let item = {
@@ -177,7 +180,7 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
                             // The producer may be gone already; then the buffer is just freed.
                             let _ = free_tx.send(buf);
                         }
-                        (map, metas)
+                        metas
                     })
                 })
                 .collect();
@@ -217,28 +220,22 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
             }
             Ok(results)
         })?;
-        for (worker_map, worker_metas) in worker_results {
-            merge_into(&mut map, worker_map);
+        for worker_metas in worker_results {
             metas.extend(worker_metas);
         }
+        shared.absorb(map);
+        return Ok(Outcome {
+            maps: shared.into_maps().collect(),
+            warnings: absolute_warnings(metas),
+            event: main.event_filter,
+        });
     }
 
     Ok(Outcome {
-        map,
+        maps: vec![map],
         warnings: absolute_warnings(metas),
         event: main.event_filter,
     })
-}
-
-/// Adds `from` into `into`, keeping the larger map as the destination.
-fn merge_into(into: &mut StackMap, mut from: StackMap) {
-    if from.len() > into.len() {
-        std::mem::swap(into, &mut from);
-    }
-    for (key, count) in from {
-        let slot = into.entry(key).or_insert(0);
-        *slot = slot.saturating_add(count);
-    }
 }
 
 /// One warning per kind: the first occurrence in input order, with the total count.

@@ -172,7 +172,10 @@ pub(crate) fn redemangle_rust(symbol: &str, out: &mut String) -> bool {
 /// An opening parenthesis is kept (not treated as an argument list) when it sits inside
 /// `<>`, `{}` or `[]` (templates, C++ lambdas), directly follows a `.` (Go methods such as
 /// `net/http.(*Client).Do`), or starts `(anonymous namespace)`.
-pub(crate) fn push_tidy_generic(out: &mut Vec<u8>, func: &str, hints: &SymbolScan) {
+///
+/// With `java` set (the process is a JVM), the Java tidy rule follows: a result of the form
+/// `Lpkg/Class...` loses its leading `L`.
+pub(crate) fn push_tidy_generic(out: &mut Vec<u8>, func: &str, hints: &SymbolScan, java: bool) {
     let bytes = func.as_bytes();
     // Without any `(` there is no argument list to cut, and brackets do not matter.
     let cut = if hints.paren {
@@ -180,8 +183,10 @@ pub(crate) fn push_tidy_generic(out: &mut Vec<u8>, func: &str, hints: &SymbolSca
     } else {
         bytes.len()
     };
+    let kept = &bytes[..cut];
+    let skip = usize::from(java && kept.first() == Some(&b'L') && kept.contains(&b'/'));
     let start = out.len();
-    out.extend_from_slice(&bytes[..cut]);
+    out.extend_from_slice(&kept[skip..]);
     if !hints.semicolon {
         return;
     }
@@ -322,7 +327,7 @@ mod tests {
 
     fn tidy(s: &str) -> String {
         let mut out = Vec::new();
-        push_tidy_generic(&mut out, s, &SymbolScan::ALL);
+        push_tidy_generic(&mut out, s, &SymbolScan::ALL, false);
         String::from_utf8(out).unwrap()
     }
 
@@ -348,6 +353,38 @@ mod tests {
         );
         assert_eq!(tidy("Lfoo;.bar(I)V"), "Lfoo:.bar");
         assert_eq!(tidy("ünïcode;(x)"), "ünïcode:");
+        let mut out = Vec::new();
+        push_tidy_generic(
+            &mut out,
+            "Ljava/lang/Thread;.run()V",
+            &SymbolScan::ALL,
+            true,
+        );
+        assert_eq!(out, b"java/lang/Thread:.run");
+        out.clear();
+        push_tidy_generic(
+            &mut out,
+            "Lfoo;.bar(Ljava/lang/String;)V",
+            &SymbolScan::ALL,
+            true,
+        );
+        assert_eq!(out, b"Lfoo:.bar");
+        let mut out = Vec::new();
+        push_tidy_generic(
+            &mut out,
+            "Ljava/lang/Thread;.run()V",
+            &SymbolScan::ALL,
+            true,
+        );
+        assert_eq!(out, b"java/lang/Thread:.run");
+        out.clear();
+        push_tidy_generic(
+            &mut out,
+            "Lfoo;.bar(Ljava/lang/String;)V",
+            &SymbolScan::ALL,
+            true,
+        );
+        assert_eq!(out, b"Lfoo:.bar");
     }
 
     #[test]
