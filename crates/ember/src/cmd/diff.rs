@@ -1,10 +1,138 @@
-//! `ember diff`.
+//! `ember diff`: two profiles (folded stacks or pprof, detected by content) → diff-folded lines
+//! (`stack before after`) or a differential flame graph.
+
+use anyhow::{Context, bail};
+use ember_folded::diff::{DiffOptions, diff_folded, write_diff};
+use ember_report::{Input, select_sample_index};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// Options of `ember diff`.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(
+    long_about = "Compare two profiles. Each input may be folded stacks or a pprof profile \
+                  (gzip'd or raw), detected by content. The output is one `stack before after` \
+                  line per stack seen in either input (the format of difffolded.pl / \
+                  inferno-diff-folded), sorted by stack; with --svg, or an output file ending in \
+                  .svg, a differential flame graph instead: widths are the `after` profile, red \
+                  frames grew and blue frames shrank."
+)]
+pub struct Args {
+    /// The baseline profile.
+    before: PathBuf,
+    /// The profile to compare with the baseline.
+    after: PathBuf,
+    /// Scale the before counts so both profiles have the same total.
+    #[arg(short, long)]
+    normalize: bool,
+    /// Replace hexadecimal addresses (`0x1f3a`) in frame names by `0x...`.
+    #[arg(short = 's', long)]
+    strip_hex: bool,
+    /// pprof inputs: the sample type to compare, by index or name (`cpu`, `alloc_space`).
+    /// Default: the profile's default sample type, else its last.
+    #[arg(long, value_name = "NAME|N")]
+    sample_index: Option<String>,
+    /// Write a differential flame graph SVG instead of diff-folded text.
+    #[arg(long)]
+    svg: bool,
+    /// Flame graph: colour by the before profile's perspective (widths from `before`, red =
+    /// shrank) like flamegraph.pl --negate.
+    #[arg(long)]
+    negate: bool,
+    /// Flame graph title. Default: "Differential Flame Graph".
+    #[arg(long)]
+    title: Option<String>,
+    /// Write here instead of stdout (an `.svg` name implies --svg).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
 
 /// Runs `ember diff`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("ember diff is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let before = as_folded_text(&args.before, args.sample_index.as_deref())?;
+    let after = as_folded_text(&args.after, args.sample_index.as_deref())?;
+    let options = DiffOptions {
+        normalize: args.normalize,
+        strip_hex: args.strip_hex,
+    };
+    let diff = diff_folded(&before[..], &after[..], &options)?;
+    for warning in &diff.warnings {
+        eprintln!("ember: warning: {warning}");
+    }
+    let svg = args.svg
+        || args
+            .output
+            .as_deref()
+            .and_then(Path::extension)
+            .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    if svg {
+        if diff.lines.is_empty() {
+            bail!("no stacks in either input");
+        }
+        let mut flame = ember_flamegraph::Options {
+            title: args
+                .title
+                .unwrap_or_else(|| "Differential Flame Graph".to_owned()),
+            negate_differentials: args.negate,
+            ..Default::default()
+        };
+        if flame.title.is_empty() {
+            flame.title = "Differential Flame Graph".to_owned();
+        }
+        let report = ember_flamegraph::render(&diff.to_folded(), &flame, &mut out)?;
+        for warning in report.warnings {
+            eprintln!("ember: warning: {warning}");
+        }
+    } else {
+        write_diff(&diff.lines, &mut out)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Reads one input as folded-stack text: folded files as they are (so malformed lines are
+/// reported by the diff), pprof profiles folded by sample type.
+fn as_folded_text(path: &Path, sample_index: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    if bytes.trim_ascii().is_empty() {
+        return Ok(bytes);
+    }
+    match ember_report::convert::detect(&bytes) {
+        Ok(Input::Folded(_)) => Ok(bytes),
+        Ok(Input::Pprof(profile)) => {
+            let index = select_sample_index(&profile, sample_index)
+                .with_context(|| path.display().to_string())?;
+            let mut text = String::new();
+            let mut negative = 0;
+            for (stack, value) in ember_pprof::folded_stacks(&profile, index) {
+                if value < 0 {
+                    negative += 1;
+                    continue;
+                }
+                text.push_str(&stack);
+                text.push(' ');
+                text.push_str(&value.to_string());
+                text.push('\n');
+            }
+            if negative > 0 {
+                eprintln!(
+                    "ember: warning: {}: skipped {negative} stacks with negative values",
+                    path.display()
+                );
+            }
+            Ok(text.into_bytes())
+        }
+        Err(err) => Err(err).with_context(|| {
+            format!(
+                "{}: neither a pprof profile nor folded stacks",
+                path.display()
+            )
+        }),
+    }
 }

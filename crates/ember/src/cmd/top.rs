@@ -1,10 +1,65 @@
-//! `ember top`.
+//! `ember top`: the pprof top table (flat, flat%, sum%, cum, cum%, name) of a pprof profile or
+//! folded stacks, formatted like `go tool pprof -top`.
+
+use anyhow::Context;
+use ember_report::{SortBy, TopOptions, convert::into_profile, read_input, top};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Row order of `ember top`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Sort {
+    /// By the function's own value.
+    Flat,
+    /// By the value of the function and everything it calls.
+    Cum,
+}
 
 /// Options of `ember top`.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(
+    long_about = "Print the heaviest functions of a profile, exactly like `go tool pprof -top`: \
+                  flat (the function's own value), flat%, sum% (running total of flat%), cum \
+                  (the function and its callees, counted once per sample), cum% and the name. \
+                  Inlined functions are rows of their own, marked (inline). Functions whose cum \
+                  is at most 0.5% of the total are dropped (see the `Dropped` line). The input \
+                  may be a pprof profile (gzip'd or raw) or folded stacks (counted as samples)."
+)]
+pub struct Args {
+    /// Profile to summarise (pprof or folded stacks, detected by content).
+    file: PathBuf,
+    /// Row order.
+    #[arg(long, value_enum, default_value = "flat")]
+    sort: Sort,
+    /// Sample type to show: index or name (`cpu`, `alloc_space`, `inuse_space`). Default: the
+    /// profile's default sample type, else its last.
+    #[arg(long, value_name = "NAME|N")]
+    sample_index: Option<String>,
+    /// Show at most N rows (0 = all).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    nodecount: usize,
+    /// Hide functions whose cum is below this fraction of the total.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.005)]
+    nodefraction: f64,
+}
 
 /// Runs `ember top`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("ember top is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let input = read_input(&args.file)?;
+    let profile = into_profile(input);
+    let options = TopOptions {
+        sort: match args.sort {
+            Sort::Flat => SortBy::Flat,
+            Sort::Cum => SortBy::Cum,
+        },
+        sample_index: args.sample_index,
+        node_count: args.nodecount,
+        node_fraction: args.nodefraction,
+        ..Default::default()
+    };
+    let table = top(&profile, &options).with_context(|| args.file.display().to_string())?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(table.render().as_bytes())?;
+    out.flush()?;
+    Ok(())
 }
