@@ -52,7 +52,7 @@ pub struct CollapseOptions {
     /// exceeds this many bytes. `None` (the default) means no limit: input is streamed with
     /// bounded memory, so a decompression bomb costs time, not memory.
     pub max_input_bytes: Option<u64>,
-    /// Size of the chunks handed to worker threads (a tuning knob; default 256 KiB).
+    /// Size of the chunks handed to worker threads (a tuning knob; default 128 KiB).
     pub chunk_bytes: usize,
 }
 
@@ -68,7 +68,7 @@ impl Default for CollapseOptions {
             skip_after: Vec::new(),
             threads: 0,
             max_input_bytes: None,
-            chunk_bytes: 256 << 10,
+            chunk_bytes: 128 << 10,
         }
     }
 }
