@@ -17,7 +17,7 @@ pub use attrs::{FrameAttrs, FrameAttrsMap};
 pub use color::{BackgroundColor, Color, Palette, PaletteMap};
 
 use color::{ColorMode, Rng};
-use ember_folded::Folded;
+use ember_folded::{Folded, FoldedRef};
 use out::Out;
 use std::io::Write;
 
@@ -267,6 +267,8 @@ struct Open<'a> {
     name: &'a str,
     start: u64,
     delta: Option<i64>,
+    /// Byte offset just past this frame's name in the stack that opened it.
+    end: usize,
 }
 
 fn truncate_count(c: f64) -> u64 {
@@ -280,26 +282,64 @@ pub fn render(
     options: &Options,
     out: impl Write,
 ) -> Result<RenderReport, FlameGraphError> {
+    let input = folded
+        .lines
+        .iter()
+        .map(|l| (l.stack.as_str(), l.count, l.second_count));
+    render_lines(
+        input,
+        folded.ignored_lines,
+        folded.has_fractional,
+        options,
+        out,
+    )
+}
+
+/// [`render`] for input parsed with [`ember_folded::parse_borrowed`] (no per-line allocation;
+/// the fast path for large files).
+pub fn render_borrowed(
+    folded: &FoldedRef<'_>,
+    options: &Options,
+    out: impl Write,
+) -> Result<RenderReport, FlameGraphError> {
+    let input = folded
+        .lines
+        .iter()
+        .map(|l| (l.stack.as_ref(), l.count, l.second_count));
+    render_lines(
+        input,
+        folded.ignored_lines,
+        folded.has_fractional,
+        options,
+        out,
+    )
+}
+
+fn render_lines<'a>(
+    input: impl ExactSizeIterator<Item = (&'a str, f64, Option<f64>)> + Clone,
+    ignored_lines: usize,
+    has_fractional: bool,
+    options: &Options,
+    out: impl Write,
+) -> Result<RenderReport, FlameGraphError> {
     options.validate()?;
     let mut report = RenderReport::default();
-    if folded.has_fractional {
+    if has_fractional {
         report.warnings.push(FRACTIONAL_WARNING.to_owned());
     }
-    if folded.ignored_lines > 0 {
-        report.warnings.push(format!(
-            "Ignored {} lines with invalid format",
-            folded.ignored_lines
-        ));
+    if ignored_lines > 0 {
+        report
+            .warnings
+            .push(format!("Ignored {ignored_lines} lines with invalid format"));
     }
 
     // Reversed stacks need new strings; everything else borrows from the input.
     let reversed: Vec<String> = if options.reverse_stack_order {
-        folded
-            .lines
-            .iter()
-            .map(|l| {
-                let mut s = String::with_capacity(l.stack.len());
-                for (i, f) in l.stack.split(';').rev().enumerate() {
+        input
+            .clone()
+            .map(|(stack, _, _)| {
+                let mut s = String::with_capacity(stack.len());
+                for (i, f) in stack.split(';').rev().enumerate() {
                     if i > 0 {
                         s.push(';');
                     }
@@ -312,22 +352,22 @@ pub fn render(
         Vec::new()
     };
 
-    let mut lines: Vec<Line<'_>> = Vec::with_capacity(folded.lines.len());
-    for (i, l) in folded.lines.iter().enumerate() {
+    let mut lines: Vec<Line<'_>> = Vec::with_capacity(input.len());
+    for (i, (stack, first, second)) in input.enumerate() {
         let stack: &str = if options.reverse_stack_order {
             &reversed[i]
         } else {
-            &l.stack
+            stack
         };
-        let (count, delta) = match l.second_count {
+        let (count, delta) = match second {
             Some(after) => {
-                let (a, b) = (truncate_count(after), truncate_count(l.count));
+                let (a, b) = (truncate_count(after), truncate_count(first));
                 (
                     a,
                     Some((a as i128 - b as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64),
                 )
             }
-            None => (truncate_count(l.count), None),
+            None => (truncate_count(first), None),
         };
         let stack = if options.base.is_empty() || options.reverse_stack_order || options.flame_chart
         {
@@ -345,8 +385,10 @@ pub fn render(
         });
     }
 
+    let sorted = |lines: &[Line<'_>]| lines.windows(2).all(|w| w[0].stack <= w[1].stack);
     if options.reverse_stack_order {
-        lines.sort_by(|a, b| a.stack.cmp(b.stack));
+        lines
+            .sort_unstable_by(|a, b| (a.stack, a.count, a.delta).cmp(&(b.stack, b.count, b.delta)));
     } else if options.flame_chart {
         // Input is newest-first; drawing runs left (old) to right (new).
         lines.reverse();
@@ -354,8 +396,11 @@ pub fn render(
         if let Some(i) = lines.windows(2).position(|w| w[0].stack > w[1].stack) {
             return Err(FlameGraphError::Unsorted { line: i + 2 });
         }
-    } else {
-        lines.sort_by(|a, b| a.stack.cmp(b.stack));
+    } else if !sorted(&lines) {
+        // Collapsers already emit sorted output; checking first makes that case O(n).
+        // Equal stacks merge into one frame path, so their relative order does not matter.
+        lines
+            .sort_unstable_by(|a, b| (a.stack, a.count, a.delta).cmp(&(b.stack, b.count, b.delta)));
     }
 
     let total: u64 = lines.iter().fold(0u64, |t, l| t.saturating_add(l.count));
@@ -573,12 +618,35 @@ fn deannotate(name: &str) -> &str {
     }
 }
 
+/// Length of the common prefix of two byte strings, compared eight bytes at a time.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().unwrap_or([0; 8]));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        if x != y {
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
 /// Merges consecutive stacks into frames. Frames are emitted as they close, parents before
 /// children among those closing together; frames narrower than `min_time` are dropped.
+///
+/// Only the open root→leaf path is kept. The frames a stack shares with the previous one are
+/// found from the byte-level common prefix of the two stacks and the recorded end offset of
+/// each open frame, so shared frames are never split or compared again.
 fn merge<'a>(lines: &[Line<'a>], min_time: f64) -> Vec<Frame<'a>> {
     let mut frames = Vec::new();
+    // path[0] is the root; path[i].end is where frame i ends in the stack that opened it.
     let mut path: Vec<Open<'a>> = Vec::new();
-    let mut cur: Vec<&'a str> = Vec::new();
+    let mut prev: &str = "";
     let mut time = 0u64;
     let close = |path: &mut Vec<Open<'a>>, keep: usize, time: u64, frames: &mut Vec<Frame<'a>>| {
         for (i, o) in path.drain(keep..).enumerate() {
@@ -594,28 +662,53 @@ fn merge<'a>(lines: &[Line<'a>], min_time: f64) -> Vec<Frame<'a>> {
         }
     };
     for line in lines {
-        cur.clear();
-        cur.push("");
-        cur.extend(line.stack.split(';'));
-        let shared = path
-            .iter()
-            .zip(&cur)
-            .take_while(|(o, c)| o.name == **c)
-            .count();
-        close(&mut path, shared, time, &mut frames);
-        let last = cur.len() - 1;
-        for (i, &name) in cur.iter().enumerate().skip(shared) {
-            // Only the leaf carries the line's differential; new intermediate frames start at 0.
-            let delta = match line.delta {
-                Some(_) if i != last => Some(0),
-                d => d,
-            };
+        let cur = line.stack;
+        let first_new = if path.is_empty() {
+            let delta = line.delta.map(|_| 0);
             path.push(Open {
-                name,
+                name: "",
                 start: time,
                 delta,
+                end: 0,
             });
+            Some(0)
+        } else {
+            let lcp = common_prefix(prev.as_bytes(), cur.as_bytes());
+            let mut shared = 1 + path[1..].partition_point(|o| o.end < lcp);
+            if let Some(o) = path.get(shared) {
+                // A frame ending exactly at the divergence point is shared when `cur` also has
+                // a frame boundary there.
+                if o.end == lcp && cur.as_bytes().get(lcp).is_none_or(|&b| b == b';') {
+                    shared += 1;
+                }
+            }
+            close(&mut path, shared, time, &mut frames);
+            match path.last() {
+                Some(o) if shared > 1 && o.end >= cur.len() => None,
+                Some(o) if shared > 1 => Some(o.end + 1),
+                _ => Some(0),
+            }
+        };
+        if let Some(from) = first_new {
+            let mut pos = from;
+            let mut names = cur[from..].split(';').peekable();
+            while let Some(name) = names.next() {
+                pos += name.len();
+                // Only the leaf carries the line's differential; new intermediate frames start at 0.
+                let delta = match line.delta {
+                    Some(_) if names.peek().is_some() => Some(0),
+                    d => d,
+                };
+                path.push(Open {
+                    name,
+                    start: time,
+                    delta,
+                    end: pos,
+                });
+                pos += 1;
+            }
         }
+        prev = cur;
         time = time.saturating_add(line.count);
     }
     close(&mut path, 0, time, &mut frames);
@@ -860,6 +953,68 @@ fn write_header<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Straightforward frame-by-frame merge used as the reference for the prefix-based one.
+    fn naive_merge<'a>(lines: &[Line<'a>]) -> Vec<(String, usize, u64, u64, Option<i64>)> {
+        let mut out = Vec::new();
+        let mut path: Vec<(&str, u64, Option<i64>)> = Vec::new();
+        let mut time = 0;
+        for line in lines {
+            let cur: Vec<&str> = std::iter::once("").chain(line.stack.split(';')).collect();
+            let shared = path
+                .iter()
+                .zip(&cur)
+                .take_while(|(p, c)| p.0 == **c)
+                .count();
+            for (i, p) in path.drain(shared..).enumerate() {
+                out.push((p.0.to_owned(), shared + i, p.1, time, p.2));
+            }
+            for (i, name) in cur.iter().enumerate().skip(shared) {
+                let d = line.delta.map(|d| if i + 1 == cur.len() { d } else { 0 });
+                path.push((name, time, d));
+            }
+            time += line.count;
+        }
+        for (i, p) in path.drain(..).enumerate() {
+            out.push((p.0.to_owned(), i, p.1, time, p.2));
+        }
+        out
+    }
+
+    #[test]
+    fn prefix_merge_matches_naive_merge() {
+        let alphabet = ["a", "ab", "a;b", "", "b", "a b", "ba"];
+        let mut state = 12345u64;
+        for round in 0..300 {
+            let mut stacks = Vec::new();
+            for _ in 0..(round % 12 + 1) {
+                let mut s = String::new();
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                for k in 0..((state >> 60) % 5 + 1) {
+                    if k > 0 {
+                        s.push(';');
+                    }
+                    s.push_str(alphabet[((state >> (8 * k)) % alphabet.len() as u64) as usize]);
+                }
+                stacks.push(s);
+            }
+            stacks.sort();
+            let lines: Vec<Line<'_>> = stacks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Line {
+                    stack: s,
+                    count: i as u64 % 3 + 1,
+                    delta: Some(i as i64 - 2),
+                })
+                .collect();
+            let fast: Vec<_> = merge(&lines, 0.0)
+                .into_iter()
+                .map(|f| (f.name.to_owned(), f.depth, f.start, f.end, f.delta))
+                .collect();
+            assert_eq!(fast, naive_merge(&lines), "{stacks:?}");
+        }
+    }
 
     #[test]
     fn rebase_keeps_deepest_non_leaf_base() {

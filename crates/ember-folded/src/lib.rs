@@ -66,9 +66,51 @@ pub fn parse(mut reader: impl BufRead) -> Result<Folded, FoldedError> {
 /// Parses folded stacks from an in-memory buffer. Never fails and never panics: malformed lines are
 /// counted in `ignored_lines`, and non-UTF-8 bytes are replaced by U+FFFD.
 pub fn parse_bytes(bytes: &[u8]) -> Folded {
-    let mut folded = Folded::default();
-    // A typical folded line is far longer than 32 bytes; this only avoids early regrowth.
-    folded.lines.reserve(bytes.len() / 64);
+    let borrowed = parse_borrowed(bytes);
+    Folded {
+        lines: borrowed
+            .lines
+            .into_iter()
+            .map(|l| FoldedLine {
+                stack: l.stack.into_owned(),
+                count: l.count,
+                second_count: l.second_count,
+            })
+            .collect(),
+        ignored_lines: borrowed.ignored_lines,
+        has_fractional: borrowed.has_fractional,
+    }
+}
+
+/// One folded line borrowing its stack from the input buffer (owned only when the bytes were
+/// not UTF-8 and had to be repaired).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoldedLineRef<'a> {
+    /// The stack, root first, frames separated by `;`.
+    pub stack: std::borrow::Cow<'a, str>,
+    /// The sample count (the first of two in differential input).
+    pub count: f64,
+    /// The second count column of differential input.
+    pub second_count: Option<f64>,
+}
+
+/// A parsed folded input that borrows from the buffer: the allocation-free form of [`Folded`]
+/// for large inputs (one `Vec` for the whole file, no per-line strings).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FoldedRef<'a> {
+    /// The well-formed lines, in input order.
+    pub lines: Vec<FoldedLineRef<'a>>,
+    /// How many non-blank lines were skipped because they did not end in a valid count.
+    pub ignored_lines: usize,
+    /// True when at least one count has a non-zero fractional part.
+    pub has_fractional: bool,
+}
+
+/// Like [`parse_bytes`] but borrowing stacks from `bytes`. Never fails and never panics.
+pub fn parse_borrowed(bytes: &[u8]) -> FoldedRef<'_> {
+    let mut folded = FoldedRef::default();
+    // One validation pass for the whole buffer is far cheaper than one per line.
+    let text = std::str::from_utf8(bytes).ok();
     let mut rest = bytes;
     while !rest.is_empty() {
         let (line, next) = match memchr::memchr(b'\n', rest) {
@@ -84,11 +126,14 @@ pub fn parse_bytes(bytes: &[u8]) -> Folded {
         match parse_line(line) {
             Some(parsed) => {
                 folded.has_fractional |= parsed.fractional;
-                let stack = match std::str::from_utf8(parsed.stack) {
-                    Ok(s) => s.to_owned(),
-                    Err(_) => String::from_utf8_lossy(parsed.stack).into_owned(),
+                // The stack starts after ASCII trimming and ends before an ASCII separator, so
+                // in a valid buffer it lies on character boundaries; `get` checks that in O(1).
+                let offset = parsed.stack.as_ptr() as usize - bytes.as_ptr() as usize;
+                let stack = match text.and_then(|t| t.get(offset..offset + parsed.stack.len())) {
+                    Some(s) => std::borrow::Cow::Borrowed(s),
+                    None => String::from_utf8_lossy(parsed.stack),
                 };
-                folded.lines.push(FoldedLine {
+                folded.lines.push(FoldedLineRef {
                     stack,
                     count: parsed.count,
                     second_count: parsed.second_count,
@@ -128,7 +173,16 @@ fn parse_line(line: &[u8]) -> Option<ParsedLine<'_>> {
 
 /// Takes a count off the end of `line`: returns the trimmed text before it and (value, has non-zero fraction).
 fn split_count(line: &[u8]) -> Option<(&[u8], (f64, bool))> {
-    let sep = line.iter().rposition(|&b| b == b' ' || b == b'\t')?;
+    // Only digits and dots can form a count, so stop scanning at the first other byte instead
+    // of searching the whole (long) stack for a separator.
+    let token_start = line
+        .iter()
+        .rposition(|&b| !(b.is_ascii_digit() || b == b'.'))
+        .map_or(0, |i| i + 1);
+    let sep = token_start.checked_sub(1)?;
+    if line[sep] != b' ' && line[sep] != b'\t' {
+        return None;
+    }
     let token = &line[sep + 1..];
     let value = parse_count(token)?;
     Some((line[..sep].trim_ascii_end(), value))
@@ -199,6 +253,23 @@ mod tests {
         assert_eq!(f.ignored_lines, 4);
         assert!(f.has_fractional);
         assert!(f.is_differential());
+    }
+
+    #[test]
+    fn borrowed_parse_agrees_with_owned() {
+        let input = "a;é b 3\nbad\nx 1 2\n";
+        let b = parse_borrowed(input.as_bytes());
+        assert!(matches!(
+            b.lines[0].stack,
+            std::borrow::Cow::Borrowed("a;é b")
+        ));
+        assert_eq!(b.lines[1].second_count, Some(2.0));
+        assert_eq!(b.ignored_lines, 1);
+        let o = parse_bytes(input.as_bytes());
+        assert_eq!(o.lines[0].stack, "a;é b");
+        let tab = parse_bytes(b"a\t4\nb;c4\n");
+        assert_eq!(tab.lines.len(), 1);
+        assert_eq!(tab.ignored_lines, 1);
     }
 
     #[test]
