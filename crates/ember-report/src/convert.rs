@@ -79,12 +79,16 @@ pub fn detect(bytes: &[u8]) -> Result<Input, ember_pprof::PprofError> {
     match ember_pprof::decode(bytes) {
         Ok(profile) => Ok(Input::Pprof(Box::new(profile))),
         Err(err) => {
-            // gzip'd input that failed is a broken profile, not text.
-            if bytes.starts_with(&[0x1f, 0x8b]) {
+            // gzip'd input that failed is a broken profile, not text, and a recognised legacy
+            // pprof format is not folded stacks. ("text" only means "not protobuf".)
+            if bytes.starts_with(&[0x1f, 0x8b])
+                || matches!(err, ember_pprof::PprofError::LegacyFormat { kind } if kind != "text")
+            {
                 return Err(err);
             }
             let folded = ember_folded::parse_bytes(bytes);
-            if folded.lines.is_empty() {
+            // Binary data yields a few accidental matches among many rejected lines.
+            if folded.lines.is_empty() || folded.ignored_lines > folded.lines.len() {
                 Err(err)
             } else {
                 Ok(Input::Folded(folded))
