@@ -124,7 +124,7 @@ fn speedscope_from_every_profile_has_right_types_totals_and_stacks() {
 #[test]
 fn speedscope_structure_matches_files_in_the_wild() {
     let dir = corpora().join("pyroscope/pkg/og/convert/speedscope/testdata");
-    let mut ours =
+    let ours =
         serde_json::to_value(profile_to_speedscope(&load(&proto_files()[0]), None, "x").unwrap())
             .unwrap();
     for name in [
