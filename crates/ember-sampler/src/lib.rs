@@ -1,1 +1,61 @@
 //! Source: Linux `perf_event_open` sampling, unwinding and symbolization → pprof.
+//!
+//! Pipeline: [`session::record`] opens a software `cpu-clock` event per CPU
+//! (for a launched command, existing pids, or the whole host), drains the
+//! ring buffers and aggregates kernel-unwound callchains into a
+//! [`session::Recording`]; [`output::build_profile`] and
+//! [`output::write_perf_script`] symbolize it with a [`symbolize::Symbolizer`]
+//! and emit pprof or `perf script` text.
+
+pub mod launch;
+pub mod output;
+pub mod parse;
+pub mod process;
+pub mod session;
+pub mod symbolize;
+pub mod sys;
+
+pub use output::{FrameInfo, Summary, build_profile, write_perf_script};
+pub use session::{
+    CallGraph, Options, Progress, Recording, Target, install_interrupt_handler, record,
+};
+pub use symbolize::Symbolizer;
+
+/// Errors of the sampler. Messages say what to change, not just the errno.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    /// The kernel refused perf_event_open for lack of privilege.
+    #[error(
+        "permission denied opening {what} (kernel.perf_event_paranoid = {paranoid}). \
+         Run as root or with CAP_PERFMON, or allow sampling for unprivileged users with: \
+         sudo sysctl -w kernel.perf_event_paranoid=1 \
+         (use -1 to also allow whole-host sampling with -a and kernel stacks)"
+    )]
+    Permission {
+        /// The event that was refused.
+        what: String,
+        /// Current value of /proc/sys/kernel/perf_event_paranoid.
+        paranoid: String,
+    },
+    /// perf_event_open failed for another reason.
+    #[error("cannot open {0}: {1}")]
+    Open(String, #[source] std::io::Error),
+    /// Mapping a ring buffer failed.
+    #[error(
+        "cannot mmap the perf ring buffer: {0} (lower the buffer size or raise \
+         kernel.perf_event_mlock_kb)"
+    )]
+    Mmap(#[source] std::io::Error),
+    /// Creating a pipe for the launch handshake failed.
+    #[error("cannot create a pipe: {0}")]
+    Pipe(#[source] std::io::Error),
+    /// The command could not be started.
+    #[error("cannot run {0}: {1}")]
+    Launch(String, #[source] std::io::Error),
+    /// A pid given with -p does not exist.
+    #[error("no process with pid {0}")]
+    NoSuchProcess(u32),
+    /// Invalid options.
+    #[error("{0}")]
+    Config(String),
+}

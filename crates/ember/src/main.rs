@@ -28,6 +28,8 @@ enum Command {
     Top(cmd::top::Args),
     /// Convert between pprof, folded stacks and speedscope JSON.
     Convert(cmd::convert::Args),
+    /// Sample a command, processes or the whole host with perf_event and write a profile.
+    Record(cmd::record::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => cmd::diff::run(args),
         Command::Top(args) => cmd::top::run(args),
         Command::Convert(args) => cmd::convert::run(args),
+        Command::Record(args) => cmd::record::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

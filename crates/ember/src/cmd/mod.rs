@@ -4,4 +4,5 @@ pub mod collapse;
 pub mod convert;
 pub mod diff;
 pub mod flamegraph;
+pub mod record;
 pub mod top;

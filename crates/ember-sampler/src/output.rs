@@ -1,0 +1,309 @@
+//! Symbolizing a [`Recording`] and writing it out: a pprof profile (through
+//! `ember_pprof::ProfileBuilder`) and `perf script`-compatible text, plus the
+//! end-of-run summary figures.
+
+use crate::session::{Frame, Recording};
+use crate::symbolize::Symbolizer;
+use ember_pprof::{Profile, ProfileBuilder, SampleLabel};
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::sync::Arc;
+
+const KERNEL_MODULE: &str = "[kernel.kallsyms]";
+
+/// A symbolized frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// Display name (demangled), or `[unknown] (module+0xoffset)`.
+    pub name: Arc<str>,
+    /// Mangled name (equal to `name` when there is none).
+    pub system_name: Arc<str>,
+    /// Binary path, `[kernel.kallsyms]`, or the JIT map.
+    pub module: Arc<str>,
+    /// Offset of the address inside its symbol (for perf-script `sym+0x..`).
+    pub sym_offset: Option<u64>,
+    /// The name came from a symbol table.
+    pub known: bool,
+}
+
+/// Figures for the end-of-run summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Summary {
+    /// Samples recorded.
+    pub samples: u64,
+    /// Records lost by the kernel.
+    pub lost: u64,
+    /// Distinct processes sampled.
+    pub processes: usize,
+    /// Frames (weighted by sample count) that could not be symbolized.
+    pub unknown_frames: u64,
+    /// All frames, weighted by sample count.
+    pub total_frames: u64,
+}
+
+impl Summary {
+    /// Percentage of frames that stayed `[unknown]`.
+    pub fn unknown_percent(&self) -> f64 {
+        if self.total_frames == 0 {
+            0.0
+        } else {
+            100.0 * self.unknown_frames as f64 / self.total_frames as f64
+        }
+    }
+}
+
+/// Symbolizes frames of one recording, each distinct frame once.
+pub struct Resolver<'a> {
+    rec: &'a Recording,
+    sym: &'a mut Symbolizer,
+    cache: HashMap<Frame, FrameInfo>,
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+impl<'a> Resolver<'a> {
+    /// A resolver over `rec` using (and filling) the caches of `sym`.
+    pub fn new(rec: &'a Recording, sym: &'a mut Symbolizer) -> Self {
+        Resolver {
+            rec,
+            sym,
+            cache: HashMap::new(),
+        }
+    }
+
+    /// Warnings collected by the symbolizer so far.
+    pub fn warnings(&self) -> &[String] {
+        &self.sym.warnings
+    }
+
+    /// The symbolized form of `frame`.
+    pub fn resolve(&mut self, frame: &Frame) -> FrameInfo {
+        if let Some(hit) = self.cache.get(frame) {
+            return hit.clone();
+        }
+        let info = self.compute(frame);
+        self.cache.insert(*frame, info.clone());
+        info
+    }
+
+    fn compute(&mut self, frame: &Frame) -> FrameInfo {
+        let known = |name: Arc<str>, system: Arc<str>, module: Arc<str>, off: u64| FrameInfo {
+            name,
+            system_name: system,
+            module,
+            sym_offset: Some(off),
+            known: true,
+        };
+        let unknown = |module: Arc<str>, label: String| {
+            let name: Arc<str> = Arc::from(format!("[unknown] ({label})"));
+            FrameInfo {
+                name: name.clone(),
+                system_name: name,
+                module,
+                sym_offset: None,
+                known: false,
+            }
+        };
+        match *frame {
+            Frame::Kernel { addr, ret } => {
+                let lookup = if ret { addr.wrapping_sub(1) } else { addr };
+                match self.sym.kernel(lookup) {
+                    Some(s) => known(s.name, s.system_name, KERNEL_MODULE.into(), addr - s.start),
+                    None => unknown(KERNEL_MODULE.into(), format!("{KERNEL_MODULE}+{addr:#x}")),
+                }
+            }
+            Frame::User { map, addr, ret } => {
+                let Some(m) = self.rec.maps.get(map as usize) else {
+                    return unknown("[unknown]".into(), format!("{addr:#x}"));
+                };
+                let offset = addr - m.start + m.pgoff;
+                let lookup = if ret { offset.wrapping_sub(1) } else { offset };
+                let found = self.sym.binary(&m.path, m.pid).and_then(|b| {
+                    let vaddr = b.offset_to_vaddr(offset)?;
+                    Some((b.lookup_offset(lookup)?, vaddr))
+                });
+                match found {
+                    Some((s, vaddr)) => known(
+                        s.name,
+                        s.system_name,
+                        m.path.clone(),
+                        vaddr.saturating_sub(s.start),
+                    ),
+                    None => unknown(
+                        m.path.clone(),
+                        format!("{}+{offset:#x}", file_name(&m.path)),
+                    ),
+                }
+            }
+            Frame::Anon { pid, addr, ret } => {
+                let lookup = if ret { addr.wrapping_sub(1) } else { addr };
+                match self.sym.jit(pid, lookup) {
+                    Some(s) => known(
+                        s.name,
+                        s.system_name,
+                        Arc::from(format!("/tmp/perf-{pid}.map")),
+                        addr - s.start,
+                    ),
+                    None => unknown("[unknown]".into(), format!("{addr:#x}")),
+                }
+            }
+        }
+    }
+}
+
+/// Builds the pprof profile of a recording: sample types `samples/count` and
+/// `cpu/nanoseconds`, labels `pid`, `tid`, `comm`, `thread_name`.
+pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary) {
+    let mut b = ProfileBuilder::new(&[("samples", "count"), ("cpu", "nanoseconds")]);
+    let period = 1_000_000_000 / i64::from(rec.frequency.max(1));
+    b.set_period(("cpu", "nanoseconds"), period);
+    b.set_time(rec.start_unix_ns, rec.duration_ns);
+    b.set_default_sample_type("cpu");
+    let mut summary = Summary {
+        samples: rec.samples,
+        lost: rec.lost,
+        processes: rec.process_count(),
+        ..Default::default()
+    };
+
+    let mut resolver = Resolver::new(rec, sym);
+    // Mapping ids per recording map; the kernel gets one spanning its addresses.
+    let mut mapping_ids: HashMap<u32, u64> = HashMap::new();
+    let (mut kmin, mut kmax) = (u64::MAX, 0u64);
+    for key in rec.stacks.keys() {
+        for f in &key.frames {
+            if let Frame::Kernel { addr, .. } = f {
+                kmin = kmin.min(*addr);
+                kmax = kmax.max(*addr);
+            }
+        }
+    }
+    // Deterministic output: walk stacks in a stable order.
+    let mut keys: Vec<_> = rec.stacks.iter().collect();
+    keys.sort_by(|a, b| {
+        (a.0.pid, a.0.tid, &a.0.frames_sort_key()).cmp(&(b.0.pid, b.0.tid, &b.0.frames_sort_key()))
+    });
+    // pprof tools treat the first mapping as the main binary: register the
+    // executables (file name starting with the process name) first, then the
+    // other user mappings in order of use, the kernel last.
+    for exe_pass in [true, false] {
+        for (key, _) in &keys {
+            for f in key.frames.iter().rev() {
+                let Frame::User { map, .. } = *f else {
+                    continue;
+                };
+                let m = &rec.maps[map as usize];
+                if exe_pass && (key.comm.is_empty() || !file_name(&m.path).starts_with(&*key.comm))
+                {
+                    continue;
+                }
+                if let std::collections::hash_map::Entry::Vacant(slot) = mapping_ids.entry(map) {
+                    let build_id = resolver
+                        .sym
+                        .binary(&m.path, m.pid)
+                        .map(|bin| bin.build_id.clone())
+                        .unwrap_or_default();
+                    slot.insert(b.mapping(m.start, m.end, m.pgoff, &m.path, &build_id));
+                }
+            }
+        }
+    }
+    let kernel_mapping = (kmin <= kmax)
+        .then(|| b.mapping(kmin & !0xfff, kmax.saturating_add(1), 0, KERNEL_MODULE, ""));
+    let mut location_ids: HashMap<Frame, u64> = HashMap::new();
+    let mut locs = Vec::new();
+    for (key, value) in keys {
+        locs.clear();
+        for frame in &key.frames {
+            let info = resolver.resolve(frame);
+            summary.total_frames += value.count;
+            if !info.known {
+                summary.unknown_frames += value.count;
+            }
+            if let Some(&id) = location_ids.get(frame) {
+                locs.push(id);
+                continue;
+            }
+            let (mapping, addr) = match *frame {
+                Frame::Kernel { addr, .. } => (kernel_mapping.unwrap_or(0), addr),
+                Frame::User { map, addr, .. } => {
+                    (mapping_ids.get(&map).copied().unwrap_or(0), addr)
+                }
+                Frame::Anon { addr, .. } => (0, addr),
+            };
+            let function = b.function(&info.name, &info.system_name, "");
+            let id = b.location(mapping, addr, &[(function, 0)]);
+            location_ids.insert(*frame, id);
+            locs.push(id);
+        }
+        let labels = [
+            SampleLabel::Num("pid", i64::from(key.pid), ""),
+            SampleLabel::Num("tid", i64::from(key.tid), ""),
+            SampleLabel::Str("comm", &key.comm),
+            SampleLabel::Str("thread_name", &key.thread_name),
+        ];
+        b.add_sample(&locs, &[value.count as i64, value.period as i64], &labels);
+    }
+    (b.build(), summary)
+}
+
+impl crate::session::StackKey {
+    fn frames_sort_key(&self) -> Vec<(u8, u64)> {
+        self.frames
+            .iter()
+            .map(|f| match *f {
+                Frame::Kernel { addr, .. } => (0, addr),
+                Frame::User { addr, .. } => (1, addr),
+                Frame::Anon { addr, .. } => (2, addr),
+            })
+            .collect()
+    }
+}
+
+/// Writes `perf script`-style text (one block per sample, leaf first), which
+/// `stackcollapse-perf.pl` and `ember collapse` read.
+pub fn write_perf_script(
+    rec: &Recording,
+    sym: &mut Symbolizer,
+    mut out: impl Write,
+) -> io::Result<()> {
+    let mut resolver = Resolver::new(rec, sym);
+    let mut keys: Vec<_> = rec.stacks.iter().collect();
+    keys.sort_by(|a, b| {
+        (a.0.pid, a.0.tid, a.0.frames_sort_key()).cmp(&(b.0.pid, b.0.tid, b.0.frames_sort_key()))
+    });
+    let mut block = Vec::new();
+    for (key, value) in keys {
+        block.clear();
+        // perf prints the comm verbatim; an empty one would break parsers.
+        let comm = if key.thread_name.is_empty() {
+            "[unknown]"
+        } else {
+            &key.thread_name
+        };
+        writeln!(block, "{comm} {}/{} cpu-clock: ", key.pid, key.tid)?;
+        for frame in &key.frames {
+            let info = resolver.resolve(frame);
+            let addr = match *frame {
+                Frame::Kernel { addr, .. }
+                | Frame::User { addr, .. }
+                | Frame::Anon { addr, .. } => addr,
+            };
+            match (info.known, info.sym_offset) {
+                (true, Some(off)) => writeln!(
+                    block,
+                    "\t{addr:16x} {}+{off:#x} ({})",
+                    info.name, info.module
+                )?,
+                _ => writeln!(block, "\t{addr:16x} [unknown] ({})", info.module)?,
+            }
+        }
+        writeln!(block)?;
+        for _ in 0..value.count {
+            out.write_all(&block)?;
+        }
+    }
+    out.flush()
+}

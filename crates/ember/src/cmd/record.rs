@@ -1,0 +1,235 @@
+//! `ember record`: sample a command, processes or the whole host with
+//! perf_event and write pprof, folded stacks, an SVG flame graph or
+//! `perf script` text.
+
+use anyhow::{Context, bail};
+use ember_sampler::{CallGraph, Options, Target};
+use std::ffi::OsString;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Output formats of `ember record`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// gzip'd pprof protobuf (`.pb.gz`, `.pb`, `.pprof`).
+    Pprof,
+    /// Folded stacks, one `root;...;leaf count` line per stack (`.folded`, `.txt`).
+    Folded,
+    /// Interactive SVG flame graph (`.svg`).
+    Svg,
+    /// `perf script` compatible text (`.perf.txt`).
+    PerfScript,
+}
+
+/// How user-space stacks are unwound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CallGraphArg {
+    /// Pick per binary (currently: frame pointers for every binary).
+    Auto,
+    /// Frame pointers, walked by the kernel.
+    Fp,
+    /// DWARF CFI from a copy of the user stack (not implemented yet).
+    Dwarf,
+}
+
+/// Options of `ember record`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Sample CPU stacks with perf_event_open (software cpu-clock event, one per CPU) \
+                  and write a profile.\n\n\
+                  Targets: a command to launch (`ember record -- make -j2`, following its forks \
+                  and threads), running processes (`-p PID[,PID]`) or the whole host (`-a`). \
+                  The output format follows the extension of --output (.pb.gz, .folded, .svg, \
+                  .perf.txt) unless --format is given. Ctrl-C stops a -p/-a recording and \
+                  writes the profile."
+)]
+pub struct Args {
+    /// Samples per second per CPU (1-10000).
+    #[arg(short = 'F', long, default_value_t = 99,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    frequency: u32,
+
+    /// Attach to running processes (comma-separated pids); follows their new threads and children.
+    #[arg(short, long, value_delimiter = ',', conflicts_with_all = ["all_cpus", "command"])]
+    pid: Vec<u32>,
+
+    /// Sample every task on every CPU until Ctrl-C or --duration.
+    #[arg(short, long, conflicts_with = "command")]
+    all_cpus: bool,
+
+    /// Stop after this many seconds (a launched command keeps running).
+    #[arg(short, long, value_name = "SECS")]
+    duration: Option<f64>,
+
+    /// Output file.
+    #[arg(short, long, default_value = "ember.pb.gz")]
+    output: PathBuf,
+
+    /// Output format; default: chosen by the extension of --output (pprof otherwise).
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+
+    /// User-stack unwinding.
+    #[arg(long, value_enum, default_value = "auto")]
+    call_graph: CallGraphArg,
+
+    /// Data pages per CPU ring buffer (power of two).
+    #[arg(long, default_value_t = 64, value_name = "PAGES")]
+    mmap_pages: usize,
+
+    /// Do not print the progress line.
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// The command to launch and profile (after `--`).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+fn format_for(path: &Path) -> Format {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    if name.ends_with(".svg") {
+        Format::Svg
+    } else if name.ends_with(".perf.txt") || name.ends_with(".perf") {
+        Format::PerfScript
+    } else if name.ends_with(".folded") || name.ends_with(".txt") {
+        Format::Folded
+    } else {
+        Format::Pprof
+    }
+}
+
+/// Runs `ember record`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let target = if !args.pid.is_empty() {
+        Target::Pids(args.pid.clone())
+    } else if args.all_cpus {
+        Target::AllCpus
+    } else if !args.command.is_empty() {
+        Target::Command(args.command.clone())
+    } else {
+        bail!("nothing to record: give a command after `--`, -p PID or -a");
+    };
+    let call_graph = match args.call_graph {
+        CallGraphArg::Auto | CallGraphArg::Fp => CallGraph::Fp,
+        CallGraphArg::Dwarf => bail!(
+            "--call-graph dwarf is not implemented yet; use --call-graph fp \
+             (binaries need frame pointers, e.g. -fno-omit-frame-pointer)"
+        ),
+    };
+    let duration = match args.duration {
+        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) => bail!("--duration must be a positive number of seconds, got {s}"),
+        None => None,
+    };
+    let format = args.format.unwrap_or_else(|| format_for(&args.output));
+    let mut options = Options::new(target);
+    options.frequency = args.frequency;
+    options.call_graph = call_graph;
+    options.duration = duration;
+    options.ring_pages = args.mmap_pages;
+
+    ember_sampler::install_interrupt_handler();
+    let show_progress = !args.quiet && std::io::stderr().is_terminal();
+    let recording = ember_sampler::record(&options, |p| {
+        if show_progress {
+            eprint!(
+                "\rember record: {:6.1}s  {} samples  {} lost ",
+                p.elapsed.as_secs_f64(),
+                p.samples,
+                p.lost
+            );
+        }
+    })
+    .context("recording failed")?;
+    if show_progress {
+        eprintln!();
+    }
+    for w in &recording.warnings {
+        eprintln!("ember record: warning: {w}");
+    }
+
+    let mut symbolizer = ember_sampler::Symbolizer::new();
+    let (profile, summary) = ember_sampler::build_profile(&recording, &mut symbolizer);
+    write_output(&args.output, format, &recording, &profile, &mut symbolizer)?;
+    for w in &symbolizer.warnings {
+        eprintln!("ember record: warning: {w}");
+    }
+    eprintln!(
+        "ember record: {} samples ({} lost) from {} processes in {:.2}s; {:.1}% of frames [unknown]; wrote {}",
+        summary.samples,
+        summary.lost,
+        summary.processes,
+        recording.duration_ns as f64 / 1e9,
+        summary.unknown_percent(),
+        args.output.display()
+    );
+    if let Some(ember_sampler::launch::ExitStatus::Code(c)) = recording.exit_status {
+        if c != 0 {
+            eprintln!("ember record: the command exited with status {c}");
+        }
+    }
+    if let Some(ember_sampler::launch::ExitStatus::Signal(s)) = recording.exit_status {
+        eprintln!("ember record: the command was killed by signal {s}");
+    }
+    Ok(())
+}
+
+fn write_output(
+    path: &Path,
+    format: Format,
+    recording: &ember_sampler::Recording,
+    profile: &ember_pprof::Profile,
+    symbolizer: &mut ember_sampler::Symbolizer,
+) -> anyhow::Result<()> {
+    let create = || {
+        std::fs::File::create(path)
+            .map(BufWriter::new)
+            .with_context(|| format!("cannot create {}", path.display()))
+    };
+    match format {
+        Format::Pprof => ember_pprof::write_file(profile, path)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        Format::Folded => {
+            let folded = ember_pprof::folded_stacks(profile, 0);
+            ember_folded::write(folded, create()?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Format::Svg => {
+            let lines = ember_pprof::folded_stacks(profile, 0)
+                .into_iter()
+                .map(|(stack, count)| ember_folded::FoldedLine {
+                    stack,
+                    count: count as f64,
+                    second_count: None,
+                })
+                .collect();
+            let folded = ember_folded::Folded {
+                lines,
+                ..Default::default()
+            };
+            let options = ember_flamegraph::Options {
+                title: "ember record".to_string(),
+                count_name: "samples".to_string(),
+                ..Default::default()
+            };
+            let mut out = create()?;
+            let report = ember_flamegraph::render(&folded, &options, &mut out)
+                .context("cannot render the flame graph")?;
+            out.flush()
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            for w in report.warnings {
+                eprintln!("ember record: warning: {w}");
+            }
+        }
+        Format::PerfScript => {
+            ember_sampler::write_perf_script(recording, symbolizer, create()?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
