@@ -27,9 +27,9 @@ pub enum SamplerError {
     /// The kernel refused perf_event_open for lack of privilege.
     #[error(
         "permission denied opening {what} (kernel.perf_event_paranoid = {paranoid}). \
-         Run as root or with CAP_PERFMON, or allow sampling for unprivileged users with: \
-         sudo sysctl -w kernel.perf_event_paranoid=1 \
-         (use -1 to also allow whole-host sampling with -a and kernel stacks)"
+         Run as root or with CAP_PERFMON, or allow unprivileged users to profile their own \
+         processes with kernel stacks: sudo sysctl -w kernel.perf_event_paranoid=1 \
+         (whole-host -a sampling needs: sudo sysctl -w kernel.perf_event_paranoid=0)"
     )]
     Permission {
         /// The event that was refused.

@@ -220,7 +220,32 @@ impl Events {
     }
 }
 
+/// Opens the events; when the kernel refuses kernel-mode sampling to an
+/// unprivileged user, falls back to user-only sampling with a warning.
 fn open_events(
+    opts: &Options,
+    tasks: &[i32],
+    cfg: &mut EventConfig,
+    warnings: &mut Vec<String>,
+) -> Result<Events, SamplerError> {
+    match open_events_once(opts, tasks, cfg, warnings) {
+        Err(SamplerError::Permission { paranoid, .. })
+            if !cfg.exclude_kernel && !tasks.contains(&-1) =>
+        {
+            cfg.exclude_kernel = true;
+            let events = open_events_once(opts, tasks, cfg, warnings)?;
+            warnings.push(format!(
+                "kernel.perf_event_paranoid = {paranoid} forbids kernel samples for this user: \
+                 recording user-space frames only (to include kernel stacks run as root or: \
+                 sudo sysctl -w kernel.perf_event_paranoid=1)"
+            ));
+            Ok(events)
+        }
+        other => other,
+    }
+}
+
+fn open_events_once(
     opts: &Options,
     tasks: &[i32],
     cfg: &EventConfig,
@@ -485,6 +510,7 @@ pub fn record(
         enable_on_exec: false,
         inherit: true,
         side_band: true,
+        exclude_kernel: false,
         max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
             .ok()
             .and_then(|s| s.trim().parse().ok())
@@ -496,7 +522,7 @@ pub fn record(
         Target::Command(argv) => {
             let stopped = launch::spawn_stopped(argv)?;
             cfg.enable_on_exec = true;
-            let events = open_events(opts, &[stopped.pid()], &cfg, &mut agg.rec.warnings)?;
+            let events = open_events(opts, &[stopped.pid()], &mut cfg, &mut agg.rec.warnings)?;
             child = Some(stopped);
             events
         }
@@ -511,11 +537,11 @@ pub fn record(
                 tasks.extend(tids);
                 watched_pids.push(pid);
             }
-            open_events(opts, &tasks, &cfg, &mut agg.rec.warnings)?
+            open_events(opts, &tasks, &mut cfg, &mut agg.rec.warnings)?
         }
         Target::AllCpus => {
             cfg.inherit = false;
-            let events = open_events(opts, &[-1], &cfg, &mut agg.rec.warnings)?;
+            let events = open_events(opts, &[-1], &mut cfg, &mut agg.rec.warnings)?;
             // Snapshot existing processes; later changes arrive as records.
             for pid in all_pids() {
                 agg.table.load_from_proc(pid);

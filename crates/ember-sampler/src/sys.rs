@@ -35,6 +35,9 @@ pub struct EventConfig {
     pub side_band: bool,
     /// Maximum callchain depth.
     pub max_stack: u16,
+    /// Sample user mode only (what unprivileged users may do at
+    /// `perf_event_paranoid` 2).
+    pub exclude_kernel: bool,
 }
 
 fn build_attr(cfg: &EventConfig) -> b::perf_event_attr {
@@ -62,6 +65,8 @@ fn build_attr(cfg: &EventConfig) -> b::perf_event_attr {
     attr.set_use_clockid(1);
     attr.clockid = libc::CLOCK_MONOTONIC;
     attr.set_exclude_guest(1);
+    attr.set_exclude_kernel(u64::from(cfg.exclude_kernel));
+    attr.set_exclude_callchain_kernel(u64::from(cfg.exclude_kernel));
     attr.sample_max_stack = cfg.max_stack;
     attr
 }
@@ -308,6 +313,7 @@ mod tests {
             inherit: false,
             side_band: false,
             max_stack: 127,
+            exclude_kernel: false,
         };
         let fd = open_event(&cfg, 0, -1).expect("perf_event_open on self");
         assert!(RingBuffer::new(fd, 3).is_err());
@@ -321,6 +327,7 @@ mod tests {
             inherit: false,
             side_band: true,
             max_stack: 127,
+            exclude_kernel: false,
         };
         let fd = open_event(&cfg, 0, -1).expect("perf_event_open on self");
         let mut ring = RingBuffer::new(fd, 8).expect("mmap");

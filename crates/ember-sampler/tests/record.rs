@@ -377,3 +377,95 @@ fn go_tool_pprof_reads_the_written_profile() {
         assert!(stdout.contains(f), "{f} missing from:\n{stdout}");
     }
 }
+
+fn paranoid() -> i32 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2)
+}
+
+/// Runs as an unprivileged user (re-executed by the test below): whole-host
+/// sampling must fail with the sysctl to change, and a launched command
+/// must still be profiled in user mode.
+#[test]
+fn unprivileged_inner() {
+    if std::env::var_os("EMBER_SAMPLER_UNPRIVILEGED").is_none() {
+        return;
+    }
+    let mut opts = Options::new(Target::AllCpus);
+    opts.duration = Some(Duration::from_millis(50));
+    match ember_sampler::record(&opts, |_| {}) {
+        Err(e) => {
+            let msg = e.to_string();
+            println!("ALLCPUS-ERROR: {msg}");
+            assert!(
+                msg.contains("sudo sysctl -w kernel.perf_event_paranoid="),
+                "{msg}"
+            );
+        }
+        Ok(_) => println!("ALLCPUS-OK"),
+    }
+    let opts = Options::new(Target::Command(vec![
+        "sh".into(),
+        "-c".into(),
+        "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done".into(),
+    ]));
+    let rec = ember_sampler::record(&opts, |_| {}).expect("user-mode recording");
+    println!("COMMAND-SAMPLES: {}", rec.samples);
+    for w in &rec.warnings {
+        println!("WARNING: {w}");
+    }
+    assert!(rec.samples > 0);
+}
+
+#[test]
+fn unprivileged_user_gets_helpful_errors_and_user_mode_fallback() {
+    if std::env::var_os("EMBER_SAMPLER_UNPRIVILEGED").is_some() {
+        return;
+    }
+    // Only root can switch to another uid here.
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !is_root {
+        eprintln!("skipped: needs root to drop to an unprivileged user");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&exe)
+        .args([
+            "--exact",
+            "unprivileged_inner",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("EMBER_SAMPLER_UNPRIVILEGED", "1")
+        .current_dir("/tmp")
+        .output()
+        .expect("setpriv (util-linux) must be installed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success(),
+        "inner run failed:\n{stdout}\n{stderr}"
+    );
+    if paranoid() >= 1 {
+        assert!(
+            stdout.contains("ALLCPUS-ERROR: permission denied"),
+            "{stdout}"
+        );
+    }
+    if paranoid() >= 2 {
+        assert!(
+            stdout.contains("recording user-space frames only"),
+            "{stdout}"
+        );
+    }
+}
