@@ -40,30 +40,39 @@ struct Chunker<R> {
 }
 
 impl<R: Read> Chunker<R> {
-    /// Fills `buf` (a recycled, possibly non-empty buffer) with the next unit.
-    fn next_unit(&mut self, mut buf: Vec<u8>) -> io::Result<Option<Vec<u8>>> {
-        buf.clear();
-        buf.append(&mut self.carry);
-        let mut target = self.chunk.max(buf.len() + self.chunk / 2);
+    /// Fills `buf` (a recycled buffer) with the next unit; returns it with the unit's length.
+    ///
+    /// Buffers are kept fully initialised and reused, and data is read straight into them:
+    /// `read_to_end` through our wrapping readers would zero the spare capacity on every call.
+    fn next_unit(&mut self, mut buf: Vec<u8>) -> io::Result<Option<(Vec<u8>, usize)>> {
+        let mut filled = self.carry.len();
+        let mut target = self.chunk.max(filled + self.chunk / 2);
+        if buf.len() < target {
+            buf.resize(target, 0);
+        }
+        buf[..filled].copy_from_slice(&self.carry);
+        self.carry.clear();
         loop {
-            if !self.eof && buf.len() < target {
-                let want = target - buf.len();
-                buf.reserve(want);
-                let got = (&mut self.reader).take(want as u64).read_to_end(&mut buf)?;
-                if got < want {
-                    self.eof = true;
+            while !self.eof && filled < target {
+                match self.reader.read(&mut buf[filled..target]) {
+                    Ok(0) => self.eof = true,
+                    Ok(n) => filled += n.min(target - filled),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
                 }
             }
             if self.eof {
-                return Ok((!buf.is_empty()).then_some(buf));
+                return Ok((filled > 0).then_some((buf, filled)));
             }
-            if let Some(cut) = last_boundary(&buf) {
-                self.carry.extend_from_slice(&buf[cut..]);
-                buf.truncate(cut);
-                return Ok(Some(buf));
+            if let Some(cut) = last_boundary(&buf[..filled]) {
+                self.carry.extend_from_slice(&buf[cut..filled]);
+                return Ok(Some((buf, cut)));
             }
             // One sample group longer than the chunk: keep reading until it ends.
             target = target.saturating_mul(2);
+            if buf.len() < target {
+                buf.resize(target, 0);
+            }
         }
     }
 }
@@ -130,18 +139,18 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
     };
 
     // Sequential phase: everything when single-threaded, otherwise until the filter is known.
-    let mut leftover: Option<(Vec<u8>, usize)> = None;
+    let mut leftover: Option<(Vec<u8>, usize, usize)> = None;
     let mut spare = Vec::new();
-    while let Some(buf) = chunker.next_unit(std::mem::take(&mut spare))? {
+    while let Some((buf, end)) = chunker.next_unit(std::mem::take(&mut spare))? {
         if threads > 1 && main.event_filter.is_some() {
-            leftover = Some((buf, 0));
+            leftover = Some((buf, 0, end));
             break;
         }
-        let consumed = main.fold(&buf, &mut map, threads > 1);
+        let consumed = main.fold(&buf[..end], &mut map, threads > 1);
         main.finish(&mut map);
         record(&mut main, &mut metas);
-        if consumed < buf.len() {
-            leftover = Some((buf, consumed));
+        if consumed < end {
+            leftover = Some((buf, consumed, end));
             break;
         }
         spare = buf;
@@ -150,7 +159,7 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
     if let Some(first) = leftover {
         let event_filter = main.event_filter.clone();
         let shared = SharedMap::new();
-        let (work_tx, work_rx) = mpsc::sync_channel::<(u64, Vec<u8>, usize)>(threads);
+        let (work_tx, work_rx) = mpsc::sync_channel::<(u64, Vec<u8>, usize, usize)>(threads);
         let work_rx = Mutex::new(work_rx);
         let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
         let worker_results = std::thread::scope(|scope| {
@@ -169,8 +178,10 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
                                 let guard = work_rx.lock().unwrap_or_else(|e| e.into_inner());
                                 guard.recv()
                             };
-                            let Ok((seq, buf, start)) = item else { break };
-                            folder.fold(&buf[start..], &mut map, false);
+                            let Ok((seq, buf, start, end)) = item else {
+                                break;
+                            };
+                            folder.fold(&buf[start..end], &mut map, false);
                             folder.finish(&mut map);
                             metas.push(UnitMeta {
                                 seq,
@@ -187,18 +198,18 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
             drop(free_tx);
 
             let produce = || -> Result<(), CollapseError> {
-                let (buf, start) = first;
+                let (buf, start, end) = first;
                 let mut next_seq = seq;
-                if work_tx.send((next_seq, buf, start)).is_err() {
+                if work_tx.send((next_seq, buf, start, end)).is_err() {
                     return Err(CollapseError::WorkerFailed);
                 }
                 next_seq += 1;
                 loop {
                     let recycled = free_rx.try_recv().unwrap_or_default();
-                    let Some(buf) = chunker.next_unit(recycled)? else {
+                    let Some((buf, end)) = chunker.next_unit(recycled)? else {
                         return Ok(());
                     };
-                    if work_tx.send((next_seq, buf, 0)).is_err() {
+                    if work_tx.send((next_seq, buf, 0, end)).is_err() {
                         return Err(CollapseError::WorkerFailed);
                     }
                     next_seq += 1;

@@ -34,42 +34,52 @@ impl SymbolScan {
     };
 }
 
-const S_PLUS: u8 = 1;
-const S_QUOTE: u8 = 2;
-const S_DASH: u8 = 3;
-const S_PAREN: u8 = 4;
-const S_SEMI: u8 = 5;
-static SCAN_CLASS: [u8; 256] = {
+const F_PLUS: u8 = 1;
+const F_QUOTE: u8 = 2;
+const F_DASH: u8 = 4;
+const F_PAREN: u8 = 8;
+const F_SEMI: u8 = 16;
+static SCAN_FLAGS: [u8; 256] = {
     let mut t = [0u8; 256];
-    t[b'+' as usize] = S_PLUS;
-    t[b'\'' as usize] = S_QUOTE;
-    t[b'"' as usize] = S_QUOTE;
-    t[b'-' as usize] = S_DASH;
-    t[b'(' as usize] = S_PAREN;
-    t[b';' as usize] = S_SEMI;
+    t[b'+' as usize] = F_PLUS;
+    t[b'\'' as usize] = F_QUOTE;
+    t[b'"' as usize] = F_QUOTE;
+    t[b'-' as usize] = F_DASH;
+    t[b'(' as usize] = F_PAREN;
+    t[b';' as usize] = F_SEMI;
     t
 };
 
 /// Scans a symbol once for every character a later tidy step cares about.
 pub(crate) fn scan_symbol(symbol: &str) -> SymbolScan {
-    let mut scan = SymbolScan {
-        last_plus: None,
-        quotes: false,
-        dash: false,
-        paren: false,
-        semicolon: false,
-    };
-    for (i, &b) in symbol.as_bytes().iter().enumerate() {
-        match SCAN_CLASS[b as usize] {
-            0 => {}
-            S_PLUS => scan.last_plus = Some(i),
-            S_QUOTE => scan.quotes = true,
-            S_DASH => scan.dash = true,
-            S_PAREN => scan.paren = true,
-            _ => scan.semicolon = true,
-        }
+    // Branch-free: OR the per-byte flags together, eight bytes per step.
+    let bytes = symbol.as_bytes();
+    let mut flags = 0u8;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        flags |= SCAN_FLAGS[w[0] as usize]
+            | SCAN_FLAGS[w[1] as usize]
+            | SCAN_FLAGS[w[2] as usize]
+            | SCAN_FLAGS[w[3] as usize]
+            | SCAN_FLAGS[w[4] as usize]
+            | SCAN_FLAGS[w[5] as usize]
+            | SCAN_FLAGS[w[6] as usize]
+            | SCAN_FLAGS[w[7] as usize];
     }
-    scan
+    for &b in words.remainder() {
+        flags |= SCAN_FLAGS[b as usize];
+    }
+    SymbolScan {
+        last_plus: if flags & F_PLUS != 0 {
+            bytes.iter().rposition(|&b| b == b'+')
+        } else {
+            None
+        },
+        quotes: flags & F_QUOTE != 0,
+        dash: flags & F_DASH != 0,
+        paren: flags & F_PAREN != 0,
+        semicolon: flags & F_SEMI != 0,
+    }
 }
 
 /// Strips a trailing `+0x<hex>` symbol offset (an empty hex tail counts, as in the reference).
