@@ -36,7 +36,7 @@ pub enum ReportError {
         source: std::io::Error,
     },
     /// The input is neither a pprof profile nor folded stacks.
-    #[error("{path}: not a pprof profile ({pprof}) and no folded stacks found")]
+    #[error("{path}: neither folded stacks nor a valid pprof profile: {pprof}")]
     UnknownFormat {
         /// The file involved.
         path: String,
