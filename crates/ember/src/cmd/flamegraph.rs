@@ -1,10 +1,453 @@
-//! `ember flamegraph`.
+//! `ember flamegraph`: folded stacks or a pprof profile → interactive flame graph SVG.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use ember_flamegraph::{
+    BackgroundColor, Color, Direction, FrameAttrsMap, Options, Palette, PaletteMap,
+    TextTruncateDirection, render_borrowed,
+};
+use ember_folded::{FoldedLineRef, FoldedRef};
 
 /// Options of `ember flamegraph`.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(
+    long_about = "Render folded stacks (`root;...;leaf count` lines, as written by `ember collapse`, \
+                  stackcollapse-*.pl or inferno-collapse-*) or a pprof profile as an interactive \
+                  SVG flame graph: click a frame to zoom, `Reset Zoom` to go back, `Search` \
+                  (or Ctrl+F) to highlight frames matching a regular expression and see the share \
+                  of samples they cover; hovering shows name, count and percentage.\n\n\
+                  Several input files are concatenated. Lines with three columns \
+                  (`stack before after`, as written by `ember diff`) give a differential flame \
+                  graph: widths are `after`, red frames grew, blue ones shrank. A pprof profile is \
+                  detected by gzip magic bytes, or forced with --pprof / --sample-type.\n\n\
+                  The SVG is self-contained (no external scripts or fonts) and works offline."
+)]
+pub struct Args {
+    /// Folded-stack files (or pprof profiles) to read; several are concatenated. Reads stdin
+    /// when absent or `-`.
+    #[arg(value_name = "FILE")]
+    inputs: Vec<PathBuf>,
+
+    /// Write the SVG here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+
+    /// Treat the input as a pprof profile (gzip or raw protobuf). Default: only when the input
+    /// starts with gzip magic bytes or --sample-type is given.
+    #[arg(long)]
+    pprof: bool,
+
+    /// pprof sample type to draw, by name (`cpu`, `alloc_space`) or `type/unit`. Implies --pprof.
+    /// Default: the profile's default_sample_type, else its last sample type.
+    #[arg(long, value_name = "NAME")]
+    sample_type: Option<String>,
+
+    /// Title text. Default: "Flame Graph" ("Icicle Graph" with --inverted, "Flame Chart" with
+    /// --flamechart).
+    #[arg(long)]
+    title: Option<String>,
+
+    /// Second title line. Default: none.
+    #[arg(long)]
+    subtitle: Option<String>,
+
+    /// Image width in pixels. Default: 1200 (and the script may treat the layout as fluid).
+    #[arg(long, value_name = "PIXELS")]
+    width: Option<usize>,
+
+    /// Height of one frame row in pixels. Default: 16.
+    #[arg(
+        long,
+        value_name = "PIXELS",
+        default_value_t = 16,
+        hide_default_value = true
+    )]
+    height: usize,
+
+    /// Omit frames narrower than this percentage of the total width. Default: 0.01.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 0.01,
+        hide_default_value = true
+    )]
+    minwidth: f64,
+
+    /// What the counts are, shown in tooltips. Default: "samples" (for pprof input: the sample
+    /// type's unit, e.g. "nanoseconds" or "bytes").
+    #[arg(long, value_name = "NAME")]
+    countname: Option<String>,
+
+    /// Label before the frame name in the details line. Default: "Function:".
+    #[arg(
+        long,
+        value_name = "LABEL",
+        default_value = "Function:",
+        hide_default_value = true
+    )]
+    nametype: String,
+
+    /// Icicle graph: root at the top, stacks grow downwards. Default: off.
+    #[arg(long)]
+    inverted: bool,
+
+    /// Reverse every stack (leaf becomes root) before merging, to see callers of hot leaves.
+    /// Default: off.
+    #[arg(long)]
+    reverse: bool,
+
+    /// Flame chart: keep input (time) order instead of sorting, and only merge adjacent equal
+    /// stacks. The input is taken as newest-first and drawn left (old) to right (new).
+    /// Default: off.
+    #[arg(long)]
+    flamechart: bool,
+
+    /// Multiply counts by this factor in tooltips (e.g. to undo a pre-scaling). Default: 1.0.
+    #[arg(long, default_value_t = 1.0, hide_default_value = true)]
+    factor: f64,
+
+    /// Differential input: swap the hues, so red means the count fell and blue that it rose.
+    /// Default: off.
+    #[arg(long)]
+    negate: bool,
+
+    /// Colour palette: hot, mem, io, wakeup, java, js, perl, python, rust, red, green, blue,
+    /// aqua, yellow, purple, orange. Default: hot.
+    #[arg(
+        short = 'c',
+        long,
+        value_name = "PALETTE",
+        default_value = "hot",
+        hide_default_value = true
+    )]
+    colors: String,
+
+    /// Background: yellow, blue, green, grey or #rrggbb. Default: chosen by the palette
+    /// (yellow for hot and the semantic palettes, green for mem, blue for io/wakeup, grey for
+    /// the single-hue ones).
+    #[arg(long, value_name = "COLOR")]
+    bgcolors: Option<String>,
+
+    /// Colour by a hash of the function name, so a function gets the same colour everywhere.
+    /// Default: off (colours come from a fixed-seed random sequence).
+    #[arg(long)]
+    hash: bool,
+
+    /// Colour by an FNV hash of the full function name: stable across runs and machines.
+    /// Default: off.
+    #[arg(long)]
+    deterministic: bool,
+
+    /// Keep colours consistent across graphs with this `name->rgb(r,g,b)` file: colours found
+    /// there are reused, new ones are added and the file is rewritten. Default: none.
+    #[arg(long, value_name = "FILE")]
+    palette_map: Option<PathBuf>,
+
+    /// Font family. Default: monospace.
+    #[arg(
+        long,
+        value_name = "FAMILY",
+        default_value = "monospace",
+        hide_default_value = true
+    )]
+    font_type: String,
+
+    /// Font size in pixels. Default: 12.
+    #[arg(
+        long,
+        value_name = "PIXELS",
+        default_value_t = 12,
+        hide_default_value = true
+    )]
+    font_size: usize,
+
+    /// Average glyph width as a fraction of the font size, used to fit names into frames.
+    /// Default: 0.59.
+    #[arg(
+        long,
+        value_name = "RATIO",
+        default_value_t = 0.59,
+        hide_default_value = true
+    )]
+    font_width: f64,
+
+    /// The input is already sorted: skip sorting and fail if it is not. Default: off (sort).
+    #[arg(long)]
+    no_sort: bool,
+
+    /// Text stored in an XML comment inside the SVG. Default: empty.
+    #[arg(long, default_value = "", hide_default_value = true)]
+    notes: String,
+
+    /// Highlight colour of search matches, #rrggbb. Default: #e600e6.
+    #[arg(
+        long,
+        value_name = "COLOR",
+        default_value = "#e600e6",
+        hide_default_value = true
+    )]
+    search_color: String,
+
+    /// Outline colour of frames, #rrggbb or `none`. Default: none.
+    #[arg(
+        long,
+        value_name = "COLOR",
+        default_value = "none",
+        hide_default_value = true
+    )]
+    stroke_color: String,
+
+    /// Colour of the title, details and buttons, #rrggbb. Default: #000000.
+    #[arg(
+        long,
+        value_name = "COLOR",
+        default_value = "#000000",
+        hide_default_value = true
+    )]
+    uicolor: String,
+
+    /// Re-root each stack at its deepest frame with this name; stacks without it are dropped.
+    /// Repeatable. Default: none.
+    #[arg(long, value_name = "FRAME")]
+    base: Vec<String>,
+
+    /// Colour by width instead of palette: the wider the frame, the redder. Default: off.
+    #[arg(long)]
+    color_diffusion: bool,
+
+    /// Which end the interactive script trims from names that do not fit: left keeps the start
+    /// (`func..`), right keeps the end (`..tion`). Default: left.
+    #[arg(long, value_name = "DIR", default_value = "left", value_parser = ["left", "right"], hide_default_value = true)]
+    text_truncate_direction: String,
+
+    /// Indent the SVG over many lines (bigger, easier to diff). Default: off.
+    #[arg(long)]
+    pretty_xml: bool,
+
+    /// Leave out the interaction script (static picture). Default: off.
+    #[arg(long)]
+    no_javascript: bool,
+
+    /// Per-function SVG attributes: lines of `name<TAB>key=value<TAB>...` with keys title,
+    /// href, target, class, style, id, onmouseover, onmouseout, onclick, g_extra, a_extra.
+    /// Default: none.
+    #[arg(long, value_name = "FILE")]
+    nameattr: Option<PathBuf>,
+}
+
+fn parse_color(what: &str, s: &str) -> anyhow::Result<Color> {
+    Color::parse(s).with_context(|| format!("--{what}: expected #rrggbb or rgb(r,g,b), got {s:?}"))
+}
+
+fn warn(msg: &str) {
+    eprintln!("ember: warning: {msg}");
+}
+
+fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    if path == Path::new("-") {
+        io::stdin()
+            .lock()
+            .read_to_end(&mut bytes)
+            .context("reading stdin")?;
+    } else {
+        File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .with_context(|| format!("reading {}", path.display()))?;
+    }
+    Ok(bytes)
+}
+
+/// Folded view of a pprof profile; also returns the unit of the chosen sample type.
+fn pprof_folded(
+    bytes: &[u8],
+    sample_type: Option<&str>,
+    name: &Path,
+) -> anyhow::Result<(FoldedRef<'static>, String)> {
+    let profile =
+        ember_pprof::decode(bytes).with_context(|| format!("decoding pprof {}", name.display()))?;
+    let index = ember_pprof::sample_index(&profile, sample_type)
+        .with_context(|| format!("choosing the sample type of {}", name.display()))?;
+    let unit = profile
+        .sample_type
+        .get(index)
+        .map(|t| ember_pprof::string(&profile, t.unit).to_owned())
+        .unwrap_or_default();
+    let mut folded = FoldedRef::default();
+    let mut negative = 0usize;
+    for (stack, value) in ember_pprof::folded_stacks(&profile, index) {
+        if value < 0 {
+            negative += 1;
+            continue;
+        }
+        folded.lines.push(FoldedLineRef {
+            stack: stack.into(),
+            count: value as f64,
+            second_count: None,
+        });
+    }
+    if negative > 0 {
+        warn(&format!(
+            "{}: skipped {negative} stacks with negative values",
+            name.display()
+        ));
+    }
+    Ok((folded, unit))
+}
 
 /// Runs `ember flamegraph`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("ember flamegraph is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let colors: Palette = args
+        .colors
+        .parse()
+        .map_err(anyhow::Error::msg)
+        .context("--colors")?;
+    let bgcolors = match &args.bgcolors {
+        Some(s) => Some(
+            s.parse::<BackgroundColor>()
+                .map_err(anyhow::Error::msg)
+                .context("--bgcolors")?,
+        ),
+        None => None,
+    };
+    let stroke_color = match args.stroke_color.as_str() {
+        "none" => None,
+        s => Some(parse_color("stroke-color", s)?),
+    };
+    if args.hash && args.deterministic {
+        bail!("--hash and --deterministic are alternatives; pick one");
+    }
+
+    let inputs = if args.inputs.is_empty() {
+        vec![PathBuf::from("-")]
+    } else {
+        args.inputs.clone()
+    };
+    // Folded text is parsed in place (stacks borrow from these buffers), so read them all first.
+    let mut buffers = Vec::new();
+    let mut stdin_read = false;
+    for path in &inputs {
+        if path == Path::new("-") {
+            if stdin_read {
+                continue;
+            }
+            stdin_read = true;
+        }
+        buffers.push((path.as_path(), read_input(path)?));
+    }
+    let mut folded = FoldedRef::default();
+    let mut pprof_unit = None;
+    for (path, bytes) in &buffers {
+        let is_pprof = args.pprof || args.sample_type.is_some() || bytes.starts_with(&[0x1f, 0x8b]);
+        let part = if is_pprof {
+            let (f, unit) = pprof_folded(bytes, args.sample_type.as_deref(), path)?;
+            pprof_unit.get_or_insert(unit);
+            f
+        } else {
+            ember_folded::parse_borrowed(bytes)
+        };
+        folded.lines.extend(part.lines);
+        folded.ignored_lines += part.ignored_lines;
+        folded.has_fractional |= part.has_fractional;
+    }
+
+    let palette_map = match &args.palette_map {
+        Some(path) => {
+            let (map, warnings) =
+                PaletteMap::load(path).with_context(|| format!("reading {}", path.display()))?;
+            warnings
+                .iter()
+                .for_each(|w| warn(&format!("{}: {w}", path.display())));
+            Some(map)
+        }
+        None => None,
+    };
+    let frame_attrs = match &args.nameattr {
+        Some(path) => {
+            let (map, warnings) =
+                FrameAttrsMap::load(path).with_context(|| format!("reading {}", path.display()))?;
+            warnings
+                .iter()
+                .for_each(|w| warn(&format!("{}: {w}", path.display())));
+            Some(map)
+        }
+        None => None,
+    };
+
+    let direction = if args.inverted {
+        Direction::Inverted
+    } else {
+        Direction::Straight
+    };
+    let default_title = if args.inverted {
+        "Icicle Graph"
+    } else if args.flamechart {
+        "Flame Chart"
+    } else {
+        "Flame Graph"
+    };
+    let count_name = args
+        .countname
+        .clone()
+        .or_else(|| pprof_unit.filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "samples".to_owned());
+    let options = Options {
+        colors,
+        bgcolors,
+        hash: args.hash,
+        deterministic: args.deterministic,
+        palette_map,
+        frame_attrs,
+        search_color: parse_color("search-color", &args.search_color)?,
+        stroke_color,
+        ui_color: parse_color("uicolor", &args.uicolor)?,
+        title: args
+            .title
+            .clone()
+            .unwrap_or_else(|| default_title.to_owned()),
+        subtitle: args.subtitle.clone(),
+        notes: args.notes.clone(),
+        image_width: args.width,
+        frame_height: args.height,
+        min_width: args.minwidth,
+        font_type: args.font_type.clone(),
+        font_size: args.font_size,
+        font_width: args.font_width,
+        count_name,
+        name_type: args.nametype.clone(),
+        factor: args.factor,
+        direction,
+        text_truncate_direction: if args.text_truncate_direction == "right" {
+            TextTruncateDirection::Right
+        } else {
+            TextTruncateDirection::Left
+        },
+        negate_differentials: args.negate,
+        reverse_stack_order: args.reverse,
+        flame_chart: args.flamechart,
+        no_sort: args.no_sort,
+        color_diffusion: args.color_diffusion,
+        base: args.base.clone(),
+        pretty_xml: args.pretty_xml,
+        no_javascript: args.no_javascript,
+    };
+
+    let sink: Box<dyn Write> = match &args.output {
+        Some(path) => {
+            Box::new(File::create(path).with_context(|| format!("creating {}", path.display()))?)
+        }
+        None => Box::new(io::stdout().lock()),
+    };
+    let report = render_borrowed(&folded, &options, BufWriter::with_capacity(1 << 16, sink))?;
+    for w in &report.warnings {
+        warn(w);
+    }
+    if let (Some(path), Some(map)) = (&args.palette_map, &report.palette_map) {
+        std::fs::write(path, map.to_text())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
