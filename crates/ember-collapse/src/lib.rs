@@ -47,6 +47,7 @@ pub struct CollapseOptions {
     /// and the process name, so the stack starts at that frame.
     pub skip_after: Vec<String>,
     /// Worker threads; 0 means one per available core. 1 folds on the calling thread.
+    /// At most 256 are used.
     pub threads: usize,
     /// Fail with [`CollapseError::InputTooLarge`] once the input (after gzip decompression)
     /// exceeds this many bytes. `None` (the default) means no limit: input is streamed with

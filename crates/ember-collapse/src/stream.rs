@@ -1,5 +1,5 @@
 //! The driver: streams input in large chunks cut at sample boundaries and folds them on worker
-//! threads, then merges the per-thread maps and warnings.
+//! threads into one shared (sharded) stack map, then merges the per-chunk warnings.
 //!
 //! Why this is equivalent to one sequential pass: a blank line resets every piece of
 //! [`Folder`] state except the event-type filter. So the first chunk(s) are folded on the
@@ -10,8 +10,8 @@
 //! buffer.
 
 use std::io::{self, Read};
-use std::sync::Mutex;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 
 use crate::fold::{Folder, LocalWarning, SharedMap, StackMap};
 use crate::{CollapseError, CollapseOptions, Warning};
@@ -107,12 +107,17 @@ fn is_blank(line: &[u8]) -> bool {
     true
 }
 
+/// Most worker threads we start; more cannot help a line-parsing workload and would only
+/// risk exhausting the system's thread limit.
+pub(crate) const MAX_THREADS: usize = 256;
+
 fn resolve_threads(requested: usize) -> usize {
-    if requested == 0 {
+    let n = if requested == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         requested
-    }
+    };
+    n.min(MAX_THREADS)
 }
 
 /// Folds everything `reader` yields.
@@ -135,7 +140,6 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
             warnings: std::mem::take(&mut folder.warnings),
         });
         seq += 1;
-        seq
     };
 
     // Sequential phase: everything when single-threaded, otherwise until the filter is known.
@@ -160,16 +164,18 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
         let event_filter = main.event_filter.clone();
         let shared = SharedMap::new();
         let (work_tx, work_rx) = mpsc::sync_channel::<(u64, Vec<u8>, usize, usize)>(threads);
-        let work_rx = Mutex::new(work_rx);
+        // Each worker owns a handle: if every worker were gone, the queue closes and the
+        // producer's `send` fails instead of blocking forever.
+        let work_rx = Arc::new(Mutex::new(work_rx));
         let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
         let worker_results = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
+            let spawned: io::Result<Vec<_>> = (0..threads)
                 .map(|_| {
-                    let work_rx = &work_rx;
+                    let work_rx = Arc::clone(&work_rx);
                     let free_tx = free_tx.clone();
                     let event_filter = event_filter.clone();
                     let shared = &shared;
-                    scope.spawn(move || {
+                    std::thread::Builder::new().spawn_scoped(scope, move || {
                         let mut folder = Folder::new(options, event_filter);
                         let mut map = shared;
                         let mut metas = Vec::new();
@@ -196,6 +202,15 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
                 })
                 .collect();
             drop(free_tx);
+            drop(work_rx);
+            let handles = match spawned {
+                Ok(handles) => handles,
+                Err(e) => {
+                    // Closing the queue lets the workers that did start exit, so the scope ends.
+                    drop(work_tx);
+                    return Err(CollapseError::Io(e));
+                }
+            };
 
             let produce = || -> Result<(), CollapseError> {
                 let (buf, start, end) = first;

@@ -170,7 +170,15 @@ fn threads_and_chunk_sizes_never_change_the_result() {
         },
     )
     .unwrap();
-    for (threads, chunk) in [(2, 1), (2, 333), (3, 4096), (4, 65536), (0, 1 << 20)] {
+    // 1_000_000 threads is capped (never a panic from failing to spawn them).
+    for (threads, chunk) in [
+        (2, 1),
+        (2, 333),
+        (3, 4096),
+        (4, 65536),
+        (0, 1 << 20),
+        (1_000_000, 4096),
+    ] {
         let o = CollapseOptions {
             threads,
             chunk_bytes: chunk,
