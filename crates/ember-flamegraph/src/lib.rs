@@ -248,6 +248,55 @@ pub enum FlameGraphError {
 pub const FRACTIONAL_WARNING: &str = "The input data has fractional sample counts that will be truncated to integers. \
 If you need to retain the extra precision you can scale up the sample data and use the --factor option to scale it back down.";
 
+fn line_order(a: &Line<'_>, b: &Line<'_>) -> std::cmp::Ordering {
+    (a.stack, a.count, a.delta).cmp(&(b.stack, b.count, b.delta))
+}
+
+/// Sorts stacks by bytes. Large inputs are sorted in chunks on scoped threads and then merged:
+/// comparing long stacks scattered over a big buffer is memory-bound, so a second core helps.
+fn sort_lines(lines: &mut Vec<Line<'_>>) {
+    const PARALLEL_FROM: usize = 32 * 1024;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4);
+    if lines.len() < PARALLEL_FROM || threads < 2 {
+        lines.sort_unstable_by(line_order);
+        return;
+    }
+    let chunk = lines.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        for part in lines.chunks_mut(chunk) {
+            scope.spawn(move || part.sort_unstable_by(line_order));
+        }
+    });
+    // Pairwise merges of the sorted runs until one remains.
+    let mut runs: Vec<Vec<Line<'_>>> = Vec::with_capacity(threads);
+    let mut rest = std::mem::take(lines);
+    while rest.len() > chunk {
+        let tail = rest.split_off(chunk);
+        runs.push(rest);
+        rest = tail;
+    }
+    runs.push(rest);
+    while runs.len() > 1 {
+        let b = runs.pop().unwrap_or_default();
+        let a = runs.pop().unwrap_or_default();
+        let mut merged = Vec::with_capacity(a.len() + b.len());
+        let (mut ia, mut ib) = (a.into_iter().peekable(), b.into_iter().peekable());
+        loop {
+            let take_a = match (ia.peek(), ib.peek()) {
+                (Some(x), Some(y)) => line_order(x, y) != std::cmp::Ordering::Greater,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            merged.extend(if take_a { ia.next() } else { ib.next() });
+        }
+        runs.push(merged);
+    }
+    *lines = runs.pop().unwrap_or_default();
+}
+
 struct Line<'a> {
     stack: &'a str,
     count: u64,
@@ -387,8 +436,7 @@ fn render_lines<'a>(
 
     let sorted = |lines: &[Line<'_>]| lines.windows(2).all(|w| w[0].stack <= w[1].stack);
     if options.reverse_stack_order {
-        lines
-            .sort_unstable_by(|a, b| (a.stack, a.count, a.delta).cmp(&(b.stack, b.count, b.delta)));
+        sort_lines(&mut lines);
     } else if options.flame_chart {
         // Input is newest-first; drawing runs left (old) to right (new).
         lines.reverse();
@@ -399,8 +447,7 @@ fn render_lines<'a>(
     } else if !sorted(&lines) {
         // Collapsers already emit sorted output; checking first makes that case O(n).
         // Equal stacks merge into one frame path, so their relative order does not matter.
-        lines
-            .sort_unstable_by(|a, b| (a.stack, a.count, a.delta).cmp(&(b.stack, b.count, b.delta)));
+        sort_lines(&mut lines);
     }
 
     let total: u64 = lines.iter().fold(0u64, |t, l| t.saturating_add(l.count));
@@ -661,7 +708,15 @@ fn merge<'a>(lines: &[Line<'a>], min_time: f64) -> Vec<Frame<'a>> {
             }
         }
     };
-    for line in lines {
+    for (n, line) in lines.iter().enumerate() {
+        // After an unsorted input was sorted, consecutive stacks live far apart in memory; touching
+        // a later stack now lets its cache misses overlap with the work on this one.
+        if let Some(ahead) = lines.get(n + 8) {
+            let b = ahead.stack.as_bytes();
+            std::hint::black_box(
+                b.first().copied().unwrap_or(0) ^ b.get(b.len() / 2).copied().unwrap_or(0),
+            );
+        }
         let cur = line.stack;
         let first_new = if path.is_empty() {
             let delta = line.delta.map(|_| 0);
@@ -1014,6 +1069,46 @@ mod tests {
                 .collect();
             assert_eq!(fast, naive_merge(&lines), "{stacks:?}");
         }
+    }
+
+    #[test]
+    fn chunked_parallel_sort_equals_plain_sort() {
+        let mut state = 99u64;
+        let stacks: Vec<String> = (0..70_000)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                format!(
+                    "root;f{};g{};h{}",
+                    state >> 60,
+                    (state >> 40) % 50,
+                    (state >> 8) % 1000
+                )
+            })
+            .collect();
+        let make = || -> Vec<Line<'_>> {
+            stacks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Line {
+                    stack: s,
+                    count: (i % 7) as u64,
+                    delta: None,
+                })
+                .collect()
+        };
+        let mut fast = make();
+        sort_lines(&mut fast);
+        let mut plain = make();
+        plain.sort_by(line_order);
+        let key = |v: &[Line<'_>]| {
+            v.iter()
+                .map(|l| (l.stack.to_owned(), l.count))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fast.len(), plain.len());
+        assert_eq!(key(&fast), key(&plain));
     }
 
     #[test]
