@@ -18,6 +18,32 @@
 //! The first frame is the process name (spaces become `_`), optionally with `-PID` or
 //! `-PID/TID`. Only samples of the first event type seen are kept unless an event filter is
 //! given. Input may be gzip-compressed (detected by its magic bytes). See [`collapse`].
+//!
+//! ```
+//! use ember_collapse::{CollapseOptions, collapse_bytes};
+//!
+//! let perf_script = b"\
+//! java 4242/4243 [001] 100.000001:   250000 cpu-clock:
+//! \t    7f0001 Ljava/lang/Thread;.run()V (/tmp/perf-4242.map)
+//! \t    7f0002 start_thread+0x12 (/lib/libpthread.so)
+//!
+//! java 4242/4243 [001] 100.000002:   250000 cpu-clock:
+//! \t    7f0001 Ljava/lang/Thread;.run()V (/tmp/perf-4242.map)
+//! \t    7f0002 start_thread+0x34 (/lib/libpthread.so)
+//! ";
+//! let options = CollapseOptions { annotate_jit: true, ..Default::default() };
+//! let collapsed = collapse_bytes(perf_script, &options).unwrap();
+//! assert_eq!(
+//!     collapsed.stacks,
+//!     vec![("java;start_thread;java/lang/Thread:.run_[j]".to_string(), 500000)]
+//! );
+//! assert!(collapsed.warnings.is_empty());
+//! assert_eq!(collapsed.event.as_deref(), Some("cpu-clock"));
+//!
+//! let mut folded = Vec::new();
+//! collapsed.write_folded(&mut folded).unwrap();
+//! assert_eq!(folded, b"java;start_thread;java/lang/Thread:.run_[j] 500000\n");
+//! ```
 
 mod fold;
 mod fxhash;
