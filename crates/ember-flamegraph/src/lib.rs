@@ -526,7 +526,14 @@ fn render_lines<'a>(
         } else if options.color_diffusion {
             color::color_scale(((width_pct / 100.0).sqrt() * 2000.0) as i64, 2000)
         } else if let Some(d) = f.delta {
-            color::color_scale(if options.negate_differentials { -d } else { d }, delta_max)
+            color::color_scale(
+                if options.negate_differentials {
+                    d.saturating_neg()
+                } else {
+                    d
+                },
+                delta_max,
+            )
         } else if let Some(map) = palette_map.as_mut() {
             match map.get(f.name) {
                 Some(c) => c,

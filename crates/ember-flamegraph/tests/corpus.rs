@@ -462,3 +462,71 @@ fn empty_input_errors() {
     let err = render(&folded, &Options::default(), std::io::sink()).unwrap_err();
     assert_eq!(err.to_string(), "No stack counts found");
 }
+
+#[test]
+fn hostile_names_and_options_stay_well_formed() {
+    let input = "a\u{1}b;]]>x;<&'\">;--;-;-- 3\nμs;💥;a;a;a 2\nz\t;y 1 4\n;; 1\n";
+    let folded = ember_folded::parse_bytes(input.as_bytes());
+    for no_javascript in [false, true] {
+        for pretty_xml in [false, true] {
+            let options = Options {
+                no_javascript,
+                pretty_xml,
+                title: "]]> <!-- & \"".to_owned(),
+                subtitle: Some("--><x>".to_owned()),
+                notes: "a--b-".to_owned(),
+                name_type: "]]>'\\".to_owned(),
+                font_type: "a<b\"c".to_owned(),
+                count_name: "<&>".to_owned(),
+                negate_differentials: true,
+                min_width: 0.0,
+                ..Options::default()
+            };
+            let mut out = Vec::new();
+            render(&folded, &options, &mut out).unwrap();
+            assert_well_formed(std::str::from_utf8(&out).unwrap(), "hostile input");
+        }
+    }
+}
+
+#[test]
+fn extreme_counts_do_not_panic() {
+    let input = format!(
+        "a;b {} 0\nb 0 {}\nc 99999999999999999999999999\n",
+        u64::MAX,
+        u64::MAX
+    );
+    let folded = ember_folded::parse_bytes(input.as_bytes());
+    for negate in [false, true] {
+        let options = Options {
+            negate_differentials: negate,
+            ..Options::default()
+        };
+        let mut out = Vec::new();
+        render(&folded, &options, &mut out).unwrap();
+        assert_well_formed(std::str::from_utf8(&out).unwrap(), "extreme counts");
+    }
+    for bad in [
+        Options {
+            image_width: Some(5),
+            ..Options::default()
+        },
+        Options {
+            frame_height: 0,
+            ..Options::default()
+        },
+        Options {
+            font_size: 0,
+            ..Options::default()
+        },
+        Options {
+            factor: f64::NAN,
+            ..Options::default()
+        },
+    ] {
+        assert!(matches!(
+            render(&folded, &bad, std::io::sink()),
+            Err(FlameGraphError::InvalidOption(_))
+        ));
+    }
+}
