@@ -14,6 +14,7 @@ pub mod process;
 pub mod session;
 pub mod symbolize;
 pub mod sys;
+pub mod unwind;
 
 pub use output::{FrameInfo, Summary, build_profile, write_perf_script};
 pub use session::{

@@ -47,6 +47,19 @@ pub struct SampleRecord {
     pub period: u64,
     /// Raw callchain including `PERF_CONTEXT_*` markers, leaf first.
     pub callchain: Vec<u64>,
+    /// User registers in `perf_regs` bit order (empty when the sample hit a
+    /// kernel thread or none were requested).
+    pub user_regs: Vec<u64>,
+    /// Copy of the user stack from the sampled stack pointer upwards.
+    pub user_stack: Vec<u8>,
+}
+
+/// Which optional sample fields the events were opened with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// Number of user registers requested (bits set in the mask); 0 means
+    /// neither PERF_SAMPLE_REGS_USER nor PERF_SAMPLE_STACK_USER.
+    pub user_regs: usize,
 }
 
 /// An executable mapping created in a process.
@@ -184,7 +197,7 @@ fn sample_id(body: &[u8]) -> SampleId {
     id
 }
 
-fn parse_sample(body: &[u8]) -> Option<SampleRecord> {
+fn parse_sample(body: &[u8], layout: Layout) -> Option<SampleRecord> {
     let mut c = Cursor { data: body, pos: 0 };
     let ip = c.u64()?;
     let pid = c.u32()?;
@@ -202,6 +215,22 @@ fn parse_sample(body: &[u8]) -> Option<SampleRecord> {
     for _ in 0..nr {
         callchain.push(c.u64()?);
     }
+    let mut user_regs = Vec::new();
+    let mut user_stack = Vec::new();
+    if layout.user_regs > 0 {
+        let abi = c.u64()?;
+        if abi != 0 {
+            for _ in 0..layout.user_regs {
+                user_regs.push(c.u64()?);
+            }
+        }
+        let size = c.u64()?;
+        if size > 0 {
+            let data = c.bytes(usize::try_from(size).ok()?)?;
+            let dyn_size = c.u64()?.min(size);
+            user_stack.extend_from_slice(&data[..dyn_size as usize]);
+        }
+    }
     Some(SampleRecord {
         id: SampleId {
             pid,
@@ -212,14 +241,16 @@ fn parse_sample(body: &[u8]) -> Option<SampleRecord> {
         ip,
         period,
         callchain,
+        user_regs,
+        user_stack,
     })
 }
 
-fn parse_one(kind: u32, misc: u16, body: &[u8]) -> Option<Record> {
+fn parse_one(kind: u32, misc: u16, body: &[u8], layout: Layout) -> Option<Record> {
     let mut c = Cursor { data: body, pos: 0 };
     let trailer_start = body.len().saturating_sub(SAMPLE_ID_LEN);
     match kind {
-        kind::SAMPLE => parse_sample(body).map(Record::Sample),
+        kind::SAMPLE => parse_sample(body, layout).map(Record::Sample),
         kind::MMAP2 => {
             let pid = c.u32()?;
             let _tid = c.u32()?;
@@ -302,7 +333,7 @@ fn parse_one(kind: u32, misc: u16, body: &[u8]) -> Option<Record> {
 /// Decodes a contiguous run of records (as copied out of a ring buffer).
 /// Unknown record types are skipped; a header whose size is impossible ends
 /// decoding, since nothing after it can be located reliably.
-pub fn parse_records(bytes: &[u8]) -> Vec<Record> {
+pub fn parse_records(bytes: &[u8], layout: Layout) -> Vec<Record> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos + 8 <= bytes.len() {
@@ -312,7 +343,7 @@ pub fn parse_records(bytes: &[u8]) -> Vec<Record> {
         if size < 8 || pos + size > bytes.len() {
             break;
         }
-        if let Some(record) = parse_one(kind, misc, &bytes[pos + 8..pos + size]) {
+        if let Some(record) = parse_one(kind, misc, &bytes[pos + 8..pos + size], layout) {
             out.push(record);
         }
         pos += size;
@@ -349,7 +380,7 @@ mod tests {
         body.extend(trailer(7, 8, 1234));
         let mut bytes = header(3, MISC_COMM_EXEC, body.len());
         bytes.extend(body);
-        let recs = parse_records(&bytes);
+        let recs = parse_records(&bytes, Layout::default());
         assert_eq!(
             recs,
             vec![Record::Comm {
@@ -374,13 +405,13 @@ mod tests {
         body.extend_from_slice(&u64::MAX.to_ne_bytes());
         let mut bytes = header(9, 0, body.len());
         bytes.extend(body);
-        assert!(parse_records(&bytes).is_empty());
+        assert!(parse_records(&bytes, Layout::default()).is_empty());
         // A header claiming more bytes than exist.
         let bytes = header(9, 0, 400);
-        assert!(parse_records(&bytes).is_empty());
+        assert!(parse_records(&bytes, Layout::default()).is_empty());
         // Zero size would loop forever if accepted.
         let mut bytes = 9u32.to_ne_bytes().to_vec();
         bytes.extend_from_slice(&[0, 0, 0, 0]);
-        assert!(parse_records(&bytes).is_empty());
+        assert!(parse_records(&bytes, Layout::default()).is_empty());
     }
 }

@@ -6,6 +6,15 @@
 use crate::parse::Mmap2Record;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static VERSIONS: AtomicU64 = AtomicU64::new(1);
+
+/// A process-wide unique mapping-state version, so that a pid reloaded or
+/// reused never matches a stale cache entry.
+fn next_version() -> u64 {
+    VERSIONS.fetch_add(1, Ordering::Relaxed)
+}
 
 /// One executable mapping of a process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +38,9 @@ pub struct Process {
     pub maps: Vec<Map>,
     /// The process exited during the recording.
     pub exited: bool,
+    /// Bumped on every change to `maps`, so per-process caches (unwinders)
+    /// know when to rebuild.
+    pub version: u64,
 }
 
 impl Process {
@@ -44,6 +56,7 @@ impl Process {
         if map.end <= map.start {
             return;
         }
+        self.version = next_version();
         let mut kept = Vec::with_capacity(self.maps.len() + 1);
         for old in self.maps.drain(..) {
             if old.end <= map.start || old.start >= map.end {
@@ -153,6 +166,7 @@ impl ProcessTable {
         let process = self.processes.entry(pid).or_default();
         if exec {
             process.maps.clear();
+            process.version = next_version();
         }
         if pid == tid {
             process.comm = comm.to_string();
@@ -274,6 +288,7 @@ mod tests {
                 comm: "sh".into(),
                 maps: vec![map(0x1000, 0x2000, 0, "/bin/sh")],
                 exited: false,
+                version: 1,
             },
         );
         t.threads.insert(10, "sh".into());

@@ -8,6 +8,7 @@ use crate::launch::{self, ExitStatus};
 use crate::parse::{self, Record, SampleRecord};
 use crate::process::ProcessTable;
 use crate::sys::{self, EventConfig, RingBuffer};
+use crate::unwind::DwarfUnwinder;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
@@ -32,6 +33,10 @@ pub enum Target {
 pub enum CallGraph {
     /// Frame pointers, walked by the kernel.
     Fp,
+    /// CFI (`.eh_frame`/`.debug_frame`) over a copy of the user stack.
+    Dwarf,
+    /// Both; per sample, whichever method recovers more frames.
+    Auto,
 }
 
 /// Options of a recording.
@@ -45,19 +50,24 @@ pub struct Options {
     pub call_graph: CallGraph,
     /// Stop after this long (the command is left running).
     pub duration: Option<Duration>,
-    /// Data pages per ring buffer (power of two).
+    /// Data pages per ring buffer (power of two); raised to at least 256
+    /// when user stacks are copied.
     pub ring_pages: usize,
+    /// Bytes of user stack copied per sample for CFI unwinding (multiple of 8).
+    pub user_stack_size: u32,
 }
 
 impl Options {
-    /// Defaults: 99 Hz, frame pointers, 64 data pages per CPU.
+    /// Defaults: 99 Hz, `auto` unwinding with 16 KiB stack copies, 64 data
+    /// pages per CPU (256 with stack copies).
     pub fn new(target: Target) -> Self {
         Options {
             target,
             frequency: 99,
-            call_graph: CallGraph::Fp,
+            call_graph: CallGraph::Auto,
             duration: None,
             ring_pages: 64,
+            user_stack_size: 16 * 1024,
         }
     }
 }
@@ -333,6 +343,8 @@ struct Aggregator {
     known: std::collections::HashSet<u32>,
     /// Pids whose /proc maps were re-read after an address missed them.
     refreshed: std::collections::HashSet<u32>,
+    call_graph: CallGraph,
+    unwinder: DwarfUnwinder,
 }
 
 impl Aggregator {
@@ -376,7 +388,12 @@ impl Aggregator {
                 }
                 self.table.fork(pid, ppid, tid, ptid);
             }
-            Record::Exit { pid, tid, .. } => self.table.exit(pid, tid),
+            Record::Exit { pid, tid, .. } => {
+                if pid == tid {
+                    self.unwinder.forget(pid);
+                }
+                self.table.exit(pid, tid);
+            }
             Record::Lost { lost, .. } => self.rec.lost += lost,
         }
     }
@@ -391,6 +408,56 @@ impl Aggregator {
             .cloned()
     }
 
+    fn dwarf_unwind(&mut self, pid: u32, s: &SampleRecord) -> Vec<(u64, bool)> {
+        if s.user_regs.is_empty() || pid == 0 {
+            return Vec::new();
+        }
+        let ip = s.user_regs.last().copied().unwrap_or(0);
+        // Make sure the mapping under the IP is known before unwinding.
+        let _ = self.refresh_if_missing(pid, ip);
+        let Some(process) = self.table.processes.get(&pid) else {
+            return Vec::new();
+        };
+        self.unwinder
+            .unwind(pid, process, &s.user_regs, &s.user_stack)
+    }
+
+    fn refresh_if_missing(&mut self, pid: u32, ip: u64) -> Option<crate::process::Map> {
+        let mut found = self.find_file_map(pid, ip);
+        if found.is_none() && pid != 0 && !self.known.contains(&pid) && self.refreshed.insert(pid) {
+            // A process attached mid-exec (or mapping code we never saw
+            // an MMAP2 for): its /proc snapshot may predate the mapping.
+            self.table.load_from_proc(pid);
+            found = self.find_file_map(pid, ip);
+        }
+        found
+    }
+
+    fn user_frame(&mut self, pid: u32, ip: u64, ret: bool) -> Frame {
+        match self.refresh_if_missing(pid, ip) {
+            Some(m) => {
+                let info = MapInfo {
+                    pid,
+                    start: m.start,
+                    end: m.end,
+                    pgoff: m.pgoff,
+                    path: m.path,
+                };
+                let next = self.rec.maps.len() as u32;
+                let idx = *self.map_index.entry(info.clone()).or_insert_with(|| {
+                    self.rec.maps.push(info);
+                    next
+                });
+                Frame::User {
+                    map: idx,
+                    addr: ip,
+                    ret,
+                }
+            }
+            None => Frame::Anon { pid, addr: ip, ret },
+        }
+    }
+
     fn sample(&mut self, s: SampleRecord) {
         let pid = s.id.pid;
         let tid = s.id.tid;
@@ -399,57 +466,47 @@ impl Aggregator {
             self.table.load_from_proc(pid);
         }
         let mut frames = Vec::with_capacity(s.callchain.len());
+        // Split the kernel's callchain into its kernel and user parts.
+        let mut fp_user: Vec<(u64, bool)> = Vec::new();
         let mut user = false;
+        let mut guest = false;
         let mut first_in_context = true;
         for &ip in &s.callchain {
             if ip >= CONTEXT_MAX {
                 user = ip == CONTEXT_USER;
-                if ip != CONTEXT_KERNEL && ip != CONTEXT_USER {
-                    // Guest or hypervisor contexts: skip their frames.
-                    user = false;
-                }
+                // Guest or hypervisor contexts: skip their frames.
+                guest = ip != CONTEXT_KERNEL && ip != CONTEXT_USER;
                 first_in_context = true;
                 continue;
             }
             let ret = !first_in_context;
             first_in_context = false;
-            if !user {
-                frames.push(Frame::Kernel { addr: ip, ret });
+            if guest {
                 continue;
             }
-            let mut found = self.find_file_map(pid, ip);
-            if found.is_none()
-                && pid != 0
-                && !self.known.contains(&pid)
-                && self.refreshed.insert(pid)
-            {
-                // A process attached mid-exec (or mapping code we never saw
-                // an MMAP2 for): its /proc snapshot may predate the mapping.
-                self.table.load_from_proc(pid);
-                found = self.find_file_map(pid, ip);
+            if user {
+                fp_user.push((ip, ret));
+            } else {
+                frames.push(Frame::Kernel { addr: ip, ret });
             }
-            match found {
-                Some(m) => {
-                    let info = MapInfo {
-                        pid,
-                        start: m.start,
-                        end: m.end,
-                        pgoff: m.pgoff,
-                        path: m.path,
-                    };
-                    let next = self.rec.maps.len() as u32;
-                    let idx = *self.map_index.entry(info.clone()).or_insert_with(|| {
-                        self.rec.maps.push(info);
-                        next
-                    });
-                    frames.push(Frame::User {
-                        map: idx,
-                        addr: ip,
-                        ret,
-                    });
+        }
+        let user_frames = match self.call_graph {
+            CallGraph::Fp => fp_user,
+            CallGraph::Dwarf | CallGraph::Auto => {
+                let dwarf = self.dwarf_unwind(pid, &s);
+                // Auto: CFI where it gets further (binaries without frame
+                // pointers), the kernel's frame-pointer walk otherwise (code
+                // without CFI, or stacks deeper than the copied bytes).
+                if self.call_graph == CallGraph::Auto && fp_user.len() > dwarf.len() {
+                    fp_user
+                } else {
+                    dwarf
                 }
-                None => frames.push(Frame::Anon { pid, addr: ip, ret }),
             }
+        };
+        for (ip, ret) in user_frames {
+            let frame = self.user_frame(pid, ip, ret);
+            frames.push(frame);
         }
         if frames.is_empty() {
             frames.push(Frame::Anon {
@@ -494,6 +551,33 @@ pub fn record(
             opts.frequency
         )));
     }
+    if opts.call_graph != CallGraph::Fp
+        && (opts.user_stack_size == 0
+            || opts.user_stack_size % 8 != 0
+            || opts.user_stack_size > 65_528)
+    {
+        return Err(SamplerError::Config(format!(
+            "user stack size must be a multiple of 8 between 8 and 65528 bytes, got {}",
+            opts.user_stack_size
+        )));
+    }
+    if opts.call_graph != CallGraph::Fp && !cfg!(target_arch = "x86_64") {
+        return Err(SamplerError::Config(
+            "CFI (dwarf/auto) unwinding is only implemented for x86_64; use --call-graph fp".into(),
+        ));
+    }
+    let mut opts = opts.clone();
+    if opts.call_graph != CallGraph::Fp {
+        opts.ring_pages = opts.ring_pages.max(256);
+    }
+    let opts = &opts;
+    let layout = parse::Layout {
+        user_regs: if opts.call_graph == CallGraph::Fp {
+            0
+        } else {
+            sys::USER_REGS_MASK.count_ones() as usize
+        },
+    };
     let mut agg = Aggregator {
         table: ProcessTable::default(),
         rec: Recording {
@@ -504,6 +588,8 @@ pub fn record(
         names: HashMap::new(),
         known: Default::default(),
         refreshed: Default::default(),
+        call_graph: opts.call_graph,
+        unwinder: DwarfUnwinder::new(),
     };
     let mut cfg = EventConfig {
         frequency: opts.frequency,
@@ -511,6 +597,14 @@ pub fn record(
         inherit: true,
         side_band: true,
         exclude_kernel: false,
+        user_stack: if opts.call_graph == CallGraph::Fp {
+            0
+        } else {
+            opts.user_stack_size
+        },
+        user_callchain: opts.call_graph != CallGraph::Dwarf,
+        // Wake up when a quarter of the buffer is filled, not per sample.
+        wakeup_bytes: u32::try_from(opts.ring_pages * sys::page_size() / 4).unwrap_or(u32::MAX),
         max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
             .ok()
             .and_then(|s| s.trim().parse().ok())
@@ -579,7 +673,7 @@ pub fn record(
         // are about to drain, so they can be ordered safely (the margin
         // covers a record being written just as its timestamp is taken).
         let horizon = sys::monotonic_ns().saturating_sub(10_000_000);
-        drain(&mut events, &mut bytes, &mut pending);
+        drain(&mut events, layout, &mut bytes, &mut pending);
         process_until(&mut agg, &mut pending, Some(horizon));
 
         if last_progress.elapsed() >= Duration::from_millis(500) {
@@ -613,7 +707,7 @@ pub fn record(
     for fd in events.all_fds() {
         let _ = sys::set_enabled(fd, false);
     }
-    drain(&mut events, &mut bytes, &mut pending);
+    drain(&mut events, layout, &mut bytes, &mut pending);
     process_until(&mut agg, &mut pending, None);
     agg.rec.duration_ns = started.elapsed().as_nanos() as i64;
     for pid in std::mem::take(&mut agg.table.unreadable) {
@@ -624,11 +718,16 @@ pub fn record(
     Ok(agg.rec)
 }
 
-fn drain(events: &mut Events, bytes: &mut Vec<u8>, pending: &mut Vec<Record>) {
+fn drain(
+    events: &mut Events,
+    layout: parse::Layout,
+    bytes: &mut Vec<u8>,
+    pending: &mut Vec<Record>,
+) {
     for ring in &mut events.rings {
         bytes.clear();
         ring.drain_into(bytes);
-        pending.extend(parse::parse_records(bytes));
+        pending.extend(parse::parse_records(bytes, layout));
     }
 }
 

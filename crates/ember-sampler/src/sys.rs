@@ -38,7 +38,25 @@ pub struct EventConfig {
     /// Sample user mode only (what unprivileged users may do at
     /// `perf_event_paranoid` 2).
     pub exclude_kernel: bool,
+    /// Bytes of user stack to copy with each sample (0 = none); also asks
+    /// for the user registers needed to unwind it ([`USER_REGS_MASK`]).
+    pub user_stack: u32,
+    /// Let the kernel walk user frame pointers into the callchain.
+    pub user_callchain: bool,
+    /// Wake the reader once this many bytes are buffered.
+    pub wakeup_bytes: u32,
 }
+
+/// x86_64 `perf_regs` bits for BP (6), SP (7) and IP (8): what the CFI
+/// unwinder starts from. The kernel writes them in bit order.
+#[cfg(target_arch = "x86_64")]
+pub const USER_REGS_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+/// aarch64 `perf_regs` bits for X29 (frame pointer), LR (30), SP (31) and PC (32).
+#[cfg(target_arch = "aarch64")]
+pub const USER_REGS_MASK: u64 = (1 << 29) | (1 << 30) | (1 << 31) | (1 << 32);
+/// No user-register unwinding on other architectures.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub const USER_REGS_MASK: u64 = 0;
 
 fn build_attr(cfg: &EventConfig) -> b::perf_event_attr {
     let mut attr = b::perf_event_attr {
@@ -48,6 +66,16 @@ fn build_attr(cfg: &EventConfig) -> b::perf_event_attr {
         sample_type: SAMPLE_TYPE,
         ..Default::default()
     };
+    if cfg.user_stack > 0 {
+        attr.sample_type |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
+        attr.sample_regs_user = USER_REGS_MASK;
+        attr.sample_stack_user = cfg.user_stack;
+    }
+    attr.set_exclude_callchain_user(u64::from(!cfg.user_callchain));
+    if cfg.wakeup_bytes > 0 {
+        attr.set_watermark(1);
+        attr.__bindgen_anon_2.wakeup_watermark = cfg.wakeup_bytes;
+    }
     attr.__bindgen_anon_1.sample_freq = u64::from(cfg.frequency);
     attr.set_freq(1);
     attr.set_disabled(1);
@@ -314,6 +342,9 @@ mod tests {
             side_band: false,
             max_stack: 127,
             exclude_kernel: false,
+            user_stack: 0,
+            user_callchain: true,
+            wakeup_bytes: 0,
         };
         let fd = open_event(&cfg, 0, -1).expect("perf_event_open on self");
         assert!(RingBuffer::new(fd, 3).is_err());
@@ -328,6 +359,9 @@ mod tests {
             side_band: true,
             max_stack: 127,
             exclude_kernel: false,
+            user_stack: 0,
+            user_callchain: true,
+            wakeup_bytes: 0,
         };
         let fd = open_event(&cfg, 0, -1).expect("perf_event_open on self");
         let mut ring = RingBuffer::new(fd, 8).expect("mmap");
@@ -340,7 +374,7 @@ mod tests {
         set_enabled(ring.fd(), false).expect("disable");
         let mut bytes = Vec::new();
         ring.drain_into(&mut bytes);
-        let records = crate::parse::parse_records(&bytes);
+        let records = crate::parse::parse_records(&bytes, Default::default());
         let samples = records
             .iter()
             .filter(|r| matches!(r, crate::parse::Record::Sample(_)))

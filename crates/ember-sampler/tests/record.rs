@@ -7,7 +7,7 @@
 //! `kernel.perf_event_paranoid` <= 1) and gcc; CI runs them as root.
 
 use ember_pprof::{Profile, string};
-use ember_sampler::{Options, Recording, Symbolizer, Target, build_profile};
+use ember_sampler::{CallGraph, Options, Recording, Symbolizer, Target, build_profile};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,11 +21,23 @@ fn programs_dir() -> PathBuf {
 /// of its own per test (tests run in parallel). `-fno-shrink-wrap` keeps
 /// gcc from delaying the frame set-up past the hot loop.
 fn compile(test: &str, name: &str, extra: &[&str]) -> PathBuf {
+    compile_with(
+        test,
+        name,
+        "fp",
+        &["-fno-omit-frame-pointer", "-fno-shrink-wrap"],
+        extra,
+    )
+}
+
+/// Compiles `tests/programs/<name>.c` as `<name>-<suffix>` with `flags`.
+fn compile_with(test: &str, name: &str, suffix: &str, flags: &[&str], extra: &[&str]) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(test);
     std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("{name}-fp"));
+    let out = dir.join(format!("{name}-{suffix}"));
     let status = Command::new("gcc")
-        .args(["-O2", "-fno-omit-frame-pointer", "-fno-shrink-wrap"])
+        .arg("-O2")
+        .args(flags)
         .args(extra)
         .arg("-o")
         .arg(&out)
@@ -37,7 +49,17 @@ fn compile(test: &str, name: &str, extra: &[&str]) -> PathBuf {
 }
 
 fn record(target: Target, frequency: u32, duration: Option<Duration>) -> (Recording, Profile) {
+    record_with(target, frequency, duration, CallGraph::Fp)
+}
+
+fn record_with(
+    target: Target,
+    frequency: u32,
+    duration: Option<Duration>,
+    call_graph: CallGraph,
+) -> (Recording, Profile) {
     let mut opts = Options::new(target);
+    opts.call_graph = call_graph;
     opts.frequency = frequency;
     opts.duration = duration;
     let rec = ember_sampler::record(&opts, |_| {}).expect("recording");
@@ -468,4 +490,84 @@ fn unprivileged_user_gets_helpful_errors_and_user_mode_fallback() {
             "{stdout}"
         );
     }
+}
+
+/// Checks the 50/30/20 split of `three_paths` built without frame pointers.
+fn check_three_paths_without_frame_pointers(test: &str, call_graph: CallGraph) {
+    let bin = compile_with(test, "three_paths", "nofp", &["-fomit-frame-pointer"], &[]);
+    let (rec, profile) = record_with(
+        Target::Command(vec![bin.into(), "150".into()]),
+        999,
+        None,
+        call_graph,
+    );
+    let samples = decode(&profile);
+    let ours: Vec<&Decoded> = samples
+        .iter()
+        .filter(|d| d.strs.get("comm").is_some_and(|c| c == "three_paths-nof"))
+        .collect();
+    let total: i64 = ours.iter().map(|d| d.count).sum();
+    assert!(total >= 300, "too few samples: {total} of {}", rec.samples);
+    let share = |f: &str| {
+        ours.iter()
+            .filter(|d| d.names.iter().any(|n| n == f))
+            .map(|d| d.count)
+            .sum::<i64>() as f64
+            / total as f64
+    };
+    let completeness = share("main");
+    let (a, b, c) = (share("path_a"), share("path_b"), share("path_c"));
+    eprintln!(
+        "three_paths -fomit-frame-pointer {call_graph:?}: {total} samples, {:.1}% down to main, \
+         shares a={:.1}% b={:.1}% c={:.1}%, lost {}",
+        completeness * 100.0,
+        a * 100.0,
+        b * 100.0,
+        c * 100.0,
+        rec.lost
+    );
+    assert!(
+        completeness >= 0.95,
+        "only {:.1}% complete",
+        completeness * 100.0
+    );
+    assert!((a - 0.5).abs() <= 0.05, "path_a share {a}");
+    assert!((b - 0.3).abs() <= 0.05, "path_b share {b}");
+    assert!((c - 0.2).abs() <= 0.05, "path_c share {c}");
+}
+
+#[test]
+fn three_paths_without_frame_pointers_unwind_with_dwarf() {
+    check_three_paths_without_frame_pointers("dwarf", CallGraph::Dwarf);
+}
+
+#[test]
+fn three_paths_without_frame_pointers_unwind_with_auto() {
+    check_three_paths_without_frame_pointers("auto", CallGraph::Auto);
+}
+
+#[test]
+fn frame_pointer_walk_alone_cannot_unwind_without_frame_pointers() {
+    // The control for the two tests above: the kernel's frame-pointer walk
+    // loses the callers, so their completeness really comes from CFI.
+    let bin = compile_with(
+        "fpcontrol",
+        "three_paths",
+        "nofp",
+        &["-fomit-frame-pointer"],
+        &[],
+    );
+    let (_rec, profile) = record(Target::Command(vec![bin.into(), "40".into()]), 499, None);
+    let samples = decode(&profile);
+    let total: i64 = samples.iter().map(|d| d.count).sum();
+    let with_main: i64 = samples
+        .iter()
+        .filter(|d| d.names.iter().any(|n| n == "main"))
+        .map(|d| d.count)
+        .sum();
+    assert!(total > 0);
+    assert!(
+        (with_main as f64) < 0.5 * total as f64,
+        "{with_main}/{total}"
+    );
 }

@@ -25,11 +25,11 @@ pub enum Format {
 /// How user-space stacks are unwound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CallGraphArg {
-    /// Pick per binary (currently: frame pointers for every binary).
+    /// Both methods; per sample, whichever recovers more frames.
     Auto,
     /// Frame pointers, walked by the kernel.
     Fp,
-    /// DWARF CFI from a copy of the user stack (not implemented yet).
+    /// CFI (.eh_frame/.debug_frame) over a copy of the user stack (x86_64).
     Dwarf,
 }
 
@@ -74,7 +74,11 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "auto")]
     call_graph: CallGraphArg,
 
-    /// Data pages per CPU ring buffer (power of two).
+    /// Bytes of user stack copied per sample for dwarf/auto unwinding (multiple of 8).
+    #[arg(long, default_value_t = 16384, value_name = "BYTES")]
+    stack_size: u32,
+
+    /// Data pages per CPU ring buffer (power of two; at least 256 with dwarf/auto).
     #[arg(long, default_value_t = 64, value_name = "PAGES")]
     mmap_pages: usize,
 
@@ -115,11 +119,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("nothing to record: give a command after `--`, -p PID or -a");
     };
     let call_graph = match args.call_graph {
-        CallGraphArg::Auto | CallGraphArg::Fp => CallGraph::Fp,
-        CallGraphArg::Dwarf => bail!(
-            "--call-graph dwarf is not implemented yet; use --call-graph fp \
-             (binaries need frame pointers, e.g. -fno-omit-frame-pointer)"
-        ),
+        CallGraphArg::Auto => CallGraph::Auto,
+        CallGraphArg::Fp => CallGraph::Fp,
+        CallGraphArg::Dwarf => CallGraph::Dwarf,
     };
     let duration = match args.duration {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
@@ -132,6 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     options.call_graph = call_graph;
     options.duration = duration;
     options.ring_pages = args.mmap_pages;
+    options.user_stack_size = args.stack_size;
 
     ember_sampler::install_interrupt_handler();
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
