@@ -228,6 +228,8 @@ impl<'o> Folder<'o> {
     }
 
     fn warn(&mut self, kind: WarningKind, text: &str) {
+        // Only the first line of each kind is kept, and only an excerpt of it: a hostile
+        // input can be one 300 MB line, which must not be echoed back in a warning.
         if let Some(w) = self.warnings.iter_mut().find(|w| w.kind == kind) {
             w.count += 1;
             return;
@@ -236,7 +238,7 @@ impl<'o> Folder<'o> {
             kind,
             count: 1,
             first_line: self.lines,
-            first_text: text.to_owned(),
+            first_text: excerpt(text),
         });
     }
 
@@ -566,5 +568,34 @@ mod tests {
         );
         assert_eq!(stack_line_parts("7f1e (x)"), None);
         assert_eq!(stack_line_parts("7f1e foo ("), None);
+    }
+}
+
+/// The longest excerpt of an offending line kept in a warning, in bytes.
+const WARNING_EXCERPT_BYTES: usize = 200;
+
+/// `text` cut to at most [`WARNING_EXCERPT_BYTES`] (on a char boundary), marked with `…` when cut.
+fn excerpt(text: &str) -> String {
+    if text.len() <= WARNING_EXCERPT_BYTES {
+        return text.to_owned();
+    }
+    let mut end = WARNING_EXCERPT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod excerpt_tests {
+    use super::excerpt;
+
+    #[test]
+    fn long_lines_are_cut_on_a_char_boundary() {
+        assert_eq!(excerpt("short"), "short");
+        let long = "é".repeat(1000);
+        let cut = excerpt(&long);
+        assert!(cut.len() <= 200 + "…".len());
+        assert!(cut.ends_with('…'));
     }
 }

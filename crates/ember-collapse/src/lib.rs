@@ -125,7 +125,7 @@ pub struct Warning {
     pub kind: WarningKind,
     /// 1-based line number of the first occurrence (in the decompressed input).
     pub line: u64,
-    /// The first offending line, trailing whitespace trimmed.
+    /// The first offending line, trailing whitespace trimmed, cut to 200 bytes.
     pub text: String,
     /// How many lines of this kind were skipped.
     pub count: u64,

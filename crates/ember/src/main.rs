@@ -45,8 +45,25 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("ember: error: {err:#}");
+            eprintln!("ember: error: {}", error_chain(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// Joins an error and its causes with `: `, skipping a cause whose text the message already
+/// carries: many library errors print their source inline *and* expose it as `source()`.
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }
