@@ -47,7 +47,9 @@ fn flame_graph_is_interactive_in_chromium() {
             std::env::var_os("CI").is_none(),
             "chromium, node or playwright-core missing under CI: run `bash .ci/setup`"
         );
-        eprintln!("SKIPPED: browser test needs chromium, node and tests/browser/node_modules (run `bash .ci/setup`)");
+        eprintln!(
+            "SKIPPED: browser test needs chromium, node and tests/browser/node_modules (run `bash .ci/setup`)"
+        );
         return;
     }
     let input = repo_root().join(
@@ -80,7 +82,14 @@ fn flame_graph_is_interactive_in_chromium() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");
-    assert!(output.status.success(), "browser checks failed:\n{stdout}\n{stderr}");
-    assert_eq!(stdout.matches("ok: ").count(), 11, "every browser check ran:\n{stdout}");
+    assert!(
+        output.status.success(),
+        "browser checks failed:\n{stdout}\n{stderr}"
+    );
+    assert_eq!(
+        stdout.matches("ok: ").count(),
+        11,
+        "every browser check ran:\n{stdout}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
