@@ -1,0 +1,203 @@
+//! End-to-end checks of the `ember` binary: exit codes, error messages on bad input, and that
+//! the subcommands compose (collapse → flamegraph, pprof → folded → pprof → top).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn corpora() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora")
+}
+
+fn ember(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ember");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ember-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn collapse_from_stdin_matches_stackcollapse() {
+    let input = std::fs::read(corpora().join("FlameGraph/test/perf-vertx-stacks-01.txt")).unwrap();
+    let expected = std::fs::read(corpora().join(
+        "derived/FlameGraph-results-lastsample/results/perf-vertx-stacks-01-collapsed-all.txt",
+    ))
+    .unwrap();
+    let out = ember(&["collapse", "--all", "-"], &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, expected);
+}
+
+#[test]
+fn collapse_pipes_into_flamegraph() {
+    let input = std::fs::read(corpora().join("FlameGraph/test/perf-java-stacks-01.txt")).unwrap();
+    let folded = ember(&["collapse", "--all"], &input);
+    assert!(folded.status.success());
+    let svg = ember(&["flamegraph", "--title", "Java <stacks>"], &folded.stdout);
+    assert!(
+        svg.status.success(),
+        "{}",
+        String::from_utf8_lossy(&svg.stderr)
+    );
+    let svg = String::from_utf8(svg.stdout).unwrap();
+    assert!(svg.starts_with("<?xml"));
+    assert!(svg.contains("Java &lt;stacks&gt;"), "title is escaped");
+    assert!(
+        svg.contains("<title>all (46 samples, 100%)</title>"),
+        "total includes the last sample"
+    );
+}
+
+#[test]
+fn broken_pprof_is_rejected_with_the_reason() {
+    let broken = corpora().join("pyroscope/pkg/og/convert/pprof/testdata/dotnet-pprof-3.pb.gz");
+    for sub in ["top", "convert"] {
+        let mut args = vec![sub, path(&broken)];
+        if sub == "convert" {
+            args.extend(["-o", "/dev/null", "--to", "folded"]);
+        }
+        let out = ember(&args, b"");
+        assert!(
+            !out.status.success(),
+            "ember {sub} accepted a broken profile"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("reserved ID=0"), "ember {sub}: {err}");
+        assert!(
+            out.stdout.is_empty(),
+            "ember {sub} printed output on failure"
+        );
+    }
+}
+
+#[test]
+fn gzip_bomb_is_an_error_not_an_oom() {
+    use flate2::{Compression, write::GzEncoder};
+    let dir = temp_dir("bomb");
+    let bomb = dir.join("bomb.pb.gz");
+    let mut gz = GzEncoder::new(Vec::new(), Compression::best());
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..300 {
+        gz.write_all(&zeros).unwrap();
+    }
+    std::fs::write(&bomb, gz.finish().unwrap()).unwrap();
+    for args in [
+        vec!["top", path(&bomb)],
+        vec!["flamegraph", "--pprof", path(&bomb)],
+    ] {
+        let out = ember(&args, b"");
+        assert!(!out.status.success(), "{args:?} succeeded on a gzip bomb");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("size limit"), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn empty_input_is_an_error() {
+    let out = ember(&["flamegraph"], b"");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No stack counts found"));
+}
+
+#[test]
+fn missing_file_names_the_file_once() {
+    let out = ember(&["top", "/nonexistent/profile.pb.gz"], b"");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/profile.pb.gz"), "{err}");
+    assert_eq!(
+        err.matches("No such file").count(),
+        1,
+        "cause repeated: {err}"
+    );
+}
+
+#[test]
+fn pprof_round_trips_through_folded() {
+    let dir = temp_dir("roundtrip");
+    let cpu = corpora().join("pprof/internal/proftest/testdata/large.cpu");
+    let folded = dir.join("cpu.folded");
+    let back = dir.join("cpu.pb.gz");
+    let out = ember(
+        &[
+            "convert",
+            path(&cpu),
+            "-o",
+            path(&folded),
+            "--sample-index",
+            "cpu",
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ember(
+        &[
+            "convert",
+            path(&folded),
+            "-o",
+            path(&back),
+            "--sample-type",
+            "cpu/nanoseconds",
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The flat figures of the top table survive pprof → folded → pprof.
+    let first = ember(&["top", path(&cpu), "--sample-index", "cpu"], b"");
+    let second = ember(&["top", path(&back)], b"");
+    assert!(first.status.success() && second.status.success());
+    let rows = |o: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("flat"))
+            .skip(1)
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    assert!(!rows(&first).is_empty());
+    assert_eq!(rows(&first), rows(&second));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_subcommand_explains_its_options() {
+    for sub in ["collapse", "flamegraph", "diff", "top", "convert"] {
+        let out = ember(&[sub, "--help"], b"");
+        assert!(out.status.success(), "ember {sub} --help");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("Usage: ember"), "{sub}: {help}");
+        assert!(
+            help.to_lowercase().contains("default"),
+            "ember {sub} --help states no defaults"
+        );
+    }
+}
