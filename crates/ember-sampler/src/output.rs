@@ -14,7 +14,7 @@ const KERNEL_MODULE: &str = "[kernel.kallsyms]";
 /// A symbolized frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameInfo {
-    /// Display name (demangled), or `[unknown] (module+0xoffset)`.
+    /// Display name (demangled), or `[unknown] module+0xoffset`.
     pub name: Arc<str>,
     /// Mangled name (equal to `name` when there is none).
     pub system_name: Arc<str>,
@@ -97,7 +97,9 @@ impl<'a> Resolver<'a> {
             known: true,
         };
         let unknown = |module: Arc<str>, label: String| {
-            let name: Arc<str> = Arc::from(format!("[unknown] ({label})"));
+            // No parentheses: pprof tools strip "(...)" as C++ parameters,
+            // which would merge every unknown frame into one.
+            let name: Arc<str> = Arc::from(format!("[unknown] {label}"));
             FrameInfo {
                 name: name.clone(),
                 system_name: name,

@@ -95,8 +95,8 @@ pub struct Binary {
     cache: HashMap<u64, Option<Symbol>>,
 }
 
-fn read_symbols(file: &object::File<'_>, table: &mut SymTable) {
-    let mut add = |sym: object::Symbol<'_, '_>| {
+fn read_symbols<'d, R: object::ReadRef<'d>>(file: &object::File<'d, R>, table: &mut SymTable) {
+    let mut add = |sym: object::Symbol<'d, '_, R>| {
         if sym.kind() != SymbolKind::Text || sym.address() == 0 {
             return;
         }
@@ -104,13 +104,10 @@ fn read_symbols(file: &object::File<'_>, table: &mut SymTable) {
         if raw.is_empty() {
             return;
         }
+        // Demangling waits until a symbol is actually hit: big binaries
+        // have hundreds of thousands of symbols and few are ever sampled.
         let system_name: Arc<str> = Arc::from(raw);
-        let pretty = demangle(raw);
-        let name = if pretty == raw {
-            system_name.clone()
-        } else {
-            Arc::from(pretty)
-        };
+        let name = system_name.clone();
         table.syms.push(Sym {
             start: sym.address(),
             size: sym.size(),
@@ -152,8 +149,11 @@ fn debug_candidates(path: &Path, build_id: &str, debuglink: Option<&str>) -> Vec
 impl Binary {
     /// Parses an ELF file (and its split debug file when it has no `.symtab`).
     pub fn load(path: &Path) -> Result<Binary, String> {
-        let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
+        // Read lazily through a cache: only headers, symbol and string
+        // tables are touched, not the (possibly huge) code and debug data.
+        let handle = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let data = object::ReadCache::new(handle);
+        let file = object::File::parse(&data).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut binary = Binary::default();
         for seg in file.segments() {
             let (off, size) = seg.file_range();
@@ -174,10 +174,11 @@ impl Binary {
                 if candidate == path {
                     continue;
                 }
-                let Ok(debug_data) = std::fs::read(&candidate) else {
+                let Ok(debug_handle) = std::fs::File::open(&candidate) else {
                     continue;
                 };
-                if let Ok(debug) = object::File::parse(&*debug_data) {
+                let debug_data = object::ReadCache::new(debug_handle);
+                if let Ok(debug) = object::File::parse(&debug_data) {
                     if debug.symbols().next().is_some() {
                         read_symbols(&debug, &mut binary.symbols);
                         break;
@@ -206,10 +207,17 @@ impl Binary {
         let found = self.offset_to_vaddr(offset).and_then(|vaddr| {
             // Unsized symbols (hand-written assembly) cover at most 64 KiB,
             // so a stray address far past the last symbol stays unknown.
-            self.symbols.lookup(vaddr, 0x10000).map(|s| Symbol {
-                name: s.name.clone(),
-                system_name: s.system_name.clone(),
-                start: s.start,
+            self.symbols.lookup(vaddr, 0x10000).map(|s| {
+                let pretty = demangle(&s.system_name);
+                Symbol {
+                    name: if *pretty == *s.system_name {
+                        s.system_name.clone()
+                    } else {
+                        Arc::from(pretty)
+                    },
+                    system_name: s.system_name.clone(),
+                    start: s.start,
+                }
             })
         });
         self.cache.insert(offset, found.clone());

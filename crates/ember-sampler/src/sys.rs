@@ -277,6 +277,25 @@ pub fn monotonic_ns() -> u64 {
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
+/// CPU time this process has consumed so far, in nanoseconds: the sum of
+/// `/proc/self/task/*/schedstat` over its live threads.
+pub fn own_cpu_ns() -> Option<u64> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(ns) = text
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            total += ns;
+        }
+    }
+    Some(total)
+}
+
 /// Waits up to `timeout_ms` for any of `fds` to become readable.
 pub fn poll_fds(fds: &[RawFd], timeout_ms: i32) {
     let mut pfds: Vec<libc::pollfd> = fds
@@ -324,6 +343,17 @@ mod tests {
         let a = monotonic_ns();
         std::thread::sleep(std::time::Duration::from_millis(2));
         assert!(monotonic_ns() >= a + 1_000_000);
+    }
+
+    #[test]
+    fn own_cpu_time_grows_when_busy() {
+        let before = own_cpu_ns().expect("schedstat");
+        let start = std::time::Instant::now();
+        let mut x = 1u64;
+        while start.elapsed() < std::time::Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_mul(3));
+        }
+        assert!(own_cpu_ns().unwrap() > before);
     }
 
     #[test]

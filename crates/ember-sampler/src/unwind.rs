@@ -23,7 +23,7 @@ type Data = Arc<[u8]>;
 struct Sections {
     /// PT_LOAD segments: (file offset, file size, virtual address).
     segments: Vec<(u64, u64, u64)>,
-    text: Option<(Range<u64>, Data)>,
+    text_svma: Option<Range<u64>>,
     eh_frame: Option<(Range<u64>, Data)>,
     eh_frame_hdr: Option<(Range<u64>, Data)>,
     got: Option<Range<u64>>,
@@ -32,17 +32,24 @@ struct Sections {
 
 impl Sections {
     fn load(path: &str, pid: u32) -> Option<Sections> {
-        let data = std::fs::read(path)
-            .or_else(|_| std::fs::read(format!("/proc/{pid}/root{path}")))
+        let handle = std::fs::File::open(path)
+            .or_else(|_| std::fs::File::open(format!("/proc/{pid}/root{path}")))
             .ok()?;
-        let file = object::File::parse(&*data).ok()?;
+        // Only the unwind sections are read, not the whole file.
+        let data = object::ReadCache::new(handle);
+        let file = object::File::parse(&data).ok()?;
         let section = |name: &str| -> Option<(Range<u64>, Data)> {
             let s = file.section_by_name(name)?;
             let bytes = s.data().ok()?;
             Some((s.address()..s.address() + s.size(), Arc::from(bytes)))
         };
+        // .text is left out on purpose: it can be huge and CFI alone
+        // describes prologues and epilogues of compiler-generated code.
+        let text_svma = file
+            .section_by_name(".text")
+            .map(|s| s.address()..s.address() + s.size());
         let mut out = Sections {
-            text: section(".text"),
+            text_svma,
             eh_frame: section(".eh_frame"),
             eh_frame_hdr: section(".eh_frame_hdr"),
             got: section(".got").map(|(r, _)| r),
@@ -72,8 +79,7 @@ impl Sections {
         let base_avma = avma.start.checked_sub(svma)?;
         let info = ExplicitModuleSectionInfo {
             base_svma: 0,
-            text_svma: self.text.as_ref().map(|(r, _)| r.clone()),
-            text: self.text.as_ref().map(|(_, d)| d.clone()),
+            text_svma: self.text_svma.clone(),
             got_svma: self.got.clone(),
             eh_frame_svma: self.eh_frame.as_ref().map(|(r, _)| r.clone()),
             eh_frame: self.eh_frame.as_ref().map(|(_, d)| d.clone()),

@@ -162,13 +162,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for w in &symbolizer.warnings {
         eprintln!("ember record: warning: {w}");
     }
+    let seconds = recording.duration_ns as f64 / 1e9;
+    let overhead = match ember_sampler::sys::own_cpu_ns() {
+        Some(ns) if seconds > 0.0 => format!(
+            "; ember used {:.0} ms CPU ({:.2}% of one core)",
+            ns as f64 / 1e6,
+            ns as f64 / 1e9 / seconds * 100.0
+        ),
+        _ => String::new(),
+    };
     eprintln!(
-        "ember record: {} samples ({} lost) from {} processes in {:.2}s; {:.1}% of frames [unknown]; wrote {}",
+        "ember record: {} samples ({} lost) from {} processes in {:.2}s; {:.1}% of frames [unknown]{}; wrote {}",
         summary.samples,
         summary.lost,
         summary.processes,
-        recording.duration_ns as f64 / 1e9,
+        seconds,
         summary.unknown_percent(),
+        overhead,
         args.output.display()
     );
     if let Some(ember_sampler::launch::ExitStatus::Code(c)) = recording.exit_status {
