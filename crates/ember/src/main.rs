@@ -16,6 +16,8 @@ struct Cli {
     command: Command,
 }
 
+// The enum is built once per run; boxing the larger option sets would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Fold `perf script` output into folded stacks (like stackcollapse-perf.pl).
