@@ -158,11 +158,15 @@ impl<'a> Resolver<'a> {
 /// Builds the pprof profile of a recording: sample types `samples/count` and
 /// `cpu/nanoseconds`, labels `pid`, `tid`, `comm`, `thread_name`.
 pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary) {
-    let mut b = ProfileBuilder::new(&[("samples", "count"), ("cpu", "nanoseconds")]);
+    let mut types = vec![("samples", "count"), ("cpu", "nanoseconds")];
+    if rec.off_cpu {
+        types.push(("off_cpu", "nanoseconds"));
+    }
+    let mut b = ProfileBuilder::new(&types);
     let period = 1_000_000_000 / i64::from(rec.frequency.max(1));
     b.set_period(("cpu", "nanoseconds"), period);
     b.set_time(rec.start_unix_ns, rec.duration_ns);
-    b.set_default_sample_type("cpu");
+    b.set_default_sample_type(if rec.off_cpu { "off_cpu" } else { "cpu" });
     let mut summary = Summary {
         samples: rec.samples,
         lost: rec.lost,
@@ -174,7 +178,7 @@ pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary
     // Mapping ids per recording map; the kernel gets one spanning its addresses.
     let mut mapping_ids: HashMap<u32, u64> = HashMap::new();
     let (mut kmin, mut kmax) = (u64::MAX, 0u64);
-    for key in rec.stacks.keys() {
+    for key in rec.stacks.keys().chain(rec.off_cpu_stacks.keys()) {
         for f in &key.frames {
             if let Frame::Kernel { addr, .. } = f {
                 kmin = kmin.min(*addr);
@@ -183,15 +187,26 @@ pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary
         }
     }
     // Deterministic output: walk stacks in a stable order.
-    let mut keys: Vec<_> = rec.stacks.iter().collect();
+    // (key, value, off-CPU?) in a stable order.
+    let mut keys: Vec<_> = rec
+        .stacks
+        .iter()
+        .map(|(k, v)| (k, v, false))
+        .chain(rec.off_cpu_stacks.iter().map(|(k, v)| (k, v, true)))
+        .collect();
     keys.sort_by(|a, b| {
-        (a.0.pid, a.0.tid, &a.0.frames_sort_key()).cmp(&(b.0.pid, b.0.tid, &b.0.frames_sort_key()))
+        (a.2, a.0.pid, a.0.tid, &a.0.frames_sort_key()).cmp(&(
+            b.2,
+            b.0.pid,
+            b.0.tid,
+            &b.0.frames_sort_key(),
+        ))
     });
     // pprof tools treat the first mapping as the main binary: register the
     // executables (file name starting with the process name) first, then the
     // other user mappings in order of use, the kernel last.
     for exe_pass in [true, false] {
-        for (key, _) in &keys {
+        for (key, _, _) in &keys {
             for f in key.frames.iter().rev() {
                 let Frame::User { map, .. } = *f else {
                     continue;
@@ -216,7 +231,7 @@ pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary
         .then(|| b.mapping(kmin & !0xfff, kmax.saturating_add(1), 0, KERNEL_MODULE, ""));
     let mut location_ids: HashMap<Frame, u64> = HashMap::new();
     let mut locs = Vec::new();
-    for (key, value) in keys {
+    for (key, value, off) in keys {
         locs.clear();
         for frame in &key.frames {
             let info = resolver.resolve(frame);
@@ -246,7 +261,14 @@ pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary
             SampleLabel::Str("comm", &key.comm),
             SampleLabel::Str("thread_name", &key.thread_name),
         ];
-        b.add_sample(&locs, &[value.count as i64, value.period as i64], &labels);
+        let values = if off {
+            vec![0, 0, value.period as i64]
+        } else if rec.off_cpu {
+            vec![value.count as i64, value.period as i64, 0]
+        } else {
+            vec![value.count as i64, value.period as i64]
+        };
+        b.add_sample(&locs, &values, &labels);
     }
     (b.build(), summary)
 }

@@ -13,10 +13,14 @@ mod kind {
     pub const SAMPLE: u32 = 9;
     pub const MMAP2: u32 = 10;
     pub const LOST_SAMPLES: u32 = 13;
+    pub const SWITCH: u32 = 14;
+    pub const SWITCH_CPU_WIDE: u32 = 15;
 }
 
 /// `misc` flag on COMM records emitted by `exec`.
 const MISC_COMM_EXEC: u16 = 1 << 13;
+/// `misc` flag on SWITCH records for a task leaving the CPU.
+const MISC_SWITCH_OUT: u16 = 1 << 13;
 /// `misc` flag on MMAP2 records that carry a build-id instead of inode data.
 const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 
@@ -52,6 +56,9 @@ pub struct SampleRecord {
     pub user_regs: Vec<u64>,
     /// Copy of the user stack from the sampled stack pointer upwards.
     pub user_stack: Vec<u8>,
+    /// Taken by the context-switch event (the task is leaving the CPU),
+    /// not by cpu-clock. Set by the reader, which knows the ring's event.
+    pub off_cpu: bool,
 }
 
 /// Which optional sample fields the events were opened with.
@@ -123,6 +130,13 @@ pub enum Record {
         /// Thread id.
         tid: u32,
     },
+    /// A task was switched in or out (the task is in `id`).
+    Switch {
+        /// Identity and time.
+        id: SampleId,
+        /// The task left the CPU (else it arrived).
+        out: bool,
+    },
     /// The kernel dropped records because the buffer was full.
     Lost {
         /// Identity and time.
@@ -141,6 +155,7 @@ impl Record {
             Record::Comm { id, .. }
             | Record::Fork { id, .. }
             | Record::Exit { id, .. }
+            | Record::Switch { id, .. }
             | Record::Lost { id, .. } => id.time,
         }
     }
@@ -243,6 +258,7 @@ fn parse_sample(body: &[u8], layout: Layout) -> Option<SampleRecord> {
         callchain,
         user_regs,
         user_stack,
+        off_cpu: false,
     })
 }
 
@@ -319,6 +335,10 @@ fn parse_one(kind: u32, misc: u16, body: &[u8], layout: Layout) -> Option<Record
                 lost,
             })
         }
+        kind::SWITCH | kind::SWITCH_CPU_WIDE => Some(Record::Switch {
+            id: sample_id(body),
+            out: misc & MISC_SWITCH_OUT != 0,
+        }),
         kind::LOST_SAMPLES => {
             let lost = c.u64()?;
             Some(Record::Lost {

@@ -7,7 +7,7 @@ use crate::SamplerError;
 use crate::launch::{self, ExitStatus};
 use crate::parse::{self, Record, SampleRecord};
 use crate::process::ProcessTable;
-use crate::sys::{self, EventConfig, RingBuffer};
+use crate::sys::{self, EventConfig, EventKind, RingBuffer};
 use crate::unwind::DwarfUnwinder;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -55,6 +55,9 @@ pub struct Options {
     pub ring_pages: usize,
     /// Bytes of user stack copied per sample for CFI unwinding (multiple of 8).
     pub user_stack_size: u32,
+    /// Also record off-CPU time: every context switch of the targets is
+    /// sampled with the blocked stack and timed until the task runs again.
+    pub off_cpu: bool,
 }
 
 impl Options {
@@ -68,6 +71,7 @@ impl Options {
             duration: None,
             ring_pages: 64,
             user_stack_size: 16 * 1024,
+            off_cpu: false,
         }
     }
 }
@@ -173,12 +177,23 @@ pub struct Recording {
     pub exit_status: Option<ExitStatus>,
     /// Degradations met while recording (vanished pids, ...).
     pub warnings: Vec<String>,
+    /// Off-CPU recording was requested.
+    pub off_cpu: bool,
+    /// Blocked time per stack (count = blocking episodes, period = ns).
+    pub off_cpu_stacks: HashMap<StackKey, StackValue>,
+    /// Context switches sampled for off-CPU time.
+    pub off_cpu_switches: u64,
 }
 
 impl Recording {
     /// Distinct processes that were sampled.
     pub fn process_count(&self) -> usize {
-        let mut pids: Vec<u32> = self.stacks.keys().map(|k| k.pid).collect();
+        let mut pids: Vec<u32> = self
+            .stacks
+            .keys()
+            .chain(self.off_cpu_stacks.keys())
+            .map(|k| k.pid)
+            .collect();
         pids.sort_unstable();
         pids.dedup();
         pids.len()
@@ -222,12 +237,37 @@ fn open_error(err: io::Error, what: &str) -> SamplerError {
 struct Events {
     rings: Vec<RingBuffer>,
     extra: Vec<OwnedFd>,
+    /// Rings from this index on belong to the context-switch event.
+    off_cpu_from: usize,
 }
 
 impl Events {
     fn all_fds(&self) -> impl Iterator<Item = &OwnedFd> {
         self.rings.iter().map(|r| r.fd()).chain(self.extra.iter())
     }
+}
+
+/// Opens cpu-clock events and, with `opts.off_cpu`, context-switch events
+/// (in rings of their own, so their samples can be told apart).
+fn open_target_events(
+    opts: &Options,
+    tasks: &[i32],
+    cfg: &mut EventConfig,
+    warnings: &mut Vec<String>,
+) -> Result<Events, SamplerError> {
+    let mut events = open_events(opts, tasks, cfg, warnings)?;
+    if opts.off_cpu {
+        let mut cs = EventConfig {
+            kind: EventKind::ContextSwitch,
+            side_band: false,
+            ..*cfg
+        };
+        let more = open_events(opts, tasks, &mut cs, warnings)?;
+        events.off_cpu_from = events.rings.len();
+        events.rings.extend(more.rings);
+        events.extra.extend(more.extra);
+    }
+    Ok(events)
 }
 
 /// Opens the events; when the kernel refuses kernel-mode sampling to an
@@ -264,6 +304,7 @@ fn open_events_once(
     let mut events = Events {
         rings: Vec::new(),
         extra: Vec::new(),
+        off_cpu_from: usize::MAX,
     };
     for cpu in sys::online_cpus() {
         let mut leader: Option<RingBuffer> = None;
@@ -345,6 +386,8 @@ struct Aggregator {
     refreshed: std::collections::HashSet<u32>,
     call_graph: CallGraph,
     unwinder: DwarfUnwinder,
+    /// Tasks that left the CPU: when, and with which stack.
+    switched_out: HashMap<u32, (u64, StackKey)>,
 }
 
 impl Aggregator {
@@ -395,6 +438,11 @@ impl Aggregator {
                 self.table.exit(pid, tid);
             }
             Record::Lost { lost, .. } => self.rec.lost += lost,
+            Record::Switch { id, out } => {
+                if !out {
+                    self.switch_in(id.tid, id.time);
+                }
+            }
         }
     }
 
@@ -459,9 +507,36 @@ impl Aggregator {
     }
 
     fn sample(&mut self, s: SampleRecord) {
+        let time = s.id.time;
+        let off_cpu = s.off_cpu;
+        let period = s.period;
+        if off_cpu {
+            self.rec.off_cpu_switches += 1;
+        } else {
+            self.rec.samples += 1;
+        }
+        let key = self.stack_key(s);
+        if off_cpu {
+            // Blocked time is known when the task comes back (SWITCH in).
+            self.switched_out.insert(key.tid, (time, key));
+        } else {
+            let value = self.rec.stacks.entry(key).or_default();
+            value.count += 1;
+            value.period += period;
+        }
+    }
+
+    fn switch_in(&mut self, tid: u32, time: u64) {
+        if let Some((out, key)) = self.switched_out.remove(&tid) {
+            let value = self.rec.off_cpu_stacks.entry(key).or_default();
+            value.count += 1;
+            value.period += time.saturating_sub(out);
+        }
+    }
+
+    fn stack_key(&mut self, s: SampleRecord) -> StackKey {
         let pid = s.id.pid;
         let tid = s.id.tid;
-        self.rec.samples += 1;
         if pid != 0 && !self.known.contains(&pid) && !self.table.processes.contains_key(&pid) {
             self.table.load_from_proc(pid);
         }
@@ -526,16 +601,13 @@ impl Aggregator {
             .get(&tid)
             .cloned()
             .unwrap_or_else(|| comm.clone());
-        let key = StackKey {
+        StackKey {
             pid,
             tid,
             comm: self.name(&comm),
             thread_name: self.name(&thread),
             frames,
-        };
-        let value = self.rec.stacks.entry(key).or_default();
-        value.count += 1;
-        value.period += s.period;
+        }
     }
 }
 
@@ -582,6 +654,7 @@ pub fn record(
         table: ProcessTable::default(),
         rec: Recording {
             frequency: opts.frequency,
+            off_cpu: opts.off_cpu,
             ..Default::default()
         },
         map_index: HashMap::new(),
@@ -590,8 +663,10 @@ pub fn record(
         refreshed: Default::default(),
         call_graph: opts.call_graph,
         unwinder: DwarfUnwinder::new(),
+        switched_out: HashMap::new(),
     };
     let mut cfg = EventConfig {
+        kind: EventKind::CpuClock,
         frequency: opts.frequency,
         enable_on_exec: false,
         inherit: true,
@@ -616,7 +691,8 @@ pub fn record(
         Target::Command(argv) => {
             let stopped = launch::spawn_stopped(argv)?;
             cfg.enable_on_exec = true;
-            let events = open_events(opts, &[stopped.pid()], &mut cfg, &mut agg.rec.warnings)?;
+            let events =
+                open_target_events(opts, &[stopped.pid()], &mut cfg, &mut agg.rec.warnings)?;
             child = Some(stopped);
             events
         }
@@ -631,11 +707,11 @@ pub fn record(
                 tasks.extend(tids);
                 watched_pids.push(pid);
             }
-            open_events(opts, &tasks, &mut cfg, &mut agg.rec.warnings)?
+            open_target_events(opts, &tasks, &mut cfg, &mut agg.rec.warnings)?
         }
         Target::AllCpus => {
             cfg.inherit = false;
-            let events = open_events(opts, &[-1], &mut cfg, &mut agg.rec.warnings)?;
+            let events = open_target_events(opts, &[-1], &mut cfg, &mut agg.rec.warnings)?;
             // Snapshot existing processes; later changes arrive as records.
             for pid in all_pids() {
                 agg.table.load_from_proc(pid);
@@ -709,6 +785,12 @@ pub fn record(
     }
     drain(&mut events, layout, &mut bytes, &mut pending);
     process_until(&mut agg, &mut pending, None);
+    // Tasks still blocked at the end were off-CPU until now.
+    let end = sys::monotonic_ns();
+    let still_out: Vec<u32> = agg.switched_out.keys().copied().collect();
+    for tid in still_out {
+        agg.switch_in(tid, end);
+    }
     agg.rec.duration_ns = started.elapsed().as_nanos() as i64;
     for pid in std::mem::take(&mut agg.table.unreadable) {
         agg.rec.warnings.push(format!(
@@ -724,10 +806,20 @@ fn drain(
     bytes: &mut Vec<u8>,
     pending: &mut Vec<Record>,
 ) {
-    for ring in &mut events.rings {
+    for (i, ring) in events.rings.iter_mut().enumerate() {
         bytes.clear();
         ring.drain_into(bytes);
-        pending.extend(parse::parse_records(bytes, layout));
+        let off_cpu = i >= events.off_cpu_from;
+        pending.extend(
+            parse::parse_records(bytes, layout)
+                .into_iter()
+                .map(|mut r| {
+                    if let Record::Sample(s) = &mut r {
+                        s.off_cpu = off_cpu;
+                    }
+                    r
+                }),
+        );
     }
 }
 

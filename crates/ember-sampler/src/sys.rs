@@ -21,9 +21,22 @@ pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
     | b::PERF_SAMPLE_PERIOD
     | b::PERF_SAMPLE_CALLCHAIN) as u64;
 
+/// Which software event to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EventKind {
+    /// `cpu-clock`, sampled at a frequency: on-CPU time.
+    #[default]
+    CpuClock,
+    /// `context-switches`, every switch-out sampled with the stack of the
+    /// task leaving the CPU, plus PERF_RECORD_SWITCH records: off-CPU time.
+    ContextSwitch,
+}
+
 /// What one `perf_event_open` call should measure.
 #[derive(Debug, Clone, Copy)]
 pub struct EventConfig {
+    /// The event.
+    pub kind: EventKind,
     /// Samples per second (frequency mode).
     pub frequency: u32,
     /// Start counting only when the monitored task calls `exec` (used for a
@@ -76,8 +89,17 @@ fn build_attr(cfg: &EventConfig) -> b::perf_event_attr {
         attr.set_watermark(1);
         attr.__bindgen_anon_2.wakeup_watermark = cfg.wakeup_bytes;
     }
-    attr.__bindgen_anon_1.sample_freq = u64::from(cfg.frequency);
-    attr.set_freq(1);
+    match cfg.kind {
+        EventKind::CpuClock => {
+            attr.__bindgen_anon_1.sample_freq = u64::from(cfg.frequency);
+            attr.set_freq(1);
+        }
+        EventKind::ContextSwitch => {
+            attr.config = b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64;
+            attr.__bindgen_anon_1.sample_period = 1;
+            attr.set_context_switch(1);
+        }
+    }
     attr.set_disabled(1);
     attr.set_inherit(u64::from(cfg.inherit));
     attr.set_enable_on_exec(u64::from(cfg.enable_on_exec));
@@ -366,6 +388,7 @@ mod tests {
     #[test]
     fn ring_buffer_rejects_bad_page_count() {
         let cfg = EventConfig {
+            kind: EventKind::CpuClock,
             frequency: 99,
             enable_on_exec: false,
             inherit: false,
@@ -383,6 +406,7 @@ mod tests {
     #[test]
     fn ring_buffer_collects_self_samples() {
         let cfg = EventConfig {
+            kind: EventKind::CpuClock,
             frequency: 1000,
             enable_on_exec: false,
             inherit: false,

@@ -571,3 +571,37 @@ fn frame_pointer_walk_alone_cannot_unwind_without_frame_pointers() {
         "{with_main}/{total}"
     );
 }
+
+#[test]
+fn off_cpu_time_is_attributed_to_the_blocked_stacks() {
+    let bin = compile("offcpu", "sleeper", &[]);
+    let mut opts = Options::new(Target::Command(vec![bin.into()]));
+    opts.off_cpu = true;
+    let rec = ember_sampler::record(&opts, |_| {}).expect("recording");
+    let (profile, _) = build_profile(&rec, &mut Symbolizer::new());
+    ember_pprof::validate(&profile).unwrap();
+    assert_eq!(string(&profile, profile.sample_type[2].r#type), "off_cpu");
+    assert_eq!(string(&profile, profile.sample_type[2].unit), "nanoseconds");
+    let off = |f: &str| -> i64 {
+        profile
+            .sample
+            .iter()
+            .zip(decode(&profile))
+            .filter(|(_, d)| d.names.iter().any(|n| n == f))
+            .map(|(s, _)| s.value[2])
+            .sum()
+    };
+    let (long, short) = (off("sleep_long"), off("sleep_short"));
+    eprintln!(
+        "off-CPU: sleep_long {:.1} ms (slept 300), sleep_short {:.1} ms (slept 100), {} switches",
+        long as f64 / 1e6,
+        short as f64 / 1e6,
+        rec.off_cpu_switches
+    );
+    // nanosleep never returns early; allow generous scheduling delay.
+    assert!((300e6..400e6).contains(&(long as f64)), "{long}");
+    assert!((100e6..150e6).contains(&(short as f64)), "{short}");
+    // Both paths pass through nap, whose stacks reach main.
+    let total: i64 = profile.sample.iter().map(|s| s.value[2]).sum();
+    assert!(off("main") as f64 >= 0.95 * total as f64);
+}

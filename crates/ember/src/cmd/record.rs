@@ -82,6 +82,12 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_name = "PAGES")]
     mmap_pages: usize,
 
+    /// Also record off-CPU time: each context switch of the targets is sampled with the
+    /// blocked stack and timed until the task runs again (sample type off_cpu/nanoseconds,
+    /// the default view of the profile; folded and SVG output show it).
+    #[arg(long)]
+    off_cpu: bool,
+
     /// Do not print the progress line.
     #[arg(short, long)]
     quiet: bool,
@@ -135,6 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     options.duration = duration;
     options.ring_pages = args.mmap_pages;
     options.user_stack_size = args.stack_size;
+    options.off_cpu = args.off_cpu;
 
     ember_sampler::install_interrupt_handler();
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
@@ -181,6 +188,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         overhead,
         args.output.display()
     );
+    if recording.off_cpu {
+        let blocked: u64 = recording.off_cpu_stacks.values().map(|v| v.period).sum();
+        eprintln!(
+            "ember record: off-CPU: {} context switches, {:.3}s blocked in total",
+            recording.off_cpu_switches,
+            blocked as f64 / 1e9
+        );
+    }
     if let Some(ember_sampler::launch::ExitStatus::Code(c)) = recording.exit_status {
         if c != 0 {
             eprintln!("ember record: the command exited with status {c}");
@@ -190,6 +205,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("ember record: the command was killed by signal {s}");
     }
     Ok(())
+}
+
+/// The sample type folded and SVG output show: sample counts, or blocked
+/// nanoseconds with --off-cpu.
+fn view_index(recording: &ember_sampler::Recording) -> usize {
+    if recording.off_cpu { 2 } else { 0 }
 }
 
 fn write_output(
@@ -208,12 +229,12 @@ fn write_output(
         Format::Pprof => ember_pprof::write_file(profile, path)
             .with_context(|| format!("cannot write {}", path.display()))?,
         Format::Folded => {
-            let folded = ember_pprof::folded_stacks(profile, 0);
+            let folded = ember_pprof::folded_stacks(profile, view_index(recording));
             ember_folded::write(folded, create()?)
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
         Format::Svg => {
-            let lines = ember_pprof::folded_stacks(profile, 0)
+            let lines = ember_pprof::folded_stacks(profile, view_index(recording))
                 .into_iter()
                 .map(|(stack, count)| ember_folded::FoldedLine {
                     stack,
@@ -227,7 +248,11 @@ fn write_output(
             };
             let options = ember_flamegraph::Options {
                 title: "ember record".to_string(),
-                count_name: "samples".to_string(),
+                count_name: if recording.off_cpu {
+                    "ns off-CPU".to_string()
+                } else {
+                    "samples".to_string()
+                },
                 ..Default::default()
             };
             let mut out = create()?;
