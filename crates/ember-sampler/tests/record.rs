@@ -379,25 +379,98 @@ fn go_binary() -> PathBuf {
     }
 }
 
-#[test]
-fn go_tool_pprof_reads_the_written_profile() {
-    let bin = compile("go", "three_paths", &[]);
-    let (_rec, profile) = record(Target::Command(vec![bin.into(), "40".into()]), 499, None);
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("three_paths.pb.gz");
-    ember_pprof::write_file(&profile, &out).unwrap();
+fn go_pprof_top(profile: &Profile, name: &str) -> String {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.pb.gz"));
+    ember_pprof::write_file(profile, &out).unwrap();
     let result = Command::new(go_binary())
         .args(["tool", "pprof", "-top"])
         .arg(&out)
         .env("HOME", env!("CARGO_TARGET_TMPDIR"))
         .output()
         .expect("go (golang-1.19-go) must be installed, see .ci/setup");
-    let stdout = String::from_utf8_lossy(&result.stdout);
+    let stdout = String::from_utf8_lossy(&result.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&result.stderr);
-    assert!(result.status.success(), "go tool pprof failed: {stderr}");
-    assert!(stdout.contains("Type: cpu"), "{stdout}");
-    for f in ["path_a", "path_b", "path_c", "main"] {
-        assert!(stdout.contains(f), "{f} missing from:\n{stdout}");
+    assert!(
+        result.status.success(),
+        "go tool pprof failed on {name}: {stderr}"
+    );
+    stdout
+}
+
+#[test]
+fn go_tool_pprof_reads_the_written_profiles() {
+    let bin = compile("go", "three_paths", &[]);
+    let nofp = compile_with("go", "three_paths", "nofp", &["-fomit-frame-pointer"], &[]);
+    let sleeper = compile("go", "sleeper", &[]);
+    let (_rec, fp) = record(Target::Command(vec![bin.into(), "40".into()]), 499, None);
+    let (_rec, dwarf) = record_with(
+        Target::Command(vec![nofp.into(), "40".into()]),
+        499,
+        None,
+        CallGraph::Dwarf,
+    );
+    let mut opts = Options::new(Target::Command(vec![sleeper.into()]));
+    opts.off_cpu = true;
+    let rec = ember_sampler::record(&opts, |_| {}).unwrap();
+    let (off, _) = build_profile(&rec, &mut Symbolizer::new());
+    for (profile, name, kind, funcs) in [
+        (
+            &fp,
+            "fp",
+            "Type: cpu",
+            &["path_a", "path_b", "path_c", "main"][..],
+        ),
+        (
+            &dwarf,
+            "dwarf",
+            "Type: cpu",
+            &["path_a", "path_b", "path_c", "main"][..],
+        ),
+        (
+            &off,
+            "offcpu",
+            "Type: off_cpu",
+            &["sleep_long", "sleep_short", "main"][..],
+        ),
+    ] {
+        let stdout = go_pprof_top(profile, name);
+        assert!(stdout.contains(kind), "{name}: {stdout}");
+        for f in funcs {
+            assert!(stdout.contains(f), "{name}: {f} missing from:\n{stdout}");
+        }
     }
+}
+
+#[test]
+fn stripped_binary_frames_stay_unknown_with_binary_and_offset() {
+    let bin = compile("stripped", "three_paths", &["-s"]);
+    let (rec, _) = record(
+        Target::Command(vec![bin.clone().into(), "20".into()]),
+        499,
+        None,
+    );
+    let mut sym = Symbolizer::new();
+    let (profile, summary) = build_profile(&rec, &mut sym);
+    assert!(
+        sym.warnings
+            .iter()
+            .any(|w| w.contains("three_paths-fp has no symbol table")),
+        "{:?}",
+        sym.warnings
+    );
+    let unknown: Vec<String> = decode(&profile)
+        .into_iter()
+        .flat_map(|d| d.names)
+        .filter(|n| n.starts_with("[unknown] three_paths-fp+0x"))
+        .collect();
+    assert!(!unknown.is_empty());
+    assert!(summary.unknown_frames > 0 && summary.unknown_percent() > 0.0);
+    // Frames are kept (never dropped): libc's frames still resolve around them.
+    assert!(
+        decode(&profile)
+            .iter()
+            .any(|d| d.names.iter().any(|n| n == "__libc_start_call_main"))
+    );
 }
 
 fn paranoid() -> i32 {
