@@ -162,11 +162,20 @@ pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary
     if rec.off_cpu {
         types.push(("off_cpu", "nanoseconds"));
     }
+    if rec.wall {
+        types.push(("wall", "nanoseconds"));
+    }
     let mut b = ProfileBuilder::new(&types);
     let period = 1_000_000_000 / i64::from(rec.frequency.max(1));
     b.set_period(("cpu", "nanoseconds"), period);
     b.set_time(rec.start_unix_ns, rec.duration_ns);
-    b.set_default_sample_type(if rec.off_cpu { "off_cpu" } else { "cpu" });
+    b.set_default_sample_type(if rec.wall {
+        "wall"
+    } else if rec.off_cpu {
+        "off_cpu"
+    } else {
+        "cpu"
+    });
     let mut summary = Summary {
         samples: rec.samples,
         lost: rec.lost,
@@ -261,13 +270,19 @@ pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary
             SampleLabel::Str("comm", &key.comm),
             SampleLabel::Str("thread_name", &key.thread_name),
         ];
-        let values = if off {
-            vec![0, 0, value.period as i64]
-        } else if rec.off_cpu {
-            vec![value.count as i64, value.period as i64, 0]
+        // samples, cpu[, off_cpu][, wall]: wall is whichever time this is.
+        let ns = value.period as i64;
+        let mut values = if off {
+            vec![0, 0, ns]
         } else {
-            vec![value.count as i64, value.period as i64]
+            vec![value.count as i64, ns]
         };
+        if rec.off_cpu && !off {
+            values.push(0);
+        }
+        if rec.wall {
+            values.push(ns);
+        }
         b.add_sample(&locs, &values, &labels);
     }
     (b.build(), summary)

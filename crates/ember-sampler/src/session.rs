@@ -58,6 +58,9 @@ pub struct Options {
     /// Also record off-CPU time: every context switch of the targets is
     /// sampled with the blocked stack and timed until the task runs again.
     pub off_cpu: bool,
+    /// Also emit `wall/nanoseconds` = on-CPU + off-CPU time per stack
+    /// (implies `off_cpu`).
+    pub wall: bool,
 }
 
 impl Options {
@@ -72,6 +75,7 @@ impl Options {
             ring_pages: 64,
             user_stack_size: 16 * 1024,
             off_cpu: false,
+            wall: false,
         }
     }
 }
@@ -179,6 +183,8 @@ pub struct Recording {
     pub warnings: Vec<String>,
     /// Off-CPU recording was requested.
     pub off_cpu: bool,
+    /// Wall-clock (on + off CPU) view was requested.
+    pub wall: bool,
     /// Blocked time per stack (count = blocking episodes, period = ns).
     pub off_cpu_stacks: HashMap<StackKey, StackValue>,
     /// Context switches sampled for off-CPU time.
@@ -639,6 +645,7 @@ pub fn record(
         ));
     }
     let mut opts = opts.clone();
+    opts.off_cpu |= opts.wall;
     if opts.call_graph != CallGraph::Fp {
         opts.ring_pages = opts.ring_pages.max(256);
     }
@@ -654,7 +661,8 @@ pub fn record(
         table: ProcessTable::default(),
         rec: Recording {
             frequency: opts.frequency,
-            off_cpu: opts.off_cpu,
+            off_cpu: opts.off_cpu || opts.wall,
+            wall: opts.wall,
             ..Default::default()
         },
         map_index: HashMap::new(),

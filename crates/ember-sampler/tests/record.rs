@@ -678,3 +678,29 @@ fn off_cpu_time_is_attributed_to_the_blocked_stacks() {
     let total: i64 = profile.sample.iter().map(|s| s.value[2]).sum();
     assert!(off("main") as f64 >= 0.95 * total as f64);
 }
+
+#[test]
+fn wall_time_adds_on_and_off_cpu_time() {
+    let sleeper = compile("wall", "sleeper", &[]);
+    let mut opts = Options::new(Target::Command(vec![sleeper.into()]));
+    opts.wall = true;
+    let rec = ember_sampler::record(&opts, |_| {}).unwrap();
+    let (profile, _) = build_profile(&rec, &mut Symbolizer::new());
+    ember_pprof::validate(&profile).unwrap();
+    let names: Vec<&str> = profile
+        .sample_type
+        .iter()
+        .map(|t| string(&profile, t.r#type))
+        .collect();
+    assert_eq!(names, ["samples", "cpu", "off_cpu", "wall"]);
+    let sum = |i: usize| -> i64 { profile.sample.iter().map(|s| s.value[i]).sum() };
+    assert_eq!(sum(3), sum(1) + sum(2));
+    // The program sleeps 400 ms; wall time covers at least that.
+    assert!(sum(3) >= 400_000_000, "{}", sum(3));
+    assert!(
+        profile
+            .sample
+            .iter()
+            .all(|s| s.value[3] == s.value[1] + s.value[2])
+    );
+}

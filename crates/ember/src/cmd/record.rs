@@ -88,6 +88,11 @@ pub struct Args {
     #[arg(long)]
     off_cpu: bool,
 
+    /// Wall-clock time per stack: on-CPU plus off-CPU time (implies --off-cpu; sample type
+    /// wall/nanoseconds, the default view; folded and SVG output show it).
+    #[arg(long)]
+    wall: bool,
+
     /// Do not print the progress line.
     #[arg(short, long)]
     quiet: bool,
@@ -142,6 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     options.ring_pages = args.mmap_pages;
     options.user_stack_size = args.stack_size;
     options.off_cpu = args.off_cpu;
+    options.wall = args.wall;
 
     ember_sampler::install_interrupt_handler();
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
@@ -207,10 +213,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The sample type folded and SVG output show: sample counts, or blocked
-/// nanoseconds with --off-cpu.
+/// The sample type folded and SVG output show: sample counts, blocked
+/// nanoseconds with --off-cpu, or wall nanoseconds with --wall.
 fn view_index(recording: &ember_sampler::Recording) -> usize {
-    if recording.off_cpu { 2 } else { 0 }
+    if recording.wall {
+        3
+    } else if recording.off_cpu {
+        2
+    } else {
+        0
+    }
 }
 
 fn write_output(
@@ -248,7 +260,9 @@ fn write_output(
             };
             let options = ember_flamegraph::Options {
                 title: "ember record".to_string(),
-                count_name: if recording.off_cpu {
+                count_name: if recording.wall {
+                    "ns wall".to_string()
+                } else if recording.off_cpu {
                     "ns off-CPU".to_string()
                 } else {
                     "samples".to_string()
