@@ -3,7 +3,7 @@
 //! end-of-run summary figures.
 
 use crate::session::{Frame, Recording};
-use crate::symbolize::Symbolizer;
+use crate::symbolize::{SourceFrame, Symbolizer};
 use ember_pprof::{Profile, ProfileBuilder, SampleLabel};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -24,6 +24,12 @@ pub struct FrameInfo {
     pub sym_offset: Option<u64>,
     /// The name came from a symbol table.
     pub known: bool,
+    /// Source file of the address inside this function (with `--inline`).
+    pub file: Arc<str>,
+    /// Source line of the address inside this function, 0 when unknown.
+    pub line: u32,
+    /// Functions inlined at this address, innermost first (with `--inline`).
+    pub inlined: Arc<[SourceFrame]>,
 }
 
 /// Figures for the end-of-run summary.
@@ -89,12 +95,17 @@ impl<'a> Resolver<'a> {
     }
 
     fn compute(&mut self, frame: &Frame) -> FrameInfo {
+        let no_inline: Arc<[SourceFrame]> = Arc::from(Vec::new());
+        let empty: Arc<str> = Arc::from("");
         let known = |name: Arc<str>, system: Arc<str>, module: Arc<str>, off: u64| FrameInfo {
             name,
             system_name: system,
             module,
             sym_offset: Some(off),
             known: true,
+            file: empty.clone(),
+            line: 0,
+            inlined: no_inline.clone(),
         };
         let unknown = |module: Arc<str>, label: String| {
             // No parentheses: pprof tools strip "(...)" as C++ parameters,
@@ -106,6 +117,9 @@ impl<'a> Resolver<'a> {
                 module,
                 sym_offset: None,
                 known: false,
+                file: empty.clone(),
+                line: 0,
+                inlined: no_inline.clone(),
             }
         };
         match *frame {
@@ -122,17 +136,35 @@ impl<'a> Resolver<'a> {
                 };
                 let offset = addr - m.start + m.pgoff;
                 let lookup = if ret { offset.wrapping_sub(1) } else { offset };
+                let inline = self.sym.inline;
                 let found = self.sym.binary(&m.path, m.pid).and_then(|b| {
                     let vaddr = b.offset_to_vaddr(offset)?;
-                    Some((b.lookup_offset(lookup)?, vaddr))
+                    let sym = b.lookup_offset(lookup)?;
+                    let frames = if inline {
+                        b.source_frames(lookup)
+                    } else {
+                        no_inline.clone()
+                    };
+                    Some((sym, vaddr, frames))
                 });
                 match found {
-                    Some((s, vaddr)) => known(
-                        s.name,
-                        s.system_name,
-                        m.path.clone(),
-                        vaddr.saturating_sub(s.start),
-                    ),
+                    Some((s, vaddr, frames)) => {
+                        let mut info = known(
+                            s.name,
+                            s.system_name,
+                            m.path.clone(),
+                            vaddr.saturating_sub(s.start),
+                        );
+                        // DWARF's last frame is the symbol's own function:
+                        // keep the symbol table's name (identical to the
+                        // non-inline view) and take its file and line.
+                        if let Some((outer, callees)) = frames.split_last() {
+                            info.file = outer.file.clone();
+                            info.line = outer.line;
+                            info.inlined = callees.into();
+                        }
+                        info
+                    }
                     None => unknown(
                         m.path.clone(),
                         format!("{}+{offset:#x}", file_name(&m.path)),
@@ -259,8 +291,22 @@ pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary
                 }
                 Frame::Anon { addr, .. } => (0, addr),
             };
-            let function = b.function(&info.name, &info.system_name, "");
-            let id = b.location(mapping, addr, &[(function, 0)]);
+            // pprof: the innermost inlined function first, the real one last.
+            let mut lines: Vec<(u64, i64)> = info
+                .inlined
+                .iter()
+                .map(|f| {
+                    (
+                        b.function(&f.name, &f.system_name, &f.file),
+                        i64::from(f.line),
+                    )
+                })
+                .collect();
+            lines.push((
+                b.function(&info.name, &info.system_name, &info.file),
+                i64::from(info.line),
+            ));
+            let id = b.location(mapping, addr, &lines);
             location_ids.insert(*frame, id);
             locs.push(id);
         }
@@ -330,6 +376,11 @@ pub fn write_perf_script(
                 | Frame::User { addr, .. }
                 | Frame::Anon { addr, .. } => addr,
             };
+            // perf script prints inlined callees as frames of their own
+            // at the same address, innermost first.
+            for f in info.inlined.iter() {
+                writeln!(block, "\t{addr:16x} {} ({})", f.name, info.module)?;
+            }
             match (info.known, info.sym_offset) {
                 (true, Some(off)) => writeln!(
                     block,

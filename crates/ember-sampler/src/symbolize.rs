@@ -4,7 +4,8 @@
 //! demangling. Each binary is parsed once and each (binary, address) is
 //! looked up once; anything unreadable degrades to `None` plus a warning.
 
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,38 +22,212 @@ pub struct Symbol {
     pub start: u64,
 }
 
-#[derive(Debug, Clone)]
+/// One function frame at an address from DWARF: an inlined callee or the
+/// real (outermost) function, with the source position inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFrame {
+    /// Demangled name.
+    pub name: Arc<str>,
+    /// Name as stored in the debug info (mangled when a linkage name exists).
+    pub system_name: Arc<str>,
+    /// Source file, empty when unknown.
+    pub file: Arc<str>,
+    /// Source line, 0 when unknown.
+    pub line: u32,
+}
+
+/// A read-only private mapping of a whole file. Symbol and string tables
+/// are read straight from it, so nothing is copied onto the heap, and the
+/// kernel can drop its pages again under pressure (they are file-backed).
+#[derive(Debug)]
+struct Mmap {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and never remapped while alive.
+unsafe impl Send for Mmap {}
+// SAFETY: as above; shared references only read.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    fn open(path: &Path) -> std::io::Result<Mmap> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(path)?;
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| std::io::Error::other("file too large"))?;
+        if len == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "empty file",
+            ));
+        }
+        // SAFETY: a fresh read-only private mapping of an open file; the fd
+        // may be closed afterwards (the mapping keeps the file referenced).
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mmap { ptr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: ptr/len describe a live PROT_READ mapping owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+
+    /// Gives the pages touched while building tables back to the kernel:
+    /// they are re-read from the page cache if a name is needed later.
+    fn release_pages(&self) {
+        // SAFETY: advisory call on our own mapping; clean file-backed pages
+        // are simply re-faulted on the next access.
+        unsafe {
+            libc::madvise(self.ptr, self.len, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the region we mapped; no borrows outlive self.
+        unsafe {
+            libc::munmap(self.ptr, self.len);
+        }
+    }
+}
+
+/// Where symbol names live: an owned arena (kallsyms, JIT maps) or a
+/// mapped ELF file (names stay in its string table).
+#[derive(Debug)]
+enum NameSource {
+    Arena(Vec<u8>),
+    File(Arc<Mmap>),
+}
+
+impl NameSource {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            NameSource::Arena(v) => v,
+            NameSource::File(m) => m.bytes(),
+        }
+    }
+}
+
+/// 24 bytes per symbol: big binaries have hundreds of thousands.
+#[derive(Debug, Clone, Copy)]
 struct Sym {
     start: u64,
-    size: u64,
-    name: Arc<str>,
-    system_name: Arc<str>,
+    /// Byte offset of the name in its source; the source index is in the
+    /// top 8 bits.
+    name: u64,
+    size: u32,
+    name_len: u32,
 }
+
+const SOURCE_SHIFT: u32 = 56;
 
 /// Sorted symbol table with "last symbol at or below" lookup.
 #[derive(Debug, Default)]
 struct SymTable {
     syms: Vec<Sym>,
+    sources: Vec<NameSource>,
 }
 
 impl SymTable {
+    /// Adds a symbol whose name is `name_off..+len` in source `source`.
+    fn push(&mut self, start: u64, size: u64, source: usize, name_off: usize, len: usize) {
+        let (Ok(len), Ok(off)) = (u32::try_from(len), u64::try_from(name_off)) else {
+            return;
+        };
+        if off >> SOURCE_SHIFT != 0 {
+            return;
+        }
+        self.syms.push(Sym {
+            start,
+            name: (source as u64) << SOURCE_SHIFT | off,
+            size: u32::try_from(size).unwrap_or(u32::MAX),
+            name_len: len,
+        });
+    }
+
+    /// Adds a symbol whose name is copied into the arena (source 0).
+    fn push_owned(&mut self, start: u64, size: u64, name: &str) {
+        if self.sources.is_empty() {
+            self.sources.push(NameSource::Arena(Vec::new()));
+        }
+        let NameSource::Arena(arena) = &mut self.sources[0] else {
+            return;
+        };
+        let off = arena.len();
+        arena.extend_from_slice(name.as_bytes());
+        self.push(start, size, 0, off, name.len());
+    }
+
     fn finish(&mut self) {
         // Prefer sized, global-looking duplicates: keep the first per address
         // after sorting by (start, size descending).
         self.syms
-            .sort_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
+            .sort_unstable_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
         self.syms.dedup_by_key(|s| s.start);
+        self.syms.shrink_to_fit();
+        for source in &mut self.sources {
+            if let NameSource::Arena(v) = source {
+                v.shrink_to_fit();
+            }
+        }
+    }
+
+    fn name(&self, sym: &Sym) -> Cow<'_, str> {
+        let source = (sym.name >> SOURCE_SHIFT) as usize;
+        let off = (sym.name & ((1 << SOURCE_SHIFT) - 1)) as usize;
+        let bytes = self
+            .sources
+            .get(source)
+            .and_then(|s| s.bytes().get(off..off + sym.name_len as usize))
+            .unwrap_or_default();
+        String::from_utf8_lossy(bytes)
     }
 
     fn lookup(&self, addr: u64, unsized_limit: u64) -> Option<&Sym> {
         let idx = self.syms.partition_point(|s| s.start <= addr);
         let sym = self.syms.get(idx.checked_sub(1)?)?;
         let limit = if sym.size > 0 {
-            sym.size
+            u64::from(sym.size)
         } else {
             unsized_limit
         };
         (addr - sym.start < limit).then_some(sym)
+    }
+
+    /// The symbol at `addr` as a [`Symbol`], names demangled when `demangled`.
+    fn symbol(&self, addr: u64, unsized_limit: u64, demangled: bool) -> Option<Symbol> {
+        let sym = self.lookup(addr, unsized_limit)?;
+        let raw = self.name(sym);
+        let system_name: Arc<str> = Arc::from(&*raw);
+        let name = if demangled {
+            let pretty = demangle(&raw);
+            if pretty == *raw {
+                system_name.clone()
+            } else {
+                Arc::from(pretty)
+            }
+        } else {
+            system_name.clone()
+        };
+        Some(Symbol {
+            name,
+            system_name,
+            start: sym.start,
+        })
     }
 }
 
@@ -82,8 +257,94 @@ pub fn demangle(name: &str) -> String {
     name.to_string()
 }
 
+type DwarfReader = addr2line::gimli::EndianSlice<'static, addr2line::gimli::RunTimeEndian>;
+
+/// An addr2line context over a mapped file. Field order matters: the
+/// context borrows the mapping and must be dropped first.
+struct DwarfInfo {
+    ctx: addr2line::Context<DwarfReader>,
+    _map: Arc<Mmap>,
+}
+
+impl std::fmt::Debug for DwarfInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DwarfInfo")
+    }
+}
+
+impl DwarfInfo {
+    /// Builds the context when `map` holds uncompressed `.debug_info`.
+    fn load(map: Arc<Mmap>) -> Option<DwarfInfo> {
+        // SAFETY: the slice points into the mapping, which is kept alive by
+        // `_map` for as long as the context (declared first, dropped first)
+        // exists; the mapping never moves.
+        let data: &'static [u8] =
+            unsafe { std::mem::transmute::<&[u8], &'static [u8]>(map.bytes()) };
+        let file = object::File::parse(data).ok()?;
+        let info = file.section_by_name(".debug_info")?;
+        let compressed = info.compressed_file_range().ok()?;
+        if info.size() == 0 || compressed.format != object::CompressionFormat::None {
+            return None;
+        }
+        let endian = if file.is_little_endian() {
+            addr2line::gimli::RunTimeEndian::Little
+        } else {
+            addr2line::gimli::RunTimeEndian::Big
+        };
+        let section = |id: addr2line::gimli::SectionId| -> Result<DwarfReader, ()> {
+            let bytes = file
+                .section_by_name(id.name())
+                .and_then(|s| {
+                    // Compressed debug sections would need a copy; they
+                    // are skipped (functions still come from .symtab).
+                    let compressed = s.compressed_file_range().ok()?;
+                    if compressed.format != object::CompressionFormat::None {
+                        return None;
+                    }
+                    s.data().ok()
+                })
+                .unwrap_or(&[]);
+            Ok(addr2line::gimli::EndianSlice::new(bytes, endian))
+        };
+        let dwarf = addr2line::gimli::Dwarf::load(section).ok()?;
+        let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
+        Some(DwarfInfo { ctx, _map: map })
+    }
+
+    /// Frames at `vaddr`, innermost inlined callee first, real function last.
+    fn frames(&self, vaddr: u64) -> Vec<SourceFrame> {
+        let mut out = Vec::new();
+        let Ok(mut iter) = self.ctx.find_frames(vaddr).skip_all_loads() else {
+            return out;
+        };
+        while let Ok(Some(frame)) = iter.next() {
+            let raw = frame
+                .function
+                .as_ref()
+                .and_then(|f| f.raw_name().ok())
+                .map(|n| n.into_owned())
+                .unwrap_or_default();
+            if raw.is_empty() {
+                continue;
+            }
+            let pretty = demangle(&raw);
+            let (file, line) = frame
+                .location
+                .map(|l| (l.file.unwrap_or(""), l.line.unwrap_or(0)))
+                .unwrap_or(("", 0));
+            out.push(SourceFrame {
+                name: Arc::from(pretty),
+                system_name: Arc::from(raw),
+                file: Arc::from(file),
+                line,
+            });
+        }
+        out
+    }
+}
+
 /// What we know about one ELF binary.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Binary {
     symbols: SymTable,
     /// PT_LOAD segments: (file offset, file size, virtual address).
@@ -92,28 +353,43 @@ pub struct Binary {
     pub build_id: String,
     /// No symbol table was found (stripped and no debug file).
     pub stripped: bool,
+    /// Path of the split debug file the symbols came from, if any.
+    pub debug_file: Option<PathBuf>,
+    /// The file expected to carry DWARF (the binary or its debug file).
+    dwarf_source: Option<Arc<Mmap>>,
+    /// Built on first inline lookup; `None` inside when there is no DWARF.
+    dwarf: Option<Option<DwarfInfo>>,
     cache: HashMap<u64, Option<Symbol>>,
+    frames_cache: HashMap<u64, Arc<[SourceFrame]>>,
+    /// Symbol lookups actually computed (cache misses), for tests and stats.
+    pub lookups: u64,
 }
 
-fn read_symbols<'d, R: object::ReadRef<'d>>(file: &object::File<'d, R>, table: &mut SymTable) {
-    let mut add = |sym: object::Symbol<'d, '_, R>| {
+fn read_symbols<'d>(
+    file: &object::File<'d, &'d [u8]>,
+    base: &'d [u8],
+    source: usize,
+    table: &mut SymTable,
+) {
+    let base_ptr = base.as_ptr() as usize;
+    let mut add = |sym: object::Symbol<'d, '_, &'d [u8]>| {
         if sym.kind() != SymbolKind::Text || sym.address() == 0 {
             return;
         }
-        let Ok(raw) = sym.name() else { return };
+        let Ok(raw) = sym.name_bytes() else { return };
         if raw.is_empty() {
             return;
         }
-        // Demangling waits until a symbol is actually hit: big binaries
-        // have hundreds of thousands of symbols and few are ever sampled.
-        let system_name: Arc<str> = Arc::from(raw);
-        let name = system_name.clone();
-        table.syms.push(Sym {
-            start: sym.address(),
-            size: sym.size(),
-            name,
-            system_name,
-        });
+        // Names stay in the mapped string table: only their position is
+        // kept, and demangling waits until a symbol is actually hit.
+        let off = (raw.as_ptr() as usize).wrapping_sub(base_ptr);
+        if off
+            .checked_add(raw.len())
+            .is_none_or(|end| end > base.len())
+        {
+            return;
+        }
+        table.push(sym.address(), sym.size(), source, off, raw.len());
     };
     for sym in file.symbols() {
         add(sym);
@@ -146,15 +422,30 @@ fn debug_candidates(path: &Path, build_id: &str, debuglink: Option<&str>) -> Vec
     out
 }
 
+fn has_debug_info<'d>(file: &object::File<'d, &'d [u8]>) -> bool {
+    file.section_by_name(".debug_info")
+        .is_some_and(|s| s.size() > 0)
+}
+
 impl Binary {
-    /// Parses an ELF file (and its split debug file when it has no `.symtab`).
+    /// Parses an ELF file (and its split debug file when it has no `.symtab`
+    /// or no DWARF).
     pub fn load(path: &Path) -> Result<Binary, String> {
-        // Read lazily through a cache: only headers, symbol and string
-        // tables are touched, not the (possibly huge) code and debug data.
-        let handle = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let data = object::ReadCache::new(handle);
-        let file = object::File::parse(&data).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut binary = Binary::default();
+        let map = Arc::new(Mmap::open(path).map_err(|e| format!("{}: {e}", path.display()))?);
+        let data = map.bytes();
+        let file = object::File::parse(data).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut binary = Binary {
+            symbols: SymTable::default(),
+            segments: Vec::new(),
+            build_id: String::new(),
+            stripped: false,
+            debug_file: None,
+            dwarf_source: None,
+            dwarf: None,
+            cache: HashMap::new(),
+            frames_cache: HashMap::new(),
+            lookups: 0,
+        };
         for seg in file.segments() {
             let (off, size) = seg.file_range();
             binary.segments.push((off, size, seg.address()));
@@ -163,8 +454,12 @@ impl Binary {
             binary.build_id = hex(id);
         }
         let has_symtab = file.symbols().next().is_some();
-        read_symbols(&file, &mut binary.symbols);
-        if !has_symtab {
+        binary.symbols.sources.push(NameSource::File(map.clone()));
+        read_symbols(&file, data, 0, &mut binary.symbols);
+        if has_debug_info(&file) {
+            binary.dwarf_source = Some(map.clone());
+        }
+        if !has_symtab || binary.dwarf_source.is_none() {
             let link = file
                 .gnu_debuglink()
                 .ok()
@@ -174,20 +469,37 @@ impl Binary {
                 if candidate == path {
                     continue;
                 }
-                let Ok(debug_handle) = std::fs::File::open(&candidate) else {
+                let Ok(debug_map) = Mmap::open(&candidate) else {
                     continue;
                 };
-                let debug_data = object::ReadCache::new(debug_handle);
-                if let Ok(debug) = object::File::parse(&debug_data) {
-                    if debug.symbols().next().is_some() {
-                        read_symbols(&debug, &mut binary.symbols);
-                        break;
-                    }
+                let debug_map = Arc::new(debug_map);
+                let Ok(debug) = object::File::parse(debug_map.bytes()) else {
+                    continue;
+                };
+                let useful_syms = !has_symtab && debug.symbols().next().is_some();
+                let useful_dwarf = binary.dwarf_source.is_none() && has_debug_info(&debug);
+                if !useful_syms && !useful_dwarf {
+                    continue;
                 }
+                if useful_syms {
+                    binary
+                        .symbols
+                        .sources
+                        .push(NameSource::File(debug_map.clone()));
+                    let source = binary.symbols.sources.len() - 1;
+                    read_symbols(&debug, debug_map.bytes(), source, &mut binary.symbols);
+                }
+                if useful_dwarf {
+                    binary.dwarf_source = Some(debug_map.clone());
+                }
+                debug_map.release_pages();
+                binary.debug_file = Some(candidate);
+                break;
             }
         }
         binary.symbols.finish();
         binary.stripped = binary.symbols.syms.is_empty();
+        map.release_pages();
         Ok(binary)
     }
 
@@ -199,29 +511,40 @@ impl Binary {
             .map(|&(off, _, vaddr)| offset - off + vaddr)
     }
 
-    /// Looks up the function containing file offset `offset`.
+    /// Looks up the function containing file offset `offset`; each offset
+    /// is computed once.
     pub fn lookup_offset(&mut self, offset: u64) -> Option<Symbol> {
         if let Some(hit) = self.cache.get(&offset) {
             return hit.clone();
         }
-        let found = self.offset_to_vaddr(offset).and_then(|vaddr| {
-            // Unsized symbols (hand-written assembly) cover at most 64 KiB,
-            // so a stray address far past the last symbol stays unknown.
-            self.symbols.lookup(vaddr, 0x10000).map(|s| {
-                let pretty = demangle(&s.system_name);
-                Symbol {
-                    name: if *pretty == *s.system_name {
-                        s.system_name.clone()
-                    } else {
-                        Arc::from(pretty)
-                    },
-                    system_name: s.system_name.clone(),
-                    start: s.start,
-                }
-            })
-        });
+        self.lookups += 1;
+        // Unsized symbols (hand-written assembly) cover at most 64 KiB,
+        // so a stray address far past the last symbol stays unknown.
+        let found = self
+            .offset_to_vaddr(offset)
+            .and_then(|vaddr| self.symbols.symbol(vaddr, 0x10000, true));
         self.cache.insert(offset, found.clone());
         found
+    }
+
+    /// DWARF frames at file offset `offset`: inlined callees innermost
+    /// first, the containing function last, each with file and line.
+    /// Empty when the binary has no (uncompressed) DWARF for that address.
+    pub fn source_frames(&mut self, offset: u64) -> Arc<[SourceFrame]> {
+        if let Some(hit) = self.frames_cache.get(&offset) {
+            return hit.clone();
+        }
+        let vaddr = self.offset_to_vaddr(offset);
+        let source = &mut self.dwarf_source;
+        let dwarf = self
+            .dwarf
+            .get_or_insert_with(|| source.take().and_then(DwarfInfo::load));
+        let frames: Arc<[SourceFrame]> = match (dwarf, vaddr) {
+            (Some(d), Some(vaddr)) => d.frames(vaddr).into(),
+            _ => Arc::from(Vec::new()),
+        };
+        self.frames_cache.insert(offset, frames.clone());
+        frames
     }
 }
 
@@ -250,13 +573,7 @@ impl Kallsyms {
             if addr == 0 {
                 continue;
             }
-            let name: Arc<str> = Arc::from(name);
-            table.syms.push(Sym {
-                start: addr,
-                size: 0,
-                name: name.clone(),
-                system_name: name,
-            });
+            table.push_owned(addr, 0, name);
         }
         table.finish();
         Kallsyms { symbols: table }
@@ -269,11 +586,7 @@ impl Kallsyms {
 
     /// The kernel function containing `addr`.
     pub fn lookup(&self, addr: u64) -> Option<Symbol> {
-        self.symbols.lookup(addr, 0x100000).map(|s| Symbol {
-            name: s.name.clone(),
-            system_name: s.system_name.clone(),
-            start: s.start,
-        })
+        self.symbols.symbol(addr, 0x100000, false)
     }
 }
 
@@ -297,13 +610,7 @@ impl PerfMap {
             let (Some(start), Some(size)) = (parse(start), parse(size)) else {
                 continue;
             };
-            let name: Arc<str> = Arc::from(name.trim_end());
-            table.syms.push(Sym {
-                start,
-                size: size.max(1),
-                name: name.clone(),
-                system_name: name,
-            });
+            table.push_owned(start, size.max(1), name.trim_end());
         }
         table.finish();
         PerfMap { symbols: table }
@@ -311,11 +618,7 @@ impl PerfMap {
 
     /// The JIT function containing `addr`.
     pub fn lookup(&self, addr: u64) -> Option<Symbol> {
-        self.symbols.lookup(addr, 1).map(|s| Symbol {
-            name: s.name.clone(),
-            system_name: s.system_name.clone(),
-            start: s.start,
-        })
+        self.symbols.symbol(addr, 1, false)
     }
 }
 
@@ -327,12 +630,22 @@ pub struct Symbolizer {
     jit: HashMap<u32, Option<PerfMap>>,
     /// Problems met (unreadable or stripped binaries), each reported once.
     pub warnings: Vec<String>,
+    /// Resolve inlined functions and file:line from DWARF (`--inline`).
+    pub inline: bool,
 }
 
 impl Symbolizer {
     /// A symbolizer with empty caches.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A symbolizer that also reads DWARF for inlined frames and lines.
+    pub fn with_inline(inline: bool) -> Self {
+        Symbolizer {
+            inline,
+            ..Self::default()
+        }
     }
 
     /// The parsed binary at `path`, loading it on first use; `pid` lets us

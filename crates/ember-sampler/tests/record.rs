@@ -704,3 +704,135 @@ fn wall_time_adds_on_and_off_cpu_time() {
             .all(|s| s.value[3] == s.value[1] + s.value[2])
     );
 }
+
+/// Compiles `tests/programs/<name>.rs` with rustc (optimised, full debuginfo).
+fn compile_rust(test: &str, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(test);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(name);
+    let status = Command::new("rustc")
+        .args([
+            "--edition",
+            "2021",
+            "-C",
+            "opt-level=2",
+            "-C",
+            "debuginfo=2",
+        ])
+        .arg("-o")
+        .arg(&out)
+        .arg(programs_dir().join(format!("{name}.rs")))
+        .status()
+        .expect("rustc must be installed");
+    assert!(status.success(), "rustc failed for {name}");
+    out
+}
+
+/// The function names, file names and lines of every location in `profile`.
+fn location_lines(profile: &Profile) -> Vec<Vec<(String, String, i64)>> {
+    let funcs: HashMap<u64, (&str, &str)> = profile
+        .function
+        .iter()
+        .map(|f| (f.id, (string(profile, f.name), string(profile, f.filename))))
+        .collect();
+    profile
+        .location
+        .iter()
+        .map(|l| {
+            l.line
+                .iter()
+                .map(|line| {
+                    let (name, file) = funcs.get(&line.function_id).copied().unwrap_or(("", ""));
+                    (name.to_string(), file.to_string(), line.line)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn inline_shows_inlined_rust_functions_as_frames_with_lines() {
+    let bin = compile_rust("inline", "inlined");
+    let mut opts = Options::new(Target::Command(vec![bin.clone().into(), "1500".into()]));
+    opts.call_graph = CallGraph::Dwarf;
+    opts.frequency = 999;
+    let rec = ember_sampler::record(&opts, |_| {}).expect("recording");
+    assert!(rec.samples >= 100, "too few samples: {}", rec.samples);
+    let hot = "inlined::mix_inlined_hot";
+    let caller = "inlined::outer_caller";
+
+    // Without --inline: the hot loop is attributed to its caller only.
+    let (plain, _) = build_profile(&rec, &mut Symbolizer::new());
+    ember_pprof::validate(&plain).expect("valid profile");
+    let plain_samples = decode(&plain);
+    assert!(
+        plain_samples
+            .iter()
+            .all(|d| d.names.iter().all(|n| n != hot))
+    );
+    let in_caller: i64 = plain_samples
+        .iter()
+        .filter(|d| d.names.first().is_some_and(|n| n == caller))
+        .map(|d| d.count)
+        .sum();
+    assert!(
+        in_caller * 2 > rec.samples as i64,
+        "{in_caller} of {}",
+        rec.samples
+    );
+
+    // With --inline: the inlined function is its own frame, leaf-most, with
+    // its caller right above it, and the pair sits in one Location.
+    let mut sym = Symbolizer::with_inline(true);
+    let (inl, _) = build_profile(&rec, &mut sym);
+    ember_pprof::validate(&inl).expect("valid profile");
+    let samples = decode(&inl);
+    let with_pair: i64 = samples
+        .iter()
+        .filter(|d| d.names.windows(2).any(|w| w[0] == hot && w[1] == caller))
+        .map(|d| d.count)
+        .sum();
+    assert!(
+        with_pair * 2 > rec.samples as i64,
+        "{with_pair} of {} samples show {hot} under {caller}",
+        rec.samples
+    );
+    let locs = location_lines(&inl);
+    let pair = locs
+        .iter()
+        .find(|l| l.len() >= 2 && l[0].0 == hot && l[l.len() - 1].0 == caller)
+        .expect("a location with the inlined function first and its caller last");
+    // Lines point into the source: the hot loop body and the call site.
+    let source = std::fs::read_to_string(programs_dir().join("inlined.rs")).unwrap();
+    let src_lines: Vec<&str> = source.lines().collect();
+    let (_, file, line) = &pair[0];
+    assert!(file.ends_with("inlined.rs"), "{file}");
+    let text = src_lines[(*line as usize).saturating_sub(1)];
+    assert!(
+        (8..=13).contains(line),
+        "inlined frame at line {line}: {text}"
+    );
+    let (_, file, line) = &pair[pair.len() - 1];
+    assert!(file.ends_with("inlined.rs"), "{file}");
+    assert!(
+        src_lines[(*line as usize).saturating_sub(1)].contains("mix_inlined_hot("),
+        "caller frame at line {line}"
+    );
+    // Folded output puts the caller before the callee.
+    let folded = ember_pprof::folded_stacks(&inl, 0);
+    assert!(
+        folded
+            .iter()
+            .any(|(s, _)| s.ends_with(&format!("{caller};{hot}"))),
+        "{:?}",
+        folded.iter().take(5).collect::<Vec<_>>()
+    );
+    // perf script text shows the inlined frame too (innermost first).
+    let mut text = Vec::new();
+    ember_sampler::write_perf_script(&rec, &mut sym, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains(&format!(" {hot} (")),
+        "no inlined frame in perf script text"
+    );
+}

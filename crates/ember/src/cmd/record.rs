@@ -93,6 +93,11 @@ pub struct Args {
     #[arg(long)]
     wall: bool,
 
+    /// Show inlined functions as frames of their own and record file:line, read from the
+    /// binaries' DWARF (or their split debug files); slower to symbolize.
+    #[arg(long)]
+    inline: bool,
+
     /// Do not print the progress line.
     #[arg(short, long)]
     quiet: bool,
@@ -169,7 +174,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("ember record: warning: {w}");
     }
 
-    let mut symbolizer = ember_sampler::Symbolizer::new();
+    let mut symbolizer = ember_sampler::Symbolizer::with_inline(args.inline);
     let (profile, summary) = ember_sampler::build_profile(&recording, &mut symbolizer);
     write_output(&args.output, format, &recording, &profile, &mut symbolizer)?;
     for w in &symbolizer.warnings {
