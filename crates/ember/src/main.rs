@@ -32,6 +32,8 @@ enum Command {
     Convert(cmd::convert::Args),
     /// Sample a command, processes or the whole host with perf_event and write a profile.
     Record(cmd::record::Args),
+    /// Run the profile server: ingest (Pyroscope-compatible), storage and queries.
+    Server(cmd::server::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::Top(args) => cmd::top::run(args),
         Command::Convert(args) => cmd::convert::run(args),
         Command::Record(args) => cmd::record::run(args),
+        Command::Server(args) => cmd::server::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

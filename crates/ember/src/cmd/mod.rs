@@ -5,4 +5,5 @@ pub mod convert;
 pub mod diff;
 pub mod flamegraph;
 pub mod record;
+pub mod server;
 pub mod top;

@@ -1,0 +1,279 @@
+//! Call trees built from merged stacks, `maxNodes` truncation, and Pyroscope's flamebearer
+//! encoding.
+//!
+//! Truncation keeps the `max_nodes` heaviest nodes by total (plus the ancestors that make
+//! them reachable), so a hot frame stays visible however deep it is; only the children that
+//! did not make the cut are summed into one `other` node under their parent.
+
+use std::collections::HashMap;
+
+/// One call-tree node.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Index into [`Tree::names`].
+    pub name: u32,
+    /// Parent node (the root is its own parent).
+    pub parent: u32,
+    /// Value of this node and everything below it.
+    pub total: i64,
+    /// Value of samples ending here.
+    pub self_value: i64,
+    /// Children, sorted by name.
+    pub children: Vec<u32>,
+}
+
+/// A call tree; node 0 is the root named `total`.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    /// Distinct frame names.
+    pub names: Vec<String>,
+    /// Nodes; index 0 is the root.
+    pub nodes: Vec<Node>,
+}
+
+impl Tree {
+    /// Builds the tree of `(frames root→leaf, value)` stacks.
+    pub fn from_stacks(stacks: &[(Vec<String>, i64)]) -> Tree {
+        let mut names = vec!["total".to_string()];
+        let mut name_ids: HashMap<String, u32> = HashMap::new();
+        name_ids.insert("total".into(), 0);
+        let mut nodes = vec![Node {
+            name: 0,
+            parent: 0,
+            total: 0,
+            self_value: 0,
+            children: Vec::new(),
+        }];
+        let mut child_ids: HashMap<(u32, u32), u32> = HashMap::new();
+        for (frames, value) in stacks {
+            let mut node = 0u32;
+            nodes[0].total = nodes[0].total.saturating_add(*value);
+            for f in frames {
+                let name = match name_ids.get(f.as_str()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = names.len() as u32;
+                        names.push(f.clone());
+                        name_ids.insert(f.clone(), id);
+                        id
+                    }
+                };
+                node = match child_ids.get(&(node, name)) {
+                    Some(&c) => c,
+                    None => {
+                        let c = nodes.len() as u32;
+                        nodes.push(Node {
+                            name,
+                            parent: node,
+                            total: 0,
+                            self_value: 0,
+                            children: Vec::new(),
+                        });
+                        nodes[node as usize].children.push(c);
+                        child_ids.insert((node, name), c);
+                        c
+                    }
+                };
+                let n = &mut nodes[node as usize];
+                n.total = n.total.saturating_add(*value);
+            }
+            let n = &mut nodes[node as usize];
+            n.self_value = n.self_value.saturating_add(*value);
+        }
+        let mut tree = Tree { names, nodes };
+        tree.sort_children();
+        tree
+    }
+
+    fn sort_children(&mut self) {
+        let names = &self.names;
+        let keys: Vec<u32> = self.nodes.iter().map(|n| n.name).collect();
+        for n in &mut self.nodes {
+            n.children.sort_by(|a, b| {
+                names[keys[*a as usize] as usize].cmp(&names[keys[*b as usize] as usize])
+            });
+        }
+    }
+
+    /// A copy keeping at most about `max_nodes` nodes (0 = no limit): the heaviest by total
+    /// and their ancestors; dropped children of a kept node become one `other` child.
+    pub fn truncate(&self, max_nodes: usize) -> Tree {
+        if max_nodes == 0 || self.nodes.len() <= max_nodes + 1 {
+            return self.clone();
+        }
+        let mut depth = vec![0u32; self.nodes.len()];
+        for i in 1..self.nodes.len() {
+            // Parents are created before their children, so their depth is known.
+            depth[i] = depth[self.nodes[i].parent as usize] + 1;
+        }
+        let mut order: Vec<u32> = (1..self.nodes.len() as u32).collect();
+        order.sort_by(|a, b| {
+            let (na, nb) = (&self.nodes[*a as usize], &self.nodes[*b as usize]);
+            nb.total
+                .abs()
+                .cmp(&na.total.abs())
+                .then(depth[*a as usize].cmp(&depth[*b as usize]))
+                .then(a.cmp(b))
+        });
+        let mut keep = vec![false; self.nodes.len()];
+        keep[0] = true;
+        let mut kept = 0usize;
+        for id in order {
+            if kept >= max_nodes {
+                break;
+            }
+            let mut n = id;
+            while !keep[n as usize] {
+                keep[n as usize] = true;
+                kept += 1;
+                n = self.nodes[n as usize].parent;
+            }
+        }
+        let mut names = self.names.clone();
+        let other = names.len() as u32;
+        names.push("other".into());
+        let mut out = Tree {
+            names,
+            nodes: Vec::new(),
+        };
+        let mut stack = vec![(0u32, 0u32)];
+        out.nodes.push(Node {
+            children: Vec::new(),
+            ..self.nodes[0].clone()
+        });
+        while let Some((src, dst)) = stack.pop() {
+            let mut dropped = 0i64;
+            for &c in &self.nodes[src as usize].children {
+                let cn = &self.nodes[c as usize];
+                if keep[c as usize] {
+                    let id = out.nodes.len() as u32;
+                    out.nodes.push(Node {
+                        name: cn.name,
+                        parent: dst,
+                        total: cn.total,
+                        self_value: cn.self_value,
+                        children: Vec::new(),
+                    });
+                    out.nodes[dst as usize].children.push(id);
+                    stack.push((c, id));
+                } else {
+                    dropped = dropped.saturating_add(cn.total);
+                }
+            }
+            if dropped != 0 {
+                let id = out.nodes.len() as u32;
+                out.nodes.push(Node {
+                    name: other,
+                    parent: dst,
+                    total: dropped,
+                    self_value: dropped,
+                    children: Vec::new(),
+                });
+                out.nodes[dst as usize].children.push(id);
+            }
+        }
+        out.sort_children();
+        out
+    }
+
+    /// Flamebearer levels: per depth, `[x offset from the previous node's end, total, self,
+    /// name index]` quadruples, plus `maxSelf`.
+    pub fn levels(&self) -> (Vec<Vec<i64>>, i64) {
+        let mut levels: Vec<Vec<i64>> = Vec::new();
+        let mut ends: Vec<i64> = Vec::new();
+        let mut max_self = 0i64;
+        // (node, depth, x)
+        let mut stack = vec![(0u32, 0usize, 0i64)];
+        while let Some((id, d, x)) = stack.pop() {
+            let n = &self.nodes[id as usize];
+            if levels.len() <= d {
+                levels.push(Vec::new());
+                ends.push(0);
+            }
+            levels[d].extend_from_slice(&[x - ends[d], n.total, n.self_value, i64::from(n.name)]);
+            ends[d] = x + n.total;
+            max_self = max_self.max(n.self_value);
+            let mut cx = x;
+            let mut kids = Vec::with_capacity(n.children.len());
+            for &c in &n.children {
+                kids.push((c, d + 1, cx));
+                cx += self.nodes[c as usize].total;
+            }
+            // Reverse so the first child is popped first and x grows left to right in each level.
+            stack.extend(kids.into_iter().rev());
+        }
+        (levels, max_self)
+    }
+}
+
+/// Pyroscope's metadata `units` and `sampleRate` for a sample type/unit.
+pub fn units(sample_type: &str, unit: &str) -> (&'static str, i64) {
+    match unit {
+        "nanoseconds" => ("samples", 1_000_000_000),
+        "microseconds" => ("samples", 1_000_000),
+        "bytes" => ("bytes", 100),
+        _ if sample_type.contains("goroutine") => ("goroutines", 100),
+        _ if sample_type.contains("alloc") || sample_type.contains("inuse") => ("objects", 100),
+        _ => ("samples", 100),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(frames: &str, v: i64) -> (Vec<String>, i64) {
+        (frames.split(';').map(str::to_string).collect(), v)
+    }
+
+    #[test]
+    fn levels_encode_relative_offsets() {
+        let t = Tree::from_stacks(&[s("a;b", 3), s("a;c", 2), s("d", 5)]);
+        let (levels, max_self) = t.levels();
+        assert_eq!(levels[0], vec![0, 10, 0, 0]);
+        // a at 0 (total 5), d right after it.
+        let names: Vec<&str> = levels[1]
+            .chunks(4)
+            .map(|q| t.names[q[3] as usize].as_str())
+            .collect();
+        assert_eq!(names, ["a", "d"]);
+        assert_eq!(&levels[1][..4], &[0, 5, 0, 1]);
+        assert_eq!(levels[1][4], 0);
+        assert_eq!(max_self, 5);
+        // b at 0, c right after b (offset 0 from b's end).
+        assert_eq!(
+            levels[2].chunks(4).map(|q| q[1]).collect::<Vec<_>>(),
+            vec![3, 2]
+        );
+    }
+
+    #[test]
+    fn truncation_keeps_deep_hot_path() {
+        // One deep hot path and many light siblings at the top.
+        let mut stacks = vec![s("main;run;work;hot_leaf", 1000)];
+        for i in 0..50 {
+            stacks.push(s(&format!("light{i:02}"), 1));
+        }
+        let t = Tree::from_stacks(&stacks).truncate(6);
+        let names: Vec<&str> = t
+            .nodes
+            .iter()
+            .map(|n| t.names[n.name as usize].as_str())
+            .collect();
+        assert!(names.contains(&"hot_leaf"), "{names:?}");
+        let other = t
+            .nodes
+            .iter()
+            .find(|n| t.names[n.name as usize] == "other")
+            .unwrap();
+        let light_kept = names.iter().filter(|n| n.starts_with("light")).count() as i64;
+        assert_eq!(other.total, 50 - light_kept);
+        assert_eq!(t.nodes[0].total, 1050);
+        let child_sum: i64 = t.nodes[0]
+            .children
+            .iter()
+            .map(|c| t.nodes[*c as usize].total)
+            .sum();
+        assert_eq!(child_sum, 1050);
+    }
+}

@@ -1,0 +1,419 @@
+//! Ember's profile server: Pyroscope-compatible ingest, durable storage and queries over HTTP.
+//!
+//! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics.
+//! Storage lives in `ember-store`; rendering reuses `ember-flamegraph` and `ember-report`.
+//!
+//! # Routes
+//!
+//! Every route reads the tenant from `X-Scope-OrgID` (default `anonymous`); tenants never see
+//! each other's data. Errors are JSON `{"code": "...", "message": "..."}` (the Connect error
+//! shape) with a 4xx/5xx status.
+//!
+//! | Route | What |
+//! |---|---|
+//! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed |
+//! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums |
+//! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType`, `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
+//! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip` |
+//! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline |
+//! | `GET /api/v1/query?query=&type=&from=&until=&format=` | merged profile as `pprof` (gzip'd), `folded`, `svg`, `top` or `flamebearer` (default) |
+//! | `GET /api/v1/timeseries?query=&type=&from=&until=&step=&groupBy=a,b` | totals per `step` seconds, grouped by labels |
+//! | `GET /api/v1/labels?query=&from=&until=` | label names |
+//! | `GET /api/v1/label/{name}/values?query=&from=&until=` | values of one label |
+//! | `GET /api/v1/profile_types` | profile type ids |
+//! | `GET /api/v1/series?query=&from=&until=` | label sets of matching series |
+//!
+//! `query` is a selector `{service_name="api", region=~"eu-.*", pod!="x", x!~"y"}`, optionally
+//! prefixed by a profile type id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}`) or a legacy
+//! Pyroscope name (`app.cpu{...}` = `service_name="app"` and sample type `cpu`). `type` may also
+//! give the profile type. `from`/`until` are unix timestamps (s, ms, µs or ns) or `now`,
+//! `now-1h`, `now-30m`, `now-7d`; defaults `now-1h` and `now`.
+
+pub mod flamebearer;
+mod ingest;
+pub mod proto;
+mod query;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use ember_store::{Store, StoreOptions};
+
+/// Request and data limits; every one has a default.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest request body as received (413 beyond).
+    pub max_body_bytes: usize,
+    /// Largest profile after decompression (gzip bombs are cut off here; 400/413).
+    pub max_decompressed_bytes: u64,
+    /// Most samples one profile may carry.
+    pub max_samples_per_profile: usize,
+    /// Most labels one series may carry.
+    pub max_labels_per_series: usize,
+    /// Longest label name.
+    pub max_label_name_length: usize,
+    /// Longest label value.
+    pub max_label_value_length: usize,
+    /// Most series one tenant may hold (429 beyond).
+    pub max_series_per_tenant: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 16 << 20,
+            max_decompressed_bytes: 64 << 20,
+            max_samples_per_profile: 1_000_000,
+            max_labels_per_series: 30,
+            max_label_name_length: 1024,
+            max_label_value_length: 2048,
+            max_series_per_tenant: 100_000,
+        }
+    }
+}
+
+/// Server configuration (the `--config` JSON file holds everything but the two flags).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Directory of the write-ahead log and data.
+    pub data_dir: PathBuf,
+    /// Limits.
+    pub limits: Limits,
+}
+
+/// Errors of the server's own setup (binding, opening storage).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Opening the storage failed.
+    #[error("opening storage: {0}")]
+    Store(#[from] ember_store::StoreError),
+    /// A socket operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// Counters exported at `/metrics`.
+#[derive(Default)]
+pub struct Metrics {
+    ingested_profiles: AtomicU64,
+    ingested_bytes: AtomicU64,
+    ingest_requests: AtomicU64,
+    ingest_micros: AtomicU64,
+    queries: AtomicU64,
+    query_micros: AtomicU64,
+    rejected: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Metrics {
+    fn reject(&self, reason: &'static str) {
+        *self
+            .rejected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(reason)
+            .or_insert(0) += 1;
+    }
+}
+
+/// State shared by all handlers.
+pub struct AppState {
+    store: Store,
+    limits: Limits,
+    metrics: Metrics,
+    ready: AtomicBool,
+}
+
+/// An API error: HTTP status, Connect-style code and message, and the metrics reason.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    pub(crate) fn bad_request(reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "invalid_argument",
+            reason,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn too_large(reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "resource_exhausted",
+            reason,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            code: "internal",
+            reason: "internal",
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ember_store::StoreError> for ApiError {
+    fn from(e: ember_store::StoreError) -> Self {
+        use ember_store::StoreError as E;
+        match e {
+            E::SeriesLimit { .. } => ApiError {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                code: "resource_exhausted",
+                reason: "series_limit",
+                message: e.to_string(),
+            },
+            E::Selector(_) => ApiError::bad_request("bad_query", e.to_string()),
+            E::Profile(_) => ApiError::bad_request("bad_profile", e.to_string()),
+            E::Closed => ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code: "unavailable",
+                reason: "shutting_down",
+                message: e.to_string(),
+            },
+            E::Io { .. } => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "code": self.code, "message": self.message });
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+/// Tenant of a request: `X-Scope-OrgID`, or `anonymous`.
+pub(crate) fn tenant(headers: &HeaderMap) -> Result<String, ApiError> {
+    let Some(v) = headers.get("x-scope-orgid") else {
+        return Ok("anonymous".into());
+    };
+    let v = v
+        .to_str()
+        .map_err(|_| ApiError::bad_request("bad_tenant", "X-Scope-OrgID is not valid text"))?
+        .trim();
+    if v.is_empty() || v.len() > 150 || v.contains('/') || v.contains("..") {
+        return Err(ApiError::bad_request(
+            "bad_tenant",
+            "X-Scope-OrgID must be 1-150 characters without '/' or '..'",
+        ));
+    }
+    Ok(v.to_string())
+}
+
+/// A bound, ready server.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+}
+
+impl Server {
+    /// Opens the storage (replaying its log) and binds the listener. Must run inside a tokio runtime.
+    pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let limits = config.limits.clone();
+        let data_dir = config.data_dir.clone();
+        let store_options = StoreOptions {
+            max_series_per_tenant: limits.max_series_per_tenant,
+        };
+        let store = tokio::task::spawn_blocking(move || Store::open(&data_dir, store_options))
+            .await
+            .map_err(|e| ServerError::Io {
+                context: "opening storage".into(),
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServerError::Io {
+                context: format!("listening on {}", config.listen),
+                source,
+            })?;
+        let state = Arc::new(AppState {
+            store,
+            limits,
+            metrics: Metrics::default(),
+            ready: AtomicBool::new(true),
+        });
+        Ok(Server { listener, state })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// `(WAL segments, records replayed, records that failed to apply)` at startup.
+    pub fn replayed(&self) -> (usize, usize, usize) {
+        let (r, errors) = self.state.store.replay_stats();
+        (r.segments, r.records, errors)
+    }
+
+    /// Serves until `shutdown` completes, then finishes in-flight requests and flushes the log.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let state = self.state.clone();
+        let app = router(self.state);
+        let result = axum::serve(self.listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await;
+        state.ready.store(false, Ordering::SeqCst);
+        let s = state.clone();
+        let _ = tokio::task::spawn_blocking(move || s.store.close()).await;
+        result.map_err(|source| ServerError::Io {
+            context: "serving".into(),
+            source,
+        })
+    }
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/ready", get(ready))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/ingest", post(ingest::legacy))
+        .route("/pyroscope/ingest", post(ingest::legacy))
+        .route("/push.v1.PusherService/Push", post(ingest::push))
+        .route("/pyroscope/render", get(query::render))
+        .route("/api/v1/query", get(query::query))
+        .route("/api/v1/timeseries", get(query::timeseries))
+        .route("/api/v1/labels", get(query::labels))
+        .route("/api/v1/label/{name}/values", get(query::label_values))
+        .route("/api/v1/profile_types", get(query::profile_types))
+        .route("/api/v1/series", get(query::series))
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+async fn ready(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -> Response {
+    if s.ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -> Response {
+    use std::fmt::Write;
+    let m = &s.metrics;
+    let mut out = String::new();
+    let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+        );
+    };
+    counter(
+        &mut out,
+        "ember_ingested_profiles_total",
+        "Profiles accepted and durably stored.",
+        m.ingested_profiles.load(Ordering::Relaxed),
+    );
+    counter(
+        &mut out,
+        "ember_ingested_bytes_total",
+        "Request body bytes of accepted profiles.",
+        m.ingested_bytes.load(Ordering::Relaxed),
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ember_rejected_total Rejected ingest requests by reason.\n# TYPE ember_rejected_total counter"
+    );
+    for (reason, n) in m.rejected.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        let _ = writeln!(out, "ember_rejected_total{{reason=\"{reason}\"}} {n}");
+    }
+    counter(
+        &mut out,
+        "ember_ingest_requests_total",
+        "Accepted ingest requests.",
+        m.ingest_requests.load(Ordering::Relaxed),
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ember_ingest_seconds_total Time spent in accepted ingest requests (including the WAL fsync).\n# TYPE ember_ingest_seconds_total counter\nember_ingest_seconds_total {:.6}",
+        m.ingest_micros.load(Ordering::Relaxed) as f64 / 1e6
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ember_queries_total Queries answered.\n# TYPE ember_queries_total counter\nember_queries_total {}",
+        m.queries.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ember_query_seconds_total Time spent answering queries.\n# TYPE ember_query_seconds_total counter\nember_query_seconds_total {:.6}",
+        m.query_micros.load(Ordering::Relaxed) as f64 / 1e6
+    );
+    let w = s.store.wal_stats();
+    counter(
+        &mut out,
+        "ember_wal_records_total",
+        "Records written to the write-ahead log.",
+        w.records,
+    );
+    counter(
+        &mut out,
+        "ember_wal_bytes_total",
+        "Bytes written to the write-ahead log.",
+        w.bytes,
+    );
+    counter(
+        &mut out,
+        "ember_wal_fsyncs_total",
+        "fsync calls of the write-ahead log (one per group commit).",
+        w.fsyncs,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ember_wal_sync_seconds_total Time spent writing and fsyncing the log.\n# TYPE ember_wal_sync_seconds_total counter\nember_wal_sync_seconds_total {:.6}",
+        w.sync_micros as f64 / 1e6
+    );
+    let (series, profiles, strings, nodes) = s.store.head_stats();
+    let _ = writeln!(
+        out,
+        "# HELP ember_head_series Series in memory.\n# TYPE ember_head_series gauge\nember_head_series {series}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ember_head_profiles Profiles in memory.\n# TYPE ember_head_profiles gauge\nember_head_profiles {profiles}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ember_head_symbols De-duplicated frame names and call-tree nodes in memory.\n# TYPE ember_head_symbols gauge\nember_head_symbols{{kind=\"strings\"}} {strings}\nember_head_symbols{{kind=\"stack_nodes\"}} {nodes}"
+    );
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        out,
+    )
+        .into_response()
+}

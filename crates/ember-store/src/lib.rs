@@ -1,0 +1,624 @@
+//! Durable profile storage for Ember.
+//!
+//! Owns the storage engine behind `ember server`:
+//! - [`wal`]: every ingest is framed into the write-ahead log and fsync'd (group commit)
+//!   before it is acknowledged; on start the log is replayed into the head;
+//! - [`head`]: per-tenant in-memory series with a label index and de-duplicated symbols;
+//! - [`selector`]: Prometheus-style label selectors;
+//! - this module: [`Store`], which splits each ingested pprof profile into one series per
+//!   sample type (profile type id `name:type:unit:period_type:period_unit`) and answers
+//!   queries (merged stacks, time series of totals, label names/values, profile types, series).
+//!
+//! Tenants are separate heads: nothing one tenant stored is reachable from another's queries.
+
+pub mod head;
+pub mod selector;
+pub mod wal;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use ember_pprof::Profile;
+
+pub use head::{Labels, Series, StoredProfile, TenantHead};
+pub use selector::{MatchOp, Matcher, Selector, parse_selector};
+pub use wal::{Ack, ReplayStats, Wal, WalStats};
+
+/// Errors of the storage engine.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// A file operation failed.
+    #[error("{path}: {message}")]
+    Io {
+        /// File or directory involved.
+        path: String,
+        /// The OS error text.
+        message: String,
+    },
+    /// The store (its write-ahead log) was closed.
+    #[error("storage is shutting down")]
+    Closed,
+    /// A label selector could not be parsed.
+    #[error("bad selector: {0}")]
+    Selector(String),
+    /// A stored or submitted profile could not be decoded.
+    #[error("bad profile: {0}")]
+    Profile(String),
+    /// Accepting the profile would create more series than the tenant may have.
+    #[error("series limit reached: tenant {tenant:?} may have at most {limit} series")]
+    SeriesLimit {
+        /// The tenant.
+        tenant: String,
+        /// Its limit.
+        limit: usize,
+    },
+}
+
+impl StoreError {
+    fn io(path: &Path, e: std::io::Error) -> Self {
+        StoreError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Label name of the profile type id series label.
+pub const PROFILE_TYPE_LABEL: &str = "__profile_type__";
+/// Label name of the profile name (`process_cpu`, `memory`, ...).
+pub const NAME_LABEL: &str = "__name__";
+/// Label name of the service.
+pub const SERVICE_LABEL: &str = "service_name";
+/// Label name of the sample type (`cpu`, `alloc_space`).
+pub const TYPE_LABEL: &str = "__type__";
+
+/// One acknowledged ingest as written to the write-ahead log: tenant, series labels and the
+/// pprof profile (gzip'd or raw) exactly as it will be applied to the head.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IngestRecord {
+    /// Tenant id.
+    #[prost(string, tag = "1")]
+    pub tenant: String,
+    /// Series labels shared by every sample type of the profile (`__name__`, `service_name`, ...).
+    #[prost(message, repeated, tag = "2")]
+    pub labels: Vec<LabelPair>,
+    /// Profile timestamp override (unix ns); 0 = the profile's own `time_nanos`, else `received_nanos`.
+    #[prost(int64, tag = "3")]
+    pub time_nanos: i64,
+    /// The pprof profile, gzip'd or raw.
+    #[prost(bytes = "vec", tag = "4")]
+    pub profile: Vec<u8>,
+    /// When the server received it (unix ns).
+    #[prost(int64, tag = "5")]
+    pub received_nanos: i64,
+}
+
+/// A label of an [`IngestRecord`].
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LabelPair {
+    /// Name.
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// Value.
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+/// Storage settings.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Most series one tenant may hold; further new series are refused.
+    pub max_series_per_tenant: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_series_per_tenant: 100_000,
+        }
+    }
+}
+
+/// A query: which series, which profile type, which time range.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// Label matchers (its `name` is ignored; resolve it into matchers first).
+    pub selector: Selector,
+    /// Profile type id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds`) or bare sample type (`cpu`).
+    pub profile_type: Option<String>,
+    /// Inclusive start, unix nanoseconds.
+    pub start_nanos: i64,
+    /// Inclusive end, unix nanoseconds.
+    pub end_nanos: i64,
+}
+
+impl Query {
+    fn full_selector(&self) -> Selector {
+        let mut s = self.selector.clone();
+        if let Some(t) = &self.profile_type {
+            let name = if t.contains(':') {
+                PROFILE_TYPE_LABEL
+            } else {
+                TYPE_LABEL
+            };
+            s.matchers.push(Matcher::eq(name, t));
+        }
+        s
+    }
+}
+
+/// Merged stacks of a selection.
+#[derive(Debug, Clone, Default)]
+pub struct Merged {
+    /// `(frames root→leaf, value)`, one entry per distinct stack, zero sums dropped.
+    pub stacks: Vec<(Vec<String>, i64)>,
+    /// Sum of all values.
+    pub total: i64,
+    /// Profiles merged.
+    pub profiles: usize,
+    /// Series that contributed.
+    pub series: usize,
+    /// Profile type ids of the contributing series.
+    pub profile_types: BTreeSet<String>,
+}
+
+/// A time series of totals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeSeries {
+    /// The group-by label values (`(name, value)`).
+    pub labels: Labels,
+    /// `(bucket start unix ns, summed value)`, sorted, only non-empty buckets.
+    pub points: Vec<(i64, i64)>,
+}
+
+/// The storage engine: write-ahead log plus per-tenant heads.
+pub struct Store {
+    wal: Wal,
+    tenants: RwLock<HashMap<String, Arc<RwLock<TenantHead>>>>,
+    options: StoreOptions,
+    replay: ReplayStats,
+    replay_errors: usize,
+}
+
+/// The profile name used when the client sent none: derived from the first sample type.
+pub fn default_profile_name(sample_type: &str) -> &'static str {
+    match sample_type {
+        "cpu" | "samples" | "wall" => "process_cpu",
+        t if t.starts_with("alloc_")
+            || t.starts_with("inuse_")
+            || t == "space"
+            || t == "objects" =>
+        {
+            "memory"
+        }
+        "contentions" | "delay" => "mutex",
+        "goroutine" | "goroutines" => "goroutine",
+        _ => "process_cpu",
+    }
+}
+
+/// Sorts and de-duplicates labels (last value of a repeated name wins).
+pub fn normalize_labels(mut labels: Labels) -> Labels {
+    labels.reverse();
+    labels.sort_by(|a, b| a.0.cmp(&b.0));
+    labels.dedup_by(|a, b| a.0 == b.0);
+    labels
+}
+
+/// The series label sets (one per sample type) that `base` labels plus `profile` produce.
+pub fn series_labels(base: &[(String, String)], profile: &Profile) -> Vec<Labels> {
+    let s = |i: i64| ember_pprof::string(profile, i).to_string();
+    let mut base: Labels = base
+        .iter()
+        .filter(|(n, _)| n != "__delta__" && !n.is_empty())
+        .cloned()
+        .collect();
+    let first_type = profile
+        .sample_type
+        .first()
+        .map(|t| s(t.r#type))
+        .unwrap_or_default();
+    if !base.iter().any(|(n, v)| n == NAME_LABEL && !v.is_empty()) {
+        base.push((NAME_LABEL.into(), default_profile_name(&first_type).into()));
+    }
+    if !base
+        .iter()
+        .any(|(n, v)| n == SERVICE_LABEL && !v.is_empty())
+    {
+        base.push((SERVICE_LABEL.into(), "unknown_service".into()));
+    }
+    let base = normalize_labels(base);
+    let name = base
+        .iter()
+        .find(|(n, _)| n == NAME_LABEL)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let (pt, pu) = profile
+        .period_type
+        .map(|p| (s(p.r#type), s(p.unit)))
+        .unwrap_or_default();
+    profile
+        .sample_type
+        .iter()
+        .map(|st| {
+            let (t, u) = (s(st.r#type), s(st.unit));
+            let mut l = base.clone();
+            l.push((
+                PROFILE_TYPE_LABEL.into(),
+                format!("{name}:{t}:{u}:{pt}:{pu}"),
+            ));
+            l.push(("__period_type__".into(), pt.clone()));
+            l.push(("__period_unit__".into(), pu.clone()));
+            l.push((TYPE_LABEL.into(), t));
+            l.push(("__unit__".into(), u));
+            normalize_labels(l)
+        })
+        .collect()
+}
+
+fn record_labels(record: &IngestRecord) -> Labels {
+    record
+        .labels
+        .iter()
+        .map(|l| (l.name.clone(), l.value.clone()))
+        .collect()
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`, replaying its write-ahead log into memory.
+    pub fn open(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+        let tenants: RwLock<HashMap<String, Arc<RwLock<TenantHead>>>> = RwLock::default();
+        let mut replay_errors = 0usize;
+        let mut replayed: Vec<IngestRecord> = Vec::new();
+        let (wal, replay) =
+            Wal::open(
+                &dir.join("wal"),
+                |payload| match <IngestRecord as prost::Message>::decode(payload) {
+                    Ok(r) => replayed.push(r),
+                    Err(_) => replay_errors += 1,
+                },
+            )?;
+        let mut store = Store {
+            wal,
+            tenants,
+            options,
+            replay,
+            replay_errors: 0,
+        };
+        for record in replayed {
+            let ok = ember_pprof::decode(&record.profile)
+                .map_err(|e| StoreError::Profile(e.to_string()))
+                .map(|p| store.apply(&record, &p));
+            if ok.is_err() {
+                replay_errors += 1;
+            }
+        }
+        store.replay_errors = replay_errors;
+        Ok(store)
+    }
+
+    /// What the write-ahead log replay found when the store was opened, and how many
+    /// replayed records could not be applied.
+    pub fn replay_stats(&self) -> (ReplayStats, usize) {
+        (self.replay, self.replay_errors)
+    }
+
+    /// Write-ahead log counters.
+    pub fn wal_stats(&self) -> WalStats {
+        self.wal.stats()
+    }
+
+    fn tenant(&self, tenant: &str) -> Option<Arc<RwLock<TenantHead>>> {
+        self.tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tenant)
+            .cloned()
+    }
+
+    fn tenant_or_create(&self, tenant: &str) -> Arc<RwLock<TenantHead>> {
+        if let Some(t) = self.tenant(tenant) {
+            return t;
+        }
+        self.tenants
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(tenant.to_string())
+            .or_insert_with(|| Arc::new(RwLock::new(TenantHead::new())))
+            .clone()
+    }
+
+    /// Refuses the ingest if it would push the tenant past its series limit.
+    pub fn check_limits(&self, tenant: &str, series: &[Labels]) -> Result<(), StoreError> {
+        let Some(t) = self.tenant(tenant) else {
+            return if series.len() > self.options.max_series_per_tenant {
+                Err(StoreError::SeriesLimit {
+                    tenant: tenant.into(),
+                    limit: self.options.max_series_per_tenant,
+                })
+            } else {
+                Ok(())
+            };
+        };
+        let head = t.read().unwrap_or_else(|e| e.into_inner());
+        let new = series.iter().filter(|l| !head.has_series(l)).count();
+        if new > 0 && head.series_count() + new > self.options.max_series_per_tenant {
+            return Err(StoreError::SeriesLimit {
+                tenant: tenant.into(),
+                limit: self.options.max_series_per_tenant,
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends the record to the write-ahead log; `ack` runs once it is durable. Call
+    /// [`Store::apply`] after a successful ack to make it queryable.
+    pub fn append(&self, record: &IngestRecord, ack: Ack) {
+        self.wal.append(prost::Message::encode_to_vec(record), ack);
+    }
+
+    /// [`Store::append`] then [`Store::apply`], blocking until durable.
+    pub fn ingest_blocking(
+        &self,
+        record: &IngestRecord,
+        profile: &Profile,
+    ) -> Result<usize, StoreError> {
+        self.wal
+            .append_blocking(prost::Message::encode_to_vec(record))?;
+        Ok(self.apply(record, profile))
+    }
+
+    /// Adds the decoded `profile` of `record` to the head: one series per sample type.
+    /// Returns the number of series written to.
+    pub fn apply(&self, record: &IngestRecord, profile: &Profile) -> usize {
+        let label_sets = series_labels(&record_labels(record), profile);
+        let time = if record.time_nanos != 0 {
+            record.time_nanos
+        } else if profile.time_nanos != 0 {
+            profile.time_nanos
+        } else {
+            record.received_nanos
+        };
+        let t = self.tenant_or_create(&record.tenant);
+        let mut head = t.write().unwrap_or_else(|e| e.into_inner());
+        let per_type = stacks_of(&mut head, profile);
+        let n = label_sets.len();
+        for (labels, values) in label_sets.into_iter().zip(per_type) {
+            let mut entries: Vec<(u32, i64)> =
+                values.into_iter().filter(|(_, v)| *v != 0).collect();
+            entries.sort_unstable();
+            head.insert(
+                labels,
+                StoredProfile {
+                    time_nanos: time,
+                    nodes: entries.iter().map(|e| e.0).collect(),
+                    values: entries.iter().map(|e| e.1).collect(),
+                },
+            );
+        }
+        n
+    }
+
+    /// Writes out everything queued in the log and stops accepting appends.
+    pub fn close(&self) {
+        self.wal.close();
+    }
+
+    /// Tenants that hold data.
+    pub fn tenants(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// `(series, profiles, interned strings, call-tree nodes)` over all tenants.
+    pub fn head_stats(&self) -> (usize, u64, usize, usize) {
+        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        let mut out = (0, 0, 0, 0);
+        for t in tenants.values() {
+            let h = t.read().unwrap_or_else(|e| e.into_inner());
+            let (s, n) = h.symbol_counts();
+            out.0 += h.series_count();
+            out.1 += h.profiles;
+            out.2 += s;
+            out.3 += n;
+        }
+        out
+    }
+
+    /// Merges every matching profile in the time range into one set of stacks.
+    pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
+        let Some(t) = self.tenant(tenant) else {
+            return Merged::default();
+        };
+        let head = t.read().unwrap_or_else(|e| e.into_inner());
+        let selector = query.full_selector();
+        let mut sums: HashMap<u32, i64> = HashMap::new();
+        let mut out = Merged::default();
+        for series in head.select(&selector) {
+            let mut used = false;
+            for p in in_range(series, query) {
+                used = true;
+                out.profiles += 1;
+                for (n, v) in p.nodes.iter().zip(&p.values) {
+                    let e = sums.entry(*n).or_insert(0);
+                    *e = e.saturating_add(*v);
+                }
+            }
+            if used {
+                out.series += 1;
+                if let Some((_, v)) = series.labels.iter().find(|(n, _)| n == PROFILE_TYPE_LABEL) {
+                    out.profile_types.insert(v.clone());
+                }
+            }
+        }
+        let mut stacks: Vec<(Vec<String>, i64)> = sums
+            .into_iter()
+            .filter(|(_, v)| *v != 0)
+            .map(|(n, v)| {
+                out.total = out.total.saturating_add(v);
+                (head.path(n).into_iter().map(str::to_string).collect(), v)
+            })
+            .collect();
+        stacks.sort();
+        out.stacks = stacks;
+        out
+    }
+
+    /// Totals of matching profiles summed into `step_nanos` buckets (aligned to
+    /// `query.start_nanos`), one series per distinct combination of the `group_by` labels.
+    pub fn series_totals(
+        &self,
+        tenant: &str,
+        query: &Query,
+        step_nanos: i64,
+        group_by: &[String],
+    ) -> Vec<TimeSeries> {
+        let Some(t) = self.tenant(tenant) else {
+            return Vec::new();
+        };
+        let step = step_nanos.max(1);
+        let head = t.read().unwrap_or_else(|e| e.into_inner());
+        let mut groups: BTreeMap<Labels, BTreeMap<i64, i64>> = BTreeMap::new();
+        for series in head.select(&query.full_selector()) {
+            let key: Labels = group_by
+                .iter()
+                .map(|g| {
+                    let v = series
+                        .labels
+                        .iter()
+                        .find(|(n, _)| n == g)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default();
+                    (g.clone(), v)
+                })
+                .collect();
+            let points = groups.entry(key).or_default();
+            for p in in_range(series, query) {
+                let offset = p.time_nanos.saturating_sub(query.start_nanos);
+                let bucket = query
+                    .start_nanos
+                    .saturating_add(offset.div_euclid(step) * step);
+                let e = points.entry(bucket).or_insert(0);
+                *e = e.saturating_add(p.total());
+            }
+        }
+        groups
+            .into_iter()
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(labels, points)| TimeSeries {
+                labels,
+                points: points.into_iter().collect(),
+            })
+            .collect()
+    }
+
+    /// Label sets of the series matching the query that have a profile in its time range
+    /// (every series when `query` is `None`).
+    pub fn series(&self, tenant: &str, query: Option<&Query>) -> Vec<Labels> {
+        let Some(t) = self.tenant(tenant) else {
+            return Vec::new();
+        };
+        let head = t.read().unwrap_or_else(|e| e.into_inner());
+        let selector = query.map(Query::full_selector).unwrap_or_default();
+        let mut out: Vec<Labels> = head
+            .select(&selector)
+            .into_iter()
+            .filter(|s| query.is_none_or(|q| in_range(s, q).next().is_some()))
+            .map(|s| s.labels.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Distinct label names of the matching series, sorted.
+    pub fn label_names(&self, tenant: &str, query: Option<&Query>) -> Vec<String> {
+        let set: BTreeSet<String> = self
+            .series(tenant, query)
+            .into_iter()
+            .flat_map(|l| l.into_iter().map(|(n, _)| n))
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// Distinct values of label `name` among the matching series, sorted.
+    pub fn label_values(&self, tenant: &str, name: &str, query: Option<&Query>) -> Vec<String> {
+        let set: BTreeSet<String> = self
+            .series(tenant, query)
+            .into_iter()
+            .flat_map(|l| l.into_iter().filter(|(n, _)| n == name).map(|(_, v)| v))
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// Distinct profile type ids of the tenant, sorted.
+    pub fn profile_types(&self, tenant: &str) -> Vec<String> {
+        self.label_values(tenant, PROFILE_TYPE_LABEL, None)
+    }
+}
+
+fn in_range<'a>(series: &'a Series, q: &Query) -> impl Iterator<Item = &'a StoredProfile> {
+    let lo = series
+        .profiles
+        .partition_point(|p| p.time_nanos < q.start_nanos);
+    let hi = series
+        .profiles
+        .partition_point(|p| p.time_nanos <= q.end_nanos);
+    series.profiles[lo..hi.max(lo)].iter()
+}
+
+/// Interns every sample's stack into the head's call tree and sums values per leaf node,
+/// one map per sample type.
+fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<HashMap<u32, i64>> {
+    let functions: HashMap<u64, u32> = profile
+        .function
+        .iter()
+        .map(|f| (f.id, head.intern(ember_pprof::string(profile, f.name))))
+        .collect();
+    // Frames of each location, outermost (caller) first: pprof lists inlined lines innermost first.
+    let mut locations: HashMap<u64, Vec<u32>> = HashMap::with_capacity(profile.location.len());
+    for loc in &profile.location {
+        let frames: Vec<u32> = if loc.line.is_empty() {
+            vec![head.intern(&format!("0x{:x}", loc.address))]
+        } else {
+            loc.line
+                .iter()
+                .rev()
+                .map(|l| match functions.get(&l.function_id) {
+                    Some(&f) => f,
+                    None => head.intern(&format!("0x{:x}", loc.address)),
+                })
+                .collect()
+        };
+        locations.insert(loc.id, frames);
+    }
+    let mut out = vec![HashMap::new(); profile.sample_type.len()];
+    for sample in &profile.sample {
+        if sample.value.iter().all(|v| *v == 0) {
+            continue;
+        }
+        let mut node = 0u32;
+        for id in sample.location_id.iter().rev() {
+            if let Some(frames) = locations.get(id) {
+                for &f in frames {
+                    node = head.child(node, f);
+                }
+            }
+        }
+        for (i, v) in sample.value.iter().enumerate() {
+            if let Some(m) = out.get_mut(i) {
+                let e: &mut i64 = m.entry(node).or_insert(0);
+                *e = e.saturating_add(*v);
+            }
+        }
+    }
+    out
+}
