@@ -63,6 +63,11 @@ def fmt_s(r):
     return f"{r['median']:.3f} (±{r['stddev']:.3f})" if r.get("stddev") is not None else f"{r['median']:.3f}"
 
 
+def cpu_s(r):
+    """Mean CPU time (user + system) per run: less sensitive than wall time to other load."""
+    return r["user"] + r["system"]
+
+
 def mb(kb):
     return f"{kb / 1024:.0f}" if kb else "?"
 
@@ -88,13 +93,20 @@ def main():
     p(f"- Ember commit measured: `{commit}` (built from `git archive` of that commit, release profile)")
     p(f"- Ember binary: `{ember}` ({sh(ember, '--version')})")
     p(f"- inferno: {', '.join(sorted({l.rstrip(':') for l in inferno})) or 'unknown'}")
-    p(f"- hyperfine: {sh('hyperfine', '--version')}; timings are the median of the runs (± standard deviation), seconds")
+    p(f"- hyperfine: {sh('hyperfine', '--version')}; wall times are the median of the runs (± standard deviation), "
+      "seconds; CPU = mean user + system seconds per run")
+    load_path = os.path.join(raw, "load.log")
+    if os.path.exists(load_path):
+        loads = [float(l.split()[1]) for l in open(load_path) if l.strip()]
+        if loads:
+            p(f"- 1-minute load average seen before each case: {min(loads):.1f} to {max(loads):.1f} "
+              f"(on {os.cpu_count()} CPUs; other builds were running)")
     p()
 
     p("## perf script → folded (`ember collapse` vs `inferno-collapse-perf`)")
     p()
-    p("| input | size | threads | Ember s | inferno s | Ember MB/s | inferno MB/s | speed-up | Ember peak RSS MiB | inferno peak RSS MiB | same output |")
-    p("|---|---|---|---|---|---|---|---|---|---|---|")
+    p("| input | size | threads | Ember s | inferno s | Ember MB/s | inferno MB/s | speed-up (wall) | Ember CPU s | inferno CPU s | CPU ratio | Ember peak RSS MiB | inferno peak RSS MiB | same output |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for inp in ("medium", "big"):
         path = os.path.join(data, f"{inp}.perf.txt")
         if not os.path.exists(path):
@@ -107,14 +119,14 @@ def main():
                 continue
             e, i = h["ember"], h["inferno"]
             p(f"| {inp}.perf.txt | {size:.0f} MB | {label} | {fmt_s(e)} | {fmt_s(i)} | {size / e['median']:.0f} | "
-              f"{size / i['median']:.0f} | **{i['median'] / e['median']:.2f}×** | {mb(rss.get(name + '.ember'))} | "
+              f"{size / i['median']:.0f} | **{i['median'] / e['median']:.2f}×** | {cpu_s(e):.3f} | {cpu_s(i):.3f} | {cpu_s(i) / cpu_s(e):.2f}× | {mb(rss.get(name + '.ember'))} | "
               f"{mb(rss.get(name + '.inferno'))} | {equal.get(name, '?')} |")
     p()
 
     p("## folded → SVG (`ember flamegraph` vs `inferno-flamegraph`, default options)")
     p()
-    p("| input | size | distinct stacks | Ember s | inferno s | speed-up | Ember peak RSS MiB | inferno peak RSS MiB |")
-    p("|---|---|---|---|---|---|---|---|")
+    p("| input | size | distinct stacks | Ember s | inferno s | speed-up (wall) | Ember CPU s | inferno CPU s | CPU ratio | Ember peak RSS MiB | inferno peak RSS MiB |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|")
     for inp in ("synthetic-100k", "big"):
         path = os.path.join(data, f"{inp}.folded")
         name = f"flamegraph-{inp}"
@@ -124,7 +136,8 @@ def main():
         stacks = sum(1 for _ in open(path, "rb"))
         e, i = h["ember"], h["inferno"]
         p(f"| {inp}.folded | {os.path.getsize(path) / 1e6:.0f} MB | {stacks:,} | {fmt_s(e)} | {fmt_s(i)} | "
-          f"**{i['median'] / e['median']:.2f}×** | {mb(rss.get(name + '.ember'))} | {mb(rss.get(name + '.inferno'))} |")
+          f"**{i['median'] / e['median']:.2f}×** | {cpu_s(e):.3f} | {cpu_s(i):.3f} | {cpu_s(i) / cpu_s(e):.2f}× | "
+          f"{mb(rss.get(name + '.ember'))} | {mb(rss.get(name + '.inferno'))} |")
     p()
 
     path = os.path.join(raw, "pprof.jsonl")
@@ -133,12 +146,14 @@ def main():
         if rows:
             med = lambda k: statistics.median(r[k] for r in rows)
             first = rows[0]
+            cpu_med = statistics.median(r.get("cpu_s", float("nan")) for r in rows)
             p("## pprof decode + merge (`ember_pprof::decode` each, then one `ember_pprof::merge`)")
             p()
-            p("| profiles | input (as stored, mostly gzip) | decode s | merge s | total s | profiles/s | MB/s | peak RSS MiB | merged samples | merged locations |")
-            p("|---|---|---|---|---|---|---|---|---|---|")
+            p("| profiles | input (as stored, mostly gzip) | decode s | merge s | total s (wall) | profiles/s | MB/s | CPU s | profiles per CPU s | peak RSS MiB | merged samples | merged locations |")
+            p("|---|---|---|---|---|---|---|---|---|---|---|---|")
             p(f"| {first['profiles']} | {first['input_bytes'] / 1e6:.1f} MB | {med('decode_s'):.3f} | {med('merge_s'):.3f} | "
-              f"{med('total_s'):.3f} | {med('profiles_per_s'):.0f} | {med('mb_per_s'):.1f} | {mb(rss.get('pprof.ember'))} | "
+              f"{med('total_s'):.3f} | {med('profiles_per_s'):.0f} | {med('mb_per_s'):.1f} | {cpu_med:.2f} | "
+              f"{first['profiles'] / cpu_med:.0f} | {mb(rss.get('pprof.ember'))} | "
               f"{first['merged_samples']:,} | {first['merged_locations']:,} |")
             p()
             p(f"Median of {len(rows)} runs. No inferno counterpart (inferno does not read pprof).")

@@ -20,10 +20,16 @@ fn check(profile: &ember_pprof::Profile) {
     }
     let again = ember_pprof::decode(&ember_pprof::encode(profile))
         .expect("re-decoding an encoded profile failed");
-    assert_eq!(&again, profile, "raw encode/decode round trip changed the profile");
+    assert_eq!(
+        &again, profile,
+        "raw encode/decode round trip changed the profile"
+    );
     let again = ember_pprof::decode(&ember_pprof::encode_gzip(profile))
         .expect("re-decoding a gzip-encoded profile failed");
-    assert_eq!(&again, profile, "gzip encode/decode round trip changed the profile");
+    assert_eq!(
+        &again, profile,
+        "gzip encode/decode round trip changed the profile"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {

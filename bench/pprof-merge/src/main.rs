@@ -34,6 +34,7 @@ fn run(list: &std::path::Path) -> Result<(), String> {
     }
     let input_bytes: usize = inputs.iter().map(Vec::len).sum();
 
+    let cpu_start = cpu_seconds();
     let start = Instant::now();
     let mut profiles = Vec::with_capacity(inputs.len());
     for (i, bytes) in inputs.iter().enumerate() {
@@ -46,10 +47,11 @@ fn run(list: &std::path::Path) -> Result<(), String> {
     let merge_s = start.elapsed().as_secs_f64();
 
     let total_s = decode_s + merge_s;
+    let cpu_s = cpu_seconds() - cpu_start;
     let n = profiles.len();
     println!(
         "{{\"profiles\": {n}, \"input_bytes\": {input_bytes}, \"decode_s\": {decode_s:.6}, \
-         \"merge_s\": {merge_s:.6}, \"total_s\": {total_s:.6}, \
+         \"merge_s\": {merge_s:.6}, \"total_s\": {total_s:.6}, \"cpu_s\": {cpu_s:.2}, \
          \"profiles_per_s\": {:.1}, \"mb_per_s\": {:.2}, \"merged_samples\": {}, \
          \"merged_locations\": {}, \"merged_functions\": {}}}",
         n as f64 / total_s,
@@ -59,4 +61,27 @@ fn run(list: &std::path::Path) -> Result<(), String> {
         merged.function.len(),
     );
     Ok(())
+}
+
+/// User + system CPU time of this process so far, from /proc/self/stat (Linux; 0 elsewhere).
+///
+/// Reported next to wall time because the benchmark machine is shared: CPU time is what the
+/// work itself costs, whatever else is running. /proc reports it in USER_HZ ticks, which Linux
+/// fixes at 100 per second for user space.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) as f64 / 100.0
 }
