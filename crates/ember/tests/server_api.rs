@@ -1,0 +1,329 @@
+//! HTTP API of `ember server` against the real binary: legacy ingest (folded and pprof),
+//! Connect push (proto and JSON), selectors, render/flamebearer with maxNodes, query formats,
+//! tenants, limits and metrics.
+
+mod server_util;
+
+use server_util::{Server, base64, corpus, enc, push_request, temp_dir};
+
+fn flamebearer_total(v: &serde_json::Value) -> i64 {
+    v["flamebearer"]["numTicks"].as_i64().unwrap()
+}
+
+/// Names of all nodes of a flamebearer response.
+fn flamebearer_names(v: &serde_json::Value) -> Vec<String> {
+    let names: Vec<String> = v["flamebearer"]["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    let mut out = Vec::new();
+    for level in v["flamebearer"]["levels"].as_array().unwrap() {
+        let level: Vec<i64> = level
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect();
+        for q in level.chunks(4) {
+            out.push(names[q[3] as usize].clone());
+        }
+    }
+    out
+}
+
+#[test]
+fn ingest_and_query_round_trip() {
+    let dir = temp_dir("api");
+    let server = Server::start(&dir, &[]);
+    assert_eq!(server.get("/ready", &[]), (200, "ready\n".into()));
+    assert_eq!(server.get("/healthz", &[]).0, 200);
+
+    // Legacy folded ingest with tags, two regions.
+    let folded = "main;handler;parse 30\nmain;handler;render 50\nmain;gc 20\n";
+    for (region, pod) in [("eu-west", "a"), ("us-east", "b")] {
+        let name = enc(&format!("web.cpu{{region={region},pod={pod}}}"));
+        let (s, b) = server.request(
+            "POST",
+            &format!(
+                "/ingest?name={name}&from=1700000000&until=1700000010&sampleRate=100&spyName=gospy"
+            ),
+            &[],
+            folded.as_bytes(),
+        );
+        assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+    }
+    let range = "from=1699999000&until=1700001000";
+    let all = server.get_json(
+        &format!("/pyroscope/render?query={}&{range}", enc("web.cpu{}")),
+        &[],
+    );
+    assert_eq!(flamebearer_total(&all), 2 * 100 * 10_000_000);
+    assert_eq!(all["metadata"]["units"], "samples");
+    let timeline_sum: i64 = all["timeline"]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .sum();
+    assert_eq!(timeline_sum, flamebearer_total(&all));
+
+    // Selectors: =~, !=, !~ and a profile type id prefix.
+    for (sel, expected) in [
+        ("{service_name=\"web\", region=~\"eu-.*\"}", 1),
+        ("{service_name=\"web\", pod!=\"a\"}", 1),
+        ("{service_name=\"web\", region!~\"(eu|us)-.*\"}", 0),
+        (
+            "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"web\"}",
+            2,
+        ),
+    ] {
+        let v = server.get_json(
+            &format!("/pyroscope/render?query={}&{range}", enc(sel)),
+            &[],
+        );
+        assert_eq!(flamebearer_total(&v), expected * 100 * 10_000_000, "{sel}");
+    }
+
+    // maxNodes keeps the heaviest path and folds only light siblings into "other".
+    let v = server.get_json(
+        &format!(
+            "/pyroscope/render?query={}&{range}&maxNodes=3",
+            enc("web.cpu{}")
+        ),
+        &[],
+    );
+    let names = flamebearer_names(&v);
+    assert!(names.contains(&"render".to_string()), "{names:?}");
+    assert!(names.contains(&"other".to_string()), "{names:?}");
+    assert!(!names.contains(&"gc".to_string()), "{names:?}");
+    assert_eq!(flamebearer_total(&v), 2 * 100 * 10_000_000);
+
+    // Formats.
+    let q = format!("query={}&{range}", enc("web.cpu{region=\"eu-west\"}"));
+    let (s, text) = server.get(&format!("/api/v1/query?{q}&format=folded"), &[]);
+    assert_eq!(s, 200);
+    assert_eq!(
+        text,
+        "main;gc 200000000\nmain;handler;parse 300000000\nmain;handler;render 500000000\n"
+    );
+    let (s, pprof) = server.request("GET", &format!("/api/v1/query?{q}&format=pprof"), &[], b"");
+    assert_eq!(s, 200);
+    let p = ember_pprof::decode(&pprof).expect("server pprof decodes");
+    let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(total, 1_000_000_000);
+    let (s, svg) = server.get(&format!("/api/v1/query?{q}&format=svg"), &[]);
+    assert_eq!(s, 200);
+    assert!(
+        svg.starts_with("<?xml") && svg.contains("render"),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
+    let (s, top) = server.get(&format!("/api/v1/query?{q}&format=top"), &[]);
+    assert_eq!(s, 200);
+    assert!(top.lines().any(|l| l.ends_with(" render")), "{top}");
+
+    // Pprof via multipart legacy ingest, with sample_type_config.
+    let pprof_bytes = std::fs::read(corpus("pprof/internal/report/testdata/sample.cpu")).unwrap();
+    let boundary = "XbOuNdArYx";
+    let mut body = Vec::new();
+    body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes());
+    body.extend_from_slice(&pprof_bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"sample_type_config\"; filename=\"sample_type_config.json\"\r\n\r\n{{\"samples\":{{\"display-name\":\"cpu_samples\"}}}}\r\n--{boundary}--\r\n").as_bytes());
+    let ct = format!("multipart/form-data; boundary={boundary}");
+    let (s, b) = server.request(
+        "POST",
+        "/pyroscope/ingest?name=goapp.cpu&format=pprof&from=1700000000",
+        &[("Content-Type", &ct)],
+        &body,
+    );
+    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+    let types = server.get_json("/api/v1/profile_types", &[]);
+    assert!(
+        types
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "process_cpu:cpu_samples:count:cpu:nanoseconds"),
+        "{types}"
+    );
+    let decoded = ember_pprof::decode(&pprof_bytes).unwrap();
+    let expected: i64 = decoded.sample.iter().map(|s| s.value[1]).sum();
+    let v = server.get_json(
+        &format!("/pyroscope/render?query={}&{range}", enc("goapp.cpu{}")),
+        &[],
+    );
+    assert_eq!(flamebearer_total(&v), expected);
+
+    // Connect push with a JSON body (base64 raw_profile) and a tenant.
+    let go = std::fs::read(corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz")).unwrap();
+    let json = format!(
+        "{{\"series\":[{{\"labels\":[{{\"name\":\"__name__\",\"value\":\"process_cpu\"}},{{\"name\":\"service_name\",\"value\":\"tenant-app\"}}],\"samples\":[{{\"rawProfile\":\"{}\",\"ID\":\"x\"}}]}}]}}",
+        base64(&go)
+    );
+    let (s, b) = server.request(
+        "POST",
+        "/push.v1.PusherService/Push",
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Scope-OrgID", "team-a"),
+        ],
+        json.as_bytes(),
+    );
+    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+    assert_eq!(b, b"{}");
+    let team_a = [("X-Scope-OrgID", "team-a")];
+    let services = server.get_json("/api/v1/label/service_name/values", &team_a);
+    assert_eq!(services, serde_json::json!(["tenant-app"]));
+    // Tenants are isolated both ways.
+    let anon = server.get_json("/api/v1/label/service_name/values", &[]);
+    assert!(
+        !anon.as_array().unwrap().iter().any(|v| v == "tenant-app"),
+        "{anon}"
+    );
+    let other = server.get_json(
+        "/api/v1/label/service_name/values",
+        &[("X-Scope-OrgID", "team-b")],
+    );
+    assert_eq!(other, serde_json::json!([]));
+    let series = server.get_json(
+        &format!(
+            "/api/v1/series?query={}",
+            enc("{service_name=\"tenant-app\"}")
+        ),
+        &team_a,
+    );
+    assert_eq!(
+        series.as_array().unwrap().len(),
+        2,
+        "one series per sample type: {series}"
+    );
+    let names = server.get_json("/api/v1/labels", &team_a);
+    for reserved in ["__name__", "__profile_type__", "service_name"] {
+        assert!(
+            names.as_array().unwrap().iter().any(|n| n == reserved),
+            "{names}"
+        );
+    }
+
+    // Bad pprof: 400 naming the problem; nothing stored changes.
+    let mut broken = pprof_bytes.clone();
+    broken.truncate(broken.len() / 2);
+    let (s, b) = server.request(
+        "POST",
+        "/push.v1.PusherService/Push",
+        &[("Content-Type", "application/proto")],
+        &push_request(&[("service_name", "web")], &broken),
+    );
+    assert_eq!(s, 400);
+    let err: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(err["code"], "invalid_argument");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("series[0].samples[0]"),
+        "{err}"
+    );
+    let again = server.get_json(
+        &format!("/pyroscope/render?query={}&{range}", enc("web.cpu{}")),
+        &[],
+    );
+    assert_eq!(flamebearer_total(&again), flamebearer_total(&all));
+
+    let (s, metrics) = server.get("/metrics", &[]);
+    assert_eq!(s, 200);
+    assert!(
+        metrics.contains("ember_ingested_profiles_total 4"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ember_rejected_total{reason=\"bad_profile\"} 1"),
+        "{metrics}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn limits_give_clear_json_errors() {
+    let dir = temp_dir("limits");
+    let config = dir.join("config.json");
+    std::fs::write(&config, r#"{"max_body_bytes": 100000, "max_decompressed_bytes": 1000000, "max_series_per_tenant": 4, "max_labels_per_series": 5}"#).unwrap();
+    let data = dir.join("data");
+    let server = Server::start(&data, &["--config", config.to_str().unwrap()]);
+    let proto = [("Content-Type", "application/proto")];
+
+    // Body over the limit: 413.
+    let big = vec![b'a'; 200_000];
+    let (s, b) = server.request("POST", "/ingest?name=x.cpu", &[], &big);
+    assert_eq!(s, 413, "{}", String::from_utf8_lossy(&b));
+    assert!(String::from_utf8_lossy(&b).contains("100000"));
+
+    // Gzip bomb: small on the wire, over the decompressed limit.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut gz, &vec![0u8; 50_000_000]).unwrap();
+    let bomb = gz.finish().unwrap();
+    assert!(bomb.len() < 100_000);
+    let (s, b) = server.request(
+        "POST",
+        "/push.v1.PusherService/Push",
+        &proto,
+        &push_request(&[("service_name", "bomb")], &bomb),
+    );
+    assert_eq!(s, 413, "{}", String::from_utf8_lossy(&b));
+
+    // Too many labels: 400.
+    let go = std::fs::read(corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz")).unwrap();
+    let many: Vec<(String, String)> = (0..6).map(|i| (format!("l{i}"), "v".to_string())).collect();
+    let many_ref: Vec<(&str, &str)> = many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let (s, b) = server.request(
+        "POST",
+        "/push.v1.PusherService/Push",
+        &proto,
+        &push_request(&many_ref, &go),
+    );
+    assert_eq!(s, 400, "{}", String::from_utf8_lossy(&b));
+
+    // Series per tenant: each push makes 2 series (two sample types); the third push is refused.
+    for (i, expected) in [(0, 200), (1, 200), (2, 429)] {
+        let pod = format!("pod-{i}");
+        let (s, b) = server.request(
+            "POST",
+            "/push.v1.PusherService/Push",
+            &proto,
+            &push_request(&[("service_name", "svc"), ("pod", &pod)], &go),
+        );
+        assert_eq!(s, expected, "push {i}: {}", String::from_utf8_lossy(&b));
+        if s == 429 {
+            let err: serde_json::Value = serde_json::from_slice(&b).unwrap();
+            assert_eq!(err["code"], "resource_exhausted");
+        }
+    }
+    // Another tenant has its own budget.
+    let (s, _) = server.request(
+        "POST",
+        "/push.v1.PusherService/Push",
+        &[
+            ("Content-Type", "application/proto"),
+            ("X-Scope-OrgID", "other"),
+        ],
+        &push_request(&[("service_name", "svc")], &go),
+    );
+    assert_eq!(s, 200);
+    let (_, metrics) = server.get("/metrics", &[]);
+    for reason in [
+        "body_too_large",
+        "decompressed_too_large",
+        "too_many_labels",
+        "series_limit",
+    ] {
+        assert!(
+            metrics.contains(&format!("ember_rejected_total{{reason=\"{reason}\"}} 1")),
+            "{reason}: {metrics}"
+        );
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
