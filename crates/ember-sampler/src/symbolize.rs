@@ -1,8 +1,11 @@
 //! Turning addresses into function names: ELF `.symtab`/`.dynsym` (with
-//! split debug files found by build-id or `.gnu_debuglink`), kernel symbols
-//! from `/proc/kallsyms`, JIT maps `/tmp/perf-PID.map`, and Rust/C++
-//! demangling. Each binary is parsed once and each (binary, address) is
-//! looked up once; anything unreadable degrades to `None` plus a warning.
+//! split debug files found by build-id or `.gnu_debuglink`), DWARF inlined
+//! frames and lines (addr2line), kernel symbols from `/proc/kallsyms`, JIT
+//! maps `/tmp/perf-PID.map`, and Rust/C++ demangling. Each binary is opened
+//! once (headers first, symbol tables on the first miss, DWARF on the first
+//! inline lookup) and each (binary, address) is looked up once per run; an
+//! optional on-disk cache keyed by build-id carries lookups across runs.
+//! Anything unreadable degrades to `None` plus a warning.
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::borrow::Cow;
@@ -343,10 +346,19 @@ impl DwarfInfo {
     }
 }
 
-/// What we know about one ELF binary.
+// What we know about one ELF binary. Only headers are read up front; the
+/// symbol table is built on the first lookup that the on-disk cache cannot
+/// answer, and DWARF on the first inline lookup.
 #[derive(Debug)]
 pub struct Binary {
-    symbols: SymTable,
+    /// Built lazily by [`Binary::table`].
+    symbols: Option<SymTable>,
+    /// The binary itself.
+    main: Arc<Mmap>,
+    /// Its split debug file, when one is needed and was found.
+    debug: Option<Arc<Mmap>>,
+    /// The binary has a `.symtab` of its own.
+    main_has_symtab: bool,
     /// PT_LOAD segments: (file offset, file size, virtual address).
     segments: Vec<(u64, u64, u64)>,
     /// Lowercase hex GNU build-id, empty when absent.
@@ -361,8 +373,13 @@ pub struct Binary {
     dwarf: Option<Option<DwarfInfo>>,
     cache: HashMap<u64, Option<Symbol>>,
     frames_cache: HashMap<u64, Arc<[SourceFrame]>>,
+    /// Offsets resolved in this run and not yet in the on-disk cache.
+    new_syms: Vec<u64>,
+    new_frames: Vec<u64>,
     /// Symbol lookups actually computed (cache misses), for tests and stats.
     pub lookups: u64,
+    /// Symbol entries loaded from the on-disk cache.
+    pub disk_entries: u64,
 }
 
 fn read_symbols<'d>(
@@ -428,14 +445,17 @@ fn has_debug_info<'d>(file: &object::File<'d, &'d [u8]>) -> bool {
 }
 
 impl Binary {
-    /// Parses an ELF file (and its split debug file when it has no `.symtab`
-    /// or no DWARF).
+    /// Reads an ELF file's headers and finds its split debug file (by
+    /// build-id or `.gnu_debuglink`) when it lacks `.symtab` or DWARF.
     pub fn load(path: &Path) -> Result<Binary, String> {
         let map = Arc::new(Mmap::open(path).map_err(|e| format!("{}: {e}", path.display()))?);
-        let data = map.bytes();
-        let file = object::File::parse(data).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file =
+            object::File::parse(map.bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut binary = Binary {
-            symbols: SymTable::default(),
+            symbols: None,
+            main: map.clone(),
+            debug: None,
+            main_has_symtab: file.symbols().next().is_some(),
             segments: Vec::new(),
             build_id: String::new(),
             stripped: false,
@@ -444,7 +464,10 @@ impl Binary {
             dwarf: None,
             cache: HashMap::new(),
             frames_cache: HashMap::new(),
+            new_syms: Vec::new(),
+            new_frames: Vec::new(),
             lookups: 0,
+            disk_entries: 0,
         };
         for seg in file.segments() {
             let (off, size) = seg.file_range();
@@ -453,13 +476,11 @@ impl Binary {
         if let Ok(Some(id)) = file.build_id() {
             binary.build_id = hex(id);
         }
-        let has_symtab = file.symbols().next().is_some();
-        binary.symbols.sources.push(NameSource::File(map.clone()));
-        read_symbols(&file, data, 0, &mut binary.symbols);
         if has_debug_info(&file) {
             binary.dwarf_source = Some(map.clone());
         }
-        if !has_symtab || binary.dwarf_source.is_none() {
+        let mut debug_has_symtab = false;
+        if !binary.main_has_symtab || binary.dwarf_source.is_none() {
             let link = file
                 .gnu_debuglink()
                 .ok()
@@ -476,31 +497,52 @@ impl Binary {
                 let Ok(debug) = object::File::parse(debug_map.bytes()) else {
                     continue;
                 };
-                let useful_syms = !has_symtab && debug.symbols().next().is_some();
+                let useful_syms = !binary.main_has_symtab && debug.symbols().next().is_some();
                 let useful_dwarf = binary.dwarf_source.is_none() && has_debug_info(&debug);
                 if !useful_syms && !useful_dwarf {
                     continue;
                 }
                 if useful_syms {
-                    binary
-                        .symbols
-                        .sources
-                        .push(NameSource::File(debug_map.clone()));
-                    let source = binary.symbols.sources.len() - 1;
-                    read_symbols(&debug, debug_map.bytes(), source, &mut binary.symbols);
+                    debug_has_symtab = true;
+                    binary.debug = Some(debug_map.clone());
                 }
                 if useful_dwarf {
                     binary.dwarf_source = Some(debug_map.clone());
                 }
-                debug_map.release_pages();
                 binary.debug_file = Some(candidate);
                 break;
             }
         }
-        binary.symbols.finish();
-        binary.stripped = binary.symbols.syms.is_empty();
-        map.release_pages();
+        binary.stripped = !binary.main_has_symtab
+            && !debug_has_symtab
+            && !file
+                .dynamic_symbols()
+                .any(|s| s.kind() == SymbolKind::Text && s.address() != 0);
         Ok(binary)
+    }
+
+    /// The symbol table, built on first use from `.symtab`/`.dynsym` of the
+    /// binary and `.symtab` of its debug file. Names stay in the mapped
+    /// files; the pages touched while building are handed back.
+    fn table(&mut self) -> &SymTable {
+        let (main, debug) = (&self.main, &self.debug);
+        self.symbols.get_or_insert_with(|| {
+            let mut table = SymTable::default();
+            table.sources.push(NameSource::File(main.clone()));
+            if let Ok(file) = object::File::parse(main.bytes()) {
+                read_symbols(&file, main.bytes(), 0, &mut table);
+            }
+            if let Some(debug) = debug {
+                if let Ok(file) = object::File::parse(debug.bytes()) {
+                    table.sources.push(NameSource::File(debug.clone()));
+                    read_symbols(&file, debug.bytes(), 1, &mut table);
+                }
+                debug.release_pages();
+            }
+            table.finish();
+            main.release_pages();
+            table
+        })
     }
 
     /// Converts a file offset to the ELF virtual address it is loaded at.
@@ -512,7 +554,7 @@ impl Binary {
     }
 
     /// Looks up the function containing file offset `offset`; each offset
-    /// is computed once.
+    /// is computed once (and, with a disk cache, once across runs).
     pub fn lookup_offset(&mut self, offset: u64) -> Option<Symbol> {
         if let Some(hit) = self.cache.get(&offset) {
             return hit.clone();
@@ -522,8 +564,9 @@ impl Binary {
         // so a stray address far past the last symbol stays unknown.
         let found = self
             .offset_to_vaddr(offset)
-            .and_then(|vaddr| self.symbols.symbol(vaddr, 0x10000, true));
+            .and_then(|vaddr| self.table().symbol(vaddr, 0x10000, true));
         self.cache.insert(offset, found.clone());
+        self.new_syms.push(offset);
         found
     }
 
@@ -544,8 +587,154 @@ impl Binary {
             _ => Arc::from(Vec::new()),
         };
         self.frames_cache.insert(offset, frames.clone());
+        self.new_frames.push(offset);
         frames
     }
+
+    /// Fills the caches from `dir/<build-id>.sym` and `.inl`, written by
+    /// [`Binary::save_cache`] in earlier runs. Malformed lines are skipped.
+    fn load_cache(&mut self, dir: &Path) {
+        if self.build_id.is_empty() {
+            return;
+        }
+        let read = |ext: &str| {
+            let path = dir.join(format!("{}.{ext}", self.build_id));
+            match std::fs::metadata(&path) {
+                Ok(m) if m.len() <= MAX_CACHE_FILE => std::fs::read_to_string(path).ok(),
+                _ => None,
+            }
+        };
+        if let Some(text) = read("sym") {
+            for line in text.lines() {
+                let mut parts = line.splitn(3, '\t');
+                let Some(Ok(offset)) = parts.next().map(|s| u64::from_str_radix(s, 16)) else {
+                    continue;
+                };
+                let entry = match (parts.next(), parts.next()) {
+                    (Some("-"), None) => None,
+                    (Some(start), Some(raw)) if !raw.is_empty() => {
+                        let Ok(start) = u64::from_str_radix(start, 16) else {
+                            continue;
+                        };
+                        let system_name: Arc<str> = Arc::from(raw);
+                        let pretty = demangle(raw);
+                        Some(Symbol {
+                            name: if pretty == raw {
+                                system_name.clone()
+                            } else {
+                                Arc::from(pretty)
+                            },
+                            system_name,
+                            start,
+                        })
+                    }
+                    _ => continue,
+                };
+                self.cache.insert(offset, entry);
+            }
+        }
+        if let Some(text) = read("inl") {
+            let mut lines = text.lines();
+            while let Some(head) = lines.next() {
+                let Some((offset, count)) = head.split_once('\t') else {
+                    continue;
+                };
+                let (Ok(offset), Ok(count)) =
+                    (u64::from_str_radix(offset, 16), count.parse::<usize>())
+                else {
+                    continue;
+                };
+                let mut frames = Vec::new();
+                for line in lines.by_ref().take(count) {
+                    let mut parts = line.splitn(3, '\t');
+                    let (Some(Ok(no)), Some(file), Some(raw)) =
+                        (parts.next().map(str::parse), parts.next(), parts.next())
+                    else {
+                        break;
+                    };
+                    frames.push(SourceFrame {
+                        name: Arc::from(demangle(raw)),
+                        system_name: Arc::from(raw),
+                        file: Arc::from(file),
+                        line: no,
+                    });
+                }
+                if frames.len() == count {
+                    self.frames_cache.insert(offset, frames.into());
+                }
+            }
+        }
+        self.disk_entries = self.cache.len() as u64;
+    }
+
+    /// Appends this run's new lookups to `dir/<build-id>.sym` and `.inl`.
+    fn save_cache(&mut self, dir: &Path) -> std::io::Result<()> {
+        use std::fmt::Write as _;
+        use std::io::Write as _;
+        if self.build_id.is_empty() || (self.new_syms.is_empty() && self.new_frames.is_empty()) {
+            return Ok(());
+        }
+        let clean = |s: &str| !s.contains(['\t', '\n', '\r']);
+        let mut sym = String::new();
+        for offset in self.new_syms.drain(..) {
+            match self.cache.get(&offset) {
+                Some(Some(s)) if clean(&s.system_name) => {
+                    let _ = writeln!(sym, "{offset:x}\t{:x}\t{}", s.start, s.system_name);
+                }
+                Some(None) => {
+                    let _ = writeln!(sym, "{offset:x}\t-");
+                }
+                _ => {}
+            }
+        }
+        let mut inl = String::new();
+        for offset in self.new_frames.drain(..) {
+            let Some(frames) = self.frames_cache.get(&offset) else {
+                continue;
+            };
+            if !frames
+                .iter()
+                .all(|f| clean(&f.system_name) && clean(&f.file))
+            {
+                continue;
+            }
+            let _ = writeln!(inl, "{offset:x}\t{}", frames.len());
+            for f in frames.iter() {
+                let _ = writeln!(inl, "{}\t{}\t{}", f.line, f.file, f.system_name);
+            }
+        }
+        std::fs::create_dir_all(dir)?;
+        for (ext, text) in [("sym", sym), ("inl", inl)] {
+            if text.is_empty() {
+                continue;
+            }
+            let path = dir.join(format!("{}.{ext}", self.build_id));
+            // One write per file: concurrent runs append whole blocks.
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?
+                .write_all(text.as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// Cache files above this size are ignored (and no longer grown).
+const MAX_CACHE_FILE: u64 = 64 << 20;
+
+/// The default directory of the symbol cache: `$XDG_CACHE_HOME/ember/symbols`
+/// or `~/.cache/ember/symbols`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })?;
+    Some(base.join("ember").join("symbols"))
 }
 
 /// Kernel symbols from `/proc/kallsyms`.
@@ -632,6 +821,8 @@ pub struct Symbolizer {
     pub warnings: Vec<String>,
     /// Resolve inlined functions and file:line from DWARF (`--inline`).
     pub inline: bool,
+    /// Directory of the on-disk symbol cache (per build-id), if any.
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Symbolizer {
@@ -672,6 +863,10 @@ impl Symbolizer {
             } else {
                 None
             };
+            let mut loaded = loaded;
+            if let (Some(b), Some(dir)) = (&mut loaded, &self.cache_dir) {
+                b.load_cache(dir);
+            }
             if let Some(b) = &loaded {
                 if b.stripped {
                     self.warnings.push(format!(
@@ -682,6 +877,26 @@ impl Symbolizer {
             self.binaries.insert(path.clone(), loaded);
         }
         self.binaries.get_mut(path).and_then(|b| b.as_mut())
+    }
+
+    /// Writes new lookups of every binary to the on-disk cache (if one is
+    /// set); failures become warnings.
+    pub fn save_cache(&mut self) {
+        let Some(dir) = self.cache_dir.clone() else {
+            return;
+        };
+        let mut failed = None;
+        for b in self.binaries.values_mut().flatten() {
+            if let Err(e) = b.save_cache(&dir) {
+                failed = Some(e);
+            }
+        }
+        if let Some(e) = failed {
+            self.warnings.push(format!(
+                "cannot write the symbol cache in {}: {e}",
+                dir.display()
+            ));
+        }
     }
 
     /// Kernel symbol for `addr`.

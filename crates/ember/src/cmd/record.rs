@@ -98,6 +98,11 @@ pub struct Args {
     #[arg(long)]
     inline: bool,
 
+    /// Do not read or write the on-disk symbol cache ($XDG_CACHE_HOME/ember/symbols or
+    /// ~/.cache/ember/symbols, one file per build-id).
+    #[arg(long)]
+    no_symbol_cache: bool,
+
     /// Do not print the progress line.
     #[arg(short, long)]
     quiet: bool,
@@ -175,8 +180,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let mut symbolizer = ember_sampler::Symbolizer::with_inline(args.inline);
+    if !args.no_symbol_cache {
+        symbolizer.cache_dir = ember_sampler::symbolize::default_cache_dir();
+    }
     let (profile, summary) = ember_sampler::build_profile(&recording, &mut symbolizer);
     write_output(&args.output, format, &recording, &profile, &mut symbolizer)?;
+    symbolizer.save_cache();
     for w in &symbolizer.warnings {
         eprintln!("ember record: warning: {w}");
     }
