@@ -206,6 +206,124 @@ impl Tree {
     }
 }
 
+/// One node of a [`DiffTree`]: totals and self values of both sides.
+#[derive(Debug, Clone, Default)]
+pub struct DiffNode {
+    /// Index into [`DiffTree::names`].
+    pub name: u32,
+    /// Baseline total and self.
+    pub left: (i64, i64),
+    /// Comparison total and self.
+    pub right: (i64, i64),
+    /// Children, sorted by name.
+    pub children: Vec<u32>,
+}
+
+/// The union call tree of two selections, for diff flame graphs.
+#[derive(Debug, Clone)]
+pub struct DiffTree {
+    /// Distinct frame names (0 is `total`).
+    pub names: Vec<String>,
+    /// Nodes; 0 is the root.
+    pub nodes: Vec<DiffNode>,
+}
+
+impl DiffTree {
+    /// Builds the union tree of the `left` and `right` stacks.
+    pub fn new(left: &[(Vec<String>, i64)], right: &[(Vec<String>, i64)]) -> DiffTree {
+        let mut t = DiffTree {
+            names: vec!["total".into()],
+            nodes: vec![DiffNode::default()],
+        };
+        let mut name_ids: HashMap<String, u32> = HashMap::new();
+        let mut child_ids: HashMap<(u32, u32), u32> = HashMap::new();
+        for (side, stacks) in [(0, left), (1, right)] {
+            for (frames, v) in stacks {
+                let add = |n: &mut DiffNode, self_too: bool| {
+                    let slot = if side == 0 { &mut n.left } else { &mut n.right };
+                    slot.0 = slot.0.saturating_add(*v);
+                    if self_too {
+                        slot.1 = slot.1.saturating_add(*v);
+                    }
+                };
+                add(&mut t.nodes[0], frames.is_empty());
+                let mut node = 0u32;
+                for (i, f) in frames.iter().enumerate() {
+                    let name = *name_ids.entry(f.clone()).or_insert_with(|| {
+                        t.names.push(f.clone());
+                        t.names.len() as u32 - 1
+                    });
+                    node = *child_ids.entry((node, name)).or_insert_with(|| {
+                        t.nodes.push(DiffNode {
+                            name,
+                            ..Default::default()
+                        });
+                        let id = t.nodes.len() as u32 - 1;
+                        t.nodes[node as usize].children.push(id);
+                        id
+                    });
+                    add(&mut t.nodes[node as usize], i + 1 == frames.len());
+                }
+            }
+        }
+        let names = &t.names;
+        let keys: Vec<u32> = t.nodes.iter().map(|n| n.name).collect();
+        for n in &mut t.nodes {
+            n.children.sort_by(|a, b| {
+                names[keys[*a as usize] as usize].cmp(&names[keys[*b as usize] as usize])
+            });
+        }
+        t
+    }
+
+    /// Baseline total.
+    pub fn left_total(&self) -> i64 {
+        self.nodes[0].left.0
+    }
+
+    /// Comparison total.
+    pub fn right_total(&self) -> i64 {
+        self.nodes[0].right.0
+    }
+
+    /// Flamebearer `double` levels: per node `[left x offset, left total, left self, right x
+    /// offset, right total, right self, name]`, offsets relative to the previous node's end
+    /// on the same side; plus the largest self value of either side.
+    pub fn levels(&self) -> (Vec<Vec<i64>>, i64) {
+        let mut levels: Vec<Vec<i64>> = Vec::new();
+        let mut ends: Vec<(i64, i64)> = Vec::new();
+        let mut max_self = 0i64;
+        let mut stack = vec![(0u32, 0usize, 0i64, 0i64)];
+        while let Some((id, d, lx, rx)) = stack.pop() {
+            let n = &self.nodes[id as usize];
+            if levels.len() <= d {
+                levels.push(Vec::new());
+                ends.push((0, 0));
+            }
+            levels[d].extend_from_slice(&[
+                lx - ends[d].0,
+                n.left.0,
+                n.left.1,
+                rx - ends[d].1,
+                n.right.0,
+                n.right.1,
+                i64::from(n.name),
+            ]);
+            ends[d] = (lx + n.left.0, rx + n.right.0);
+            max_self = max_self.max(n.left.1).max(n.right.1);
+            let (mut cl, mut cr) = (lx, rx);
+            let mut kids = Vec::with_capacity(n.children.len());
+            for &c in &n.children {
+                kids.push((c, d + 1, cl, cr));
+                cl += self.nodes[c as usize].left.0;
+                cr += self.nodes[c as usize].right.0;
+            }
+            stack.extend(kids.into_iter().rev());
+        }
+        (levels, max_self)
+    }
+}
+
 /// Pyroscope's metadata `units` and `sampleRate` for a sample type/unit.
 pub fn units(sample_type: &str, unit: &str) -> (&'static str, i64) {
     match unit {

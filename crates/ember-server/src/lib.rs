@@ -22,6 +22,8 @@
 //! | `GET /api/v1/label/{name}/values?query=&from=&until=` | values of one label |
 //! | `GET /api/v1/profile_types` | profile type ids |
 //! | `GET /api/v1/series?query=&from=&until=` | label sets of matching series |
+//! | `GET /pyroscope/render-diff?leftQuery=&leftFrom=&leftUntil=&rightQuery=&rightFrom=&rightUntil=` | diff of two selections, flamebearer `double` format |
+//! | `POST /querier.v1.QuerierService/{method}` | Connect unary (proto or JSON): `ProfileTypes`, `LabelNames`, `LabelValues`, `Series`, `SelectMergeStacktraces`, `SelectMergeProfile` (proto only), `SelectSeries`, `Diff` |
 //!
 //! `query` is a selector `{service_name="api", region=~"eu-.*", pod!="x", x!~"y"}`, optionally
 //! prefixed by a profile type id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}`) or a legacy
@@ -32,6 +34,7 @@
 pub mod flamebearer;
 mod ingest;
 pub mod proto;
+pub mod querier;
 mod query;
 
 use std::collections::BTreeMap;
@@ -305,6 +308,11 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/label/{name}/values", get(query::label_values))
         .route("/api/v1/profile_types", get(query::profile_types))
         .route("/api/v1/series", get(query::series))
+        .route("/pyroscope/render-diff", get(query::render_diff))
+        .route(
+            "/querier.v1.QuerierService/{method}",
+            post(querier::querier),
+        )
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state)
 }

@@ -47,7 +47,17 @@ pub(crate) fn parse_time(text: &str, now: i64) -> Option<i64> {
 
 /// Builds the store query from `query`/`type`/`from`/`until` (keys prefixed by `prefix`).
 fn store_query(params: &Params, prefix: &str) -> Result<ember_store::Query, ApiError> {
-    let get = |k: &str| params.get(&format!("{prefix}{k}")).map(String::as_str);
+    // `query` with prefix `left` is `leftQuery`.
+    let key = |k: &str| {
+        if prefix.is_empty() {
+            k.to_string()
+        } else {
+            let mut c = k.chars();
+            let first = c.next().map(|f| f.to_ascii_uppercase()).unwrap_or_default();
+            format!("{prefix}{first}{}", c.as_str())
+        }
+    };
+    let get = |k: &str| params.get(&key(k)).map(String::as_str);
     let mut selector = ember_store::parse_selector(get("query").unwrap_or("{}"))?;
     let mut profile_type = get("type").filter(|t| !t.is_empty()).map(str::to_string);
     if let Some(name) = selector.name.take() {
@@ -72,7 +82,10 @@ fn store_query(params: &Params, prefix: &str) -> Result<ember_store::Query, ApiE
         parse_time(text, now).ok_or_else(|| {
             ApiError::bad_request(
                 "bad_time",
-                format!("{prefix}{k}={text:?}: expected a unix timestamp, now or now-1h"),
+                format!(
+                    "{}={text:?}: expected a unix timestamp, now or now-1h",
+                    key(k)
+                ),
             )
         })
     };
@@ -93,7 +106,7 @@ fn store_query(params: &Params, prefix: &str) -> Result<ember_store::Query, ApiE
     })
 }
 
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     s: &Arc<AppState>,
     f: impl FnOnce(&AppState) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -210,7 +223,7 @@ pub(crate) async fn render(
     Ok(Json(body).into_response())
 }
 
-fn merged_profile(merged: &Merged) -> ember_pprof::Profile {
+pub(crate) fn merged_profile(merged: &Merged) -> ember_pprof::Profile {
     let (_, t, u, pt, pu) = type_parts(merged);
     let mut b = ember_pprof::ProfileBuilder::new(&[(t.as_str(), u.as_str())]);
     if !pt.is_empty() {
@@ -314,6 +327,46 @@ pub(crate) async fn query(
         }
     })
     .await?
+}
+
+/// `GET /pyroscope/render-diff`: `leftQuery`/`leftFrom`/`leftUntil` against the `right*` ones.
+pub(crate) async fn render_diff(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&headers)?;
+    let left = store_query(&params, "left")?;
+    let right = store_query(&params, "right")?;
+    let title = params.get("rightQuery").cloned().unwrap_or_default();
+    let body = blocking(&s, move |st| {
+        let l = st.store.merge_stacks(&tenant, &left);
+        let r = st.store.merge_stacks(&tenant, &right);
+        let (_, sample_type, unit, _, _) = type_parts(if r.profiles > 0 { &r } else { &l });
+        let (units, sample_rate) = units(&sample_type, &unit);
+        let tree = crate::flamebearer::DiffTree::new(&l.stacks, &r.stacks);
+        let (levels, max_self) = tree.levels();
+        json!({
+            "version": 1,
+            "flamebearer": {
+                "names": tree.names,
+                "levels": levels,
+                "numTicks": tree.left_total().saturating_add(tree.right_total()),
+                "maxSelf": max_self,
+            },
+            "metadata": {
+                "format": "double",
+                "spyName": "",
+                "sampleRate": sample_rate,
+                "units": units,
+                "name": title,
+            },
+            "leftTicks": tree.left_total(),
+            "rightTicks": tree.right_total(),
+        })
+    })
+    .await?;
+    Ok(Json(body).into_response())
 }
 
 /// `GET /api/v1/timeseries`.
