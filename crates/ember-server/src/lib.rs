@@ -6,7 +6,9 @@
 //! # Routes
 //!
 //! Every route reads the tenant from `X-Scope-OrgID` (default `anonymous`); tenants never see
-//! each other's data. Errors are JSON `{"code": "...", "message": "..."}` (the Connect error
+//! each other's data. With a token file (`ember server --auth-tokens FILE`, lines `token tenant`)
+//! every data route requires `Authorization: Bearer <token>` (401 otherwise) and the token
+//! decides the tenant; `/ready`, `/healthz` and `/metrics` stay open. Errors are JSON `{"code": "...", "message": "..."}` (the Connect error
 //! shape) with a 4xx/5xx status.
 //!
 //! | Route | What |
@@ -92,6 +94,38 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Limits.
     pub limits: Limits,
+    /// Bearer token → tenant; `None` disables auth (tenant from `X-Scope-OrgID`).
+    pub tokens: Option<std::collections::HashMap<String, String>>,
+}
+
+/// Reads a token file: one `token tenant` pair per line; blank lines and `#` comments ignored.
+pub fn read_tokens(
+    path: &std::path::Path,
+) -> Result<std::collections::HashMap<String, String>, ServerError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ServerError::Io {
+        context: format!("reading token file {}", path.display()),
+        source,
+    })?;
+    let mut out = std::collections::HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(token), Some(tenant), None) => {
+                out.insert(token.to_string(), tenant.to_string());
+            }
+            _ => {
+                return Err(ServerError::Io {
+                    context: format!("{}:{}", path.display(), n + 1),
+                    source: std::io::Error::other("expected \"<token> <tenant>\""),
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Errors of the server's own setup (binding, opening storage).
@@ -137,6 +171,7 @@ impl Metrics {
 pub struct AppState {
     store: Store,
     limits: Limits,
+    tokens: Option<std::collections::HashMap<String, String>>,
     metrics: Metrics,
     ready: AtomicBool,
 }
@@ -209,8 +244,28 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Tenant of a request: `X-Scope-OrgID`, or `anonymous`.
-pub(crate) fn tenant(headers: &HeaderMap) -> Result<String, ApiError> {
+/// Tenant of a request. With bearer-token auth enabled, the token's tenant (401 without a
+/// known token); otherwise `X-Scope-OrgID`, or `anonymous`.
+pub(crate) fn tenant(s: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+    if let Some(tokens) = &s.tokens {
+        let token = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim);
+        return match token.and_then(|t| tokens.get(t)) {
+            Some(tenant) => Ok(tenant.clone()),
+            None => Err(ApiError {
+                status: StatusCode::UNAUTHORIZED,
+                code: "unauthenticated",
+                reason: "unauthenticated",
+                message: "missing or unknown bearer token (Authorization: Bearer <token>)".into(),
+            }),
+        };
+    }
     let Some(v) = headers.get("x-scope-orgid") else {
         return Ok("anonymous".into());
     };
@@ -256,6 +311,7 @@ impl Server {
         let state = Arc::new(AppState {
             store,
             limits,
+            tokens: config.tokens,
             metrics: Metrics::default(),
             ready: AtomicBool::new(true),
         });

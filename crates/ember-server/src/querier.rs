@@ -649,7 +649,7 @@ pub(crate) async fn querier(
     request: Request,
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let tenant = tenant(&parts.headers)?;
+    let tenant = tenant(&s, &parts.headers)?;
     let json_in = parts
         .headers
         .get("content-type")

@@ -215,7 +215,7 @@ pub(crate) async fn render(
     headers: HeaderMap,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&headers)?;
+    let tenant = tenant(&s, &headers)?;
     let q = store_query(&params, "")?;
     let max = max_nodes(&params)?;
     let title = params.get("query").cloned().unwrap_or_default();
@@ -242,7 +242,7 @@ pub(crate) async fn query(
     headers: HeaderMap,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&headers)?;
+    let tenant = tenant(&s, &headers)?;
     let q = store_query(&params, "")?;
     let format = params
         .get("format")
@@ -335,7 +335,7 @@ pub(crate) async fn render_diff(
     headers: HeaderMap,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&headers)?;
+    let tenant = tenant(&s, &headers)?;
     let left = store_query(&params, "left")?;
     let right = store_query(&params, "right")?;
     let title = params.get("rightQuery").cloned().unwrap_or_default();
@@ -375,7 +375,7 @@ pub(crate) async fn timeseries(
     headers: HeaderMap,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&headers)?;
+    let tenant = tenant(&s, &headers)?;
     let q = store_query(&params, "")?;
     let step = step_for(q.start_nanos, q.end_nanos, params.get("step"))?;
     let group_by: Vec<String> = params
@@ -424,7 +424,7 @@ pub(crate) async fn labels(
     headers: HeaderMap,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&headers)?;
+    let tenant = tenant(&s, &headers)?;
     let q = optional_query(&params)?;
     let names = blocking(&s, move |st| st.store.label_names(&tenant, q.as_ref())).await?;
     Ok(Json(names).into_response())
@@ -437,7 +437,7 @@ pub(crate) async fn label_values(
     Path(name): Path<String>,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&headers)?;
+    let tenant = tenant(&s, &headers)?;
     let q = optional_query(&params)?;
     let values = blocking(&s, move |st| {
         st.store.label_values(&tenant, &name, q.as_ref())
@@ -451,7 +451,7 @@ pub(crate) async fn profile_types(
     State(s): State<Arc<AppState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&headers)?;
+    let tenant = tenant(&s, &headers)?;
     let types = blocking(&s, move |st| st.store.profile_types(&tenant)).await?;
     Ok(Json(types).into_response())
 }
@@ -462,7 +462,7 @@ pub(crate) async fn series(
     headers: HeaderMap,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&headers)?;
+    let tenant = tenant(&s, &headers)?;
     let q = optional_query(&params)?;
     let series = blocking(&s, move |st| st.store.series(&tenant, q.as_ref())).await?;
     let out: Vec<serde_json::Map<String, serde_json::Value>> = series

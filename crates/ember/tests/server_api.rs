@@ -327,3 +327,53 @@ fn limits_give_clear_json_errors() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bearer_token_auth_maps_tokens_to_tenants() {
+    let dir = temp_dir("auth");
+    let tokens = dir.join("tokens");
+    std::fs::write(
+        &tokens,
+        "# token tenant\nsecret-a team-a\nsecret-b team-b\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        &dir.join("data"),
+        &["--auth-tokens", tokens.to_str().unwrap()],
+    );
+    let folded = "main;f 1\n";
+    let (s, b) = server.request("POST", "/ingest?name=svc.cpu", &[], folded.as_bytes());
+    assert_eq!(s, 401, "{}", String::from_utf8_lossy(&b));
+    let (s, _) = server.request(
+        "POST",
+        "/ingest?name=svc.cpu",
+        &[("Authorization", "Bearer wrong")],
+        folded.as_bytes(),
+    );
+    assert_eq!(s, 401);
+    // The token decides the tenant; X-Scope-OrgID cannot override it.
+    let (s, _) = server.request(
+        "POST",
+        "/ingest?name=svc.cpu",
+        &[
+            ("Authorization", "Bearer secret-a"),
+            ("X-Scope-OrgID", "team-b"),
+        ],
+        folded.as_bytes(),
+    );
+    assert_eq!(s, 200);
+    let a = server.get_json(
+        "/api/v1/label/service_name/values",
+        &[("Authorization", "Bearer secret-a")],
+    );
+    assert_eq!(a, serde_json::json!(["svc"]));
+    let b = server.get_json(
+        "/api/v1/label/service_name/values",
+        &[("Authorization", "Bearer secret-b")],
+    );
+    assert_eq!(b, serde_json::json!([]));
+    assert_eq!(server.get("/api/v1/profile_types", &[]).0, 401);
+    assert_eq!(server.get("/ready", &[]).0, 200);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

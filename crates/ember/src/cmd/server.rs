@@ -17,6 +17,9 @@ pub struct Args {
     /// JSON file with limits, e.g. {"max_body_bytes": 16777216, "max_series_per_tenant": 100000}.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Enable bearer-token auth: file of `token tenant` lines; requests need `Authorization: Bearer <token>`.
+    #[arg(long)]
+    pub auth_tokens: Option<PathBuf>,
 }
 
 /// Runs the server until a shutdown signal, then drains requests and flushes the log.
@@ -34,6 +37,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         listen: args.listen,
         data_dir: args.data_dir,
         limits,
+        tokens: match &args.auth_tokens {
+            Some(path) => Some(ember_server::read_tokens(path)?),
+            None => None,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
