@@ -230,7 +230,7 @@ pub(crate) async fn push(State(s): State<Arc<AppState>>, request: Request) -> Re
 
 async fn push_inner(s: &Arc<AppState>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let tenant = tenant(&s, &parts.headers)?;
+    let tenant = tenant(s, &parts.headers)?;
     let content_type = parts
         .headers
         .get("content-type")
@@ -418,7 +418,7 @@ async fn legacy_inner(
     request: Request,
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let tenant = tenant(&s, &parts.headers)?;
+    let tenant = tenant(s, &parts.headers)?;
     let name = params.get("name").ok_or_else(|| {
         ApiError::bad_request(
             "bad_name",
