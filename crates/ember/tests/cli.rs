@@ -201,3 +201,32 @@ fn every_subcommand_explains_its_options() {
         );
     }
 }
+
+#[test]
+fn flamegraph_reads_raw_and_gzipped_pprof_alike() {
+    let raw = corpora().join("pyroscope/pkg/og/convert/pprof/testdata/heap.pb");
+    assert!(
+        !std::fs::read(&raw).unwrap().starts_with(&[0x1f, 0x8b]),
+        "corpus heap.pb is raw protobuf"
+    );
+    let from_raw = ember(
+        &["flamegraph", path(&raw), "--sample-type", "inuse_space"],
+        b"",
+    );
+    let detected = ember(&["flamegraph", path(&raw)], b"");
+    assert!(
+        from_raw.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_raw.stderr)
+    );
+    assert!(
+        detected.status.success(),
+        "{}",
+        String::from_utf8_lossy(&detected.stderr)
+    );
+    let svg = String::from_utf8(detected.stdout).unwrap();
+    assert!(
+        svg.contains("bytes"),
+        "count name comes from the profile's unit"
+    );
+}

@@ -22,7 +22,7 @@ use ember_folded::{FoldedLineRef, FoldedRef};
                   Several input files are concatenated. Lines with three columns \
                   (`stack before after`, as written by `ember diff`) give a differential flame \
                   graph: widths are `after`, red frames grew, blue ones shrank. A pprof profile is \
-                  detected by gzip magic bytes, or forced with --pprof / --sample-type.\n\n\
+                  detected by its content (gzip or raw protobuf), or forced with --pprof / --sample-type.\n\n\
                   The SVG is self-contained (no external scripts or fonts) and works offline."
 )]
 pub struct Args {
@@ -35,8 +35,8 @@ pub struct Args {
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
 
-    /// Treat the input as a pprof profile (gzip or raw protobuf). Default: only when the input
-    /// starts with gzip magic bytes or --sample-type is given.
+    /// Treat the input as a pprof profile (gzip or raw protobuf). Default: detected from the
+    /// content (gzip magic bytes, or a raw protobuf profile), or implied by --sample-type.
     #[arg(long)]
     pprof: bool,
 
@@ -298,6 +298,18 @@ fn pprof_folded(
     Ok((folded, unit))
 }
 
+/// Whether uncompressed input is a protobuf profile rather than text. Protobuf tags and
+/// lengths put control bytes near the start, which folded text does not have, so only such
+/// input pays for a trial decode.
+fn looks_like_raw_pprof(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(512)];
+    let binary = head.first() == Some(&0x0a)
+        || head
+            .iter()
+            .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
+    binary && ember_pprof::decode(bytes).is_ok()
+}
+
 /// Runs `ember flamegraph`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let colors: Palette = args
@@ -341,7 +353,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut folded = FoldedRef::default();
     let mut pprof_unit = None;
     for (path, bytes) in &buffers {
-        let is_pprof = args.pprof || args.sample_type.is_some() || bytes.starts_with(&[0x1f, 0x8b]);
+        let is_pprof = args.pprof
+            || args.sample_type.is_some()
+            || bytes.starts_with(&[0x1f, 0x8b])
+            || looks_like_raw_pprof(bytes);
         let part = if is_pprof {
             let (f, unit) = pprof_folded(bytes, args.sample_type.as_deref(), path)?;
             pprof_unit.get_or_insert(unit);
