@@ -43,7 +43,7 @@ pub struct SourceFrame {
 /// are read straight from it, so nothing is copied onto the heap, and the
 /// kernel can drop its pages again under pressure (they are file-backed).
 #[derive(Debug)]
-struct Mmap {
+pub(crate) struct Mmap {
     ptr: *mut libc::c_void,
     len: usize,
 }
@@ -54,7 +54,7 @@ unsafe impl Send for Mmap {}
 unsafe impl Sync for Mmap {}
 
 impl Mmap {
-    fn open(path: &Path) -> std::io::Result<Mmap> {
+    pub(crate) fn open(path: &Path) -> std::io::Result<Mmap> {
         use std::os::fd::AsRawFd;
         let file = std::fs::File::open(path)?;
         let len = usize::try_from(file.metadata()?.len())
@@ -83,7 +83,7 @@ impl Mmap {
         Ok(Mmap { ptr, len })
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: ptr/len describe a live PROT_READ mapping owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
@@ -117,7 +117,7 @@ enum NameSource {
 }
 
 impl NameSource {
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             NameSource::Arena(v) => v,
             NameSource::File(m) => m.bytes(),
@@ -125,40 +125,40 @@ impl NameSource {
     }
 }
 
-/// 24 bytes per symbol: big binaries have hundreds of thousands.
+/// 16 bytes per symbol: big binaries have hundreds of thousands. Names
+/// are NUL-terminated in their source, so only their offset is kept.
 #[derive(Debug, Clone, Copy)]
 struct Sym {
     start: u64,
-    /// Byte offset of the name in its source; the source index is in the
-    /// top 8 bits.
-    name: u64,
     size: u32,
-    name_len: u32,
+    /// Byte offset of the name; the top bit selects source 0 or 1.
+    name: u32,
 }
 
-const SOURCE_SHIFT: u32 = 56;
+const SOURCE_BIT: u32 = 1 << 31;
 
 /// Sorted symbol table with "last symbol at or below" lookup.
 #[derive(Debug, Default)]
 struct SymTable {
     syms: Vec<Sym>,
+    /// At most two: the binary (or an arena) and its split debug file.
     sources: Vec<NameSource>,
 }
 
 impl SymTable {
-    /// Adds a symbol whose name is `name_off..+len` in source `source`.
-    fn push(&mut self, start: u64, size: u64, source: usize, name_off: usize, len: usize) {
-        let (Ok(len), Ok(off)) = (u32::try_from(len), u64::try_from(name_off)) else {
+    /// Adds a symbol whose NUL-terminated name starts at `name_off` in
+    /// source `source` (0 or 1); names past 2 GiB are not representable.
+    fn push(&mut self, start: u64, size: u64, source: usize, name_off: usize) {
+        let Ok(off) = u32::try_from(name_off) else {
             return;
         };
-        if off >> SOURCE_SHIFT != 0 {
+        if off & SOURCE_BIT != 0 || source > 1 {
             return;
         }
         self.syms.push(Sym {
             start,
-            name: (source as u64) << SOURCE_SHIFT | off,
             size: u32::try_from(size).unwrap_or(u32::MAX),
-            name_len: len,
+            name: if source == 1 { off | SOURCE_BIT } else { off },
         });
     }
 
@@ -172,7 +172,8 @@ impl SymTable {
         };
         let off = arena.len();
         arena.extend_from_slice(name.as_bytes());
-        self.push(start, size, 0, off, name.len());
+        arena.push(0);
+        self.push(start, size, 0, off);
     }
 
     fn finish(&mut self) {
@@ -190,14 +191,15 @@ impl SymTable {
     }
 
     fn name(&self, sym: &Sym) -> Cow<'_, str> {
-        let source = (sym.name >> SOURCE_SHIFT) as usize;
-        let off = (sym.name & ((1 << SOURCE_SHIFT) - 1)) as usize;
-        let bytes = self
+        let source = usize::from(sym.name & SOURCE_BIT != 0);
+        let off = (sym.name & !SOURCE_BIT) as usize;
+        let rest = self
             .sources
             .get(source)
-            .and_then(|s| s.bytes().get(off..off + sym.name_len as usize))
+            .and_then(|s| s.bytes().get(off..))
             .unwrap_or_default();
-        String::from_utf8_lossy(bytes)
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        String::from_utf8_lossy(&rest[..end])
     }
 
     fn lookup(&self, addr: u64, unsized_limit: u64) -> Option<&Sym> {
@@ -382,38 +384,47 @@ pub struct Binary {
     pub disk_entries: u64,
 }
 
-fn read_symbols<'d>(
-    file: &object::File<'d, &'d [u8]>,
-    base: &'d [u8],
-    source: usize,
-    table: &mut SymTable,
-) {
+/// Symbols read between two hand-backs of the touched file pages: bounds
+/// the peak RSS of tables of huge binaries (100+ MB shared libraries).
+const RELEASE_EVERY: usize = 32 * 1024;
+
+fn read_symbols(map: &Mmap, source: usize, table: &mut SymTable) {
+    let base = map.bytes();
+    let Ok(file) = object::File::parse(base) else {
+        return;
+    };
+    let wanted =
+        |sym: &object::Symbol<'_, '_, &[u8]>| sym.kind() == SymbolKind::Text && sym.address() != 0;
+    // Count first (entries only, no names) so the table is allocated once
+    // at its final size instead of doubling past it.
+    let count =
+        file.symbols().filter(wanted).count() + file.dynamic_symbols().filter(wanted).count();
+    table.syms.reserve_exact(count);
+    map.release_pages();
     let base_ptr = base.as_ptr() as usize;
-    let mut add = |sym: object::Symbol<'d, '_, &'d [u8]>| {
-        if sym.kind() != SymbolKind::Text || sym.address() == 0 {
-            return;
+    let mut seen = 0usize;
+    for sym in file.symbols().chain(file.dynamic_symbols()) {
+        seen += 1;
+        if seen % RELEASE_EVERY == 0 {
+            map.release_pages();
         }
-        let Ok(raw) = sym.name_bytes() else { return };
+        if !wanted(&sym) {
+            continue;
+        }
+        let Ok(raw) = sym.name_bytes() else { continue };
         if raw.is_empty() {
-            return;
+            continue;
         }
         // Names stay in the mapped string table: only their position is
         // kept, and demangling waits until a symbol is actually hit.
         let off = (raw.as_ptr() as usize).wrapping_sub(base_ptr);
-        if off
-            .checked_add(raw.len())
-            .is_none_or(|end| end > base.len())
-        {
-            return;
+        let end = off.wrapping_add(raw.len());
+        if off >= base.len() || base.get(end) != Some(&0) {
+            continue;
         }
-        table.push(sym.address(), sym.size(), source, off, raw.len());
-    };
-    for sym in file.symbols() {
-        add(sym);
+        table.push(sym.address(), sym.size(), source, off);
     }
-    for sym in file.dynamic_symbols() {
-        add(sym);
-    }
+    map.release_pages();
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -529,18 +540,12 @@ impl Binary {
         self.symbols.get_or_insert_with(|| {
             let mut table = SymTable::default();
             table.sources.push(NameSource::File(main.clone()));
-            if let Ok(file) = object::File::parse(main.bytes()) {
-                read_symbols(&file, main.bytes(), 0, &mut table);
-            }
+            read_symbols(main, 0, &mut table);
             if let Some(debug) = debug {
-                if let Ok(file) = object::File::parse(debug.bytes()) {
-                    table.sources.push(NameSource::File(debug.clone()));
-                    read_symbols(&file, debug.bytes(), 1, &mut table);
-                }
-                debug.release_pages();
+                table.sources.push(NameSource::File(debug.clone()));
+                read_symbols(debug, 1, &mut table);
             }
             table.finish();
-            main.release_pages();
             table
         })
     }
@@ -746,8 +751,22 @@ pub struct Kallsyms {
 impl Kallsyms {
     /// Parses kallsyms text (`addr type name [module]`), keeping text symbols.
     pub fn parse(text: &str) -> Kallsyms {
+        Self::read(text.as_bytes())
+    }
+
+    /// Like [`Kallsyms::parse`], line by line from a reader; unreadable or
+    /// non-UTF-8 lines are skipped.
+    pub fn read(mut input: impl std::io::BufRead) -> Kallsyms {
         let mut table = SymTable::default();
-        for line in text.lines() {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match input.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => continue,
+                Err(_) => break,
+            }
             let mut parts = line.split_ascii_whitespace();
             let (Some(addr), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
             else {
@@ -902,8 +921,10 @@ impl Symbolizer {
     /// Kernel symbol for `addr`.
     pub fn kernel(&mut self, addr: u64) -> Option<Symbol> {
         if self.kernel.is_none() {
-            let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
-            let table = Kallsyms::parse(&text);
+            // Streamed: the file is ~10 MB of text, the table a fraction.
+            let table = std::fs::File::open("/proc/kallsyms")
+                .map(|f| Kallsyms::read(std::io::BufReader::new(f)))
+                .unwrap_or_default();
             if table.is_empty() {
                 self.warnings.push(
                     "/proc/kallsyms has no addresses (kptr_restrict?); kernel frames stay [unknown]"

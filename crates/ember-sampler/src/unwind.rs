@@ -14,9 +14,32 @@ use framehop::{ExplicitModuleSectionInfo, Module};
 use object::{Object, ObjectSection, ObjectSegment};
 use std::collections::HashMap;
 use std::ops::Range;
+use std::path::Path;
 use std::sync::Arc;
 
-type Data = Arc<[u8]>;
+use crate::symbolize::Mmap;
+
+/// A section of a mapped binary: unwinding reads the few pages it needs
+/// straight from the page cache instead of copying whole sections (a big
+/// shared library has megabytes of `.eh_frame`).
+#[derive(Clone)]
+struct Data {
+    map: Arc<Mmap>,
+    range: Range<usize>,
+}
+
+impl std::ops::Deref for Data {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.map.bytes().get(self.range.clone()).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for Data {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Data({:?})", self.range)
+    }
+}
 
 /// Unwind-relevant sections of one binary.
 #[derive(Debug, Default)]
@@ -32,16 +55,28 @@ struct Sections {
 
 impl Sections {
     fn load(path: &str, pid: u32) -> Option<Sections> {
-        let handle = std::fs::File::open(path)
-            .or_else(|_| std::fs::File::open(format!("/proc/{pid}/root{path}")))
+        let map = Mmap::open(Path::new(path))
+            .or_else(|_| Mmap::open(Path::new(&format!("/proc/{pid}/root{path}"))))
             .ok()?;
-        // Only the unwind sections are read, not the whole file.
-        let data = object::ReadCache::new(handle);
-        let file = object::File::parse(&data).ok()?;
+        let map = Arc::new(map);
+        let file = object::File::parse(map.bytes()).ok()?;
         let section = |name: &str| -> Option<(Range<u64>, Data)> {
             let s = file.section_by_name(name)?;
-            let bytes = s.data().ok()?;
-            Some((s.address()..s.address() + s.size(), Arc::from(bytes)))
+            // Compressed sections (some .debug_frame) cannot be used in place.
+            let range = s.compressed_file_range().ok()?;
+            if range.format != object::CompressionFormat::None {
+                return None;
+            }
+            let start = usize::try_from(range.offset).ok()?;
+            let end = start.checked_add(usize::try_from(range.compressed_size).ok()?)?;
+            if end > map.bytes().len() {
+                return None;
+            }
+            let data = Data {
+                map: map.clone(),
+                range: start..end,
+            };
+            Some((s.address()..s.address() + s.size(), data))
         };
         // .text is left out on purpose: it can be huge and CFI alone
         // describes prologues and epilogues of compiler-generated code.
@@ -86,7 +121,12 @@ impl Sections {
             eh_frame_hdr_svma: self.eh_frame_hdr.as_ref().map(|(r, _)| r.clone()),
             eh_frame_hdr: self.eh_frame_hdr.as_ref().map(|(_, d)| d.clone()),
             debug_frame: self.debug_frame.clone(),
-            ..Default::default()
+            text: None,
+            stubs_svma: None,
+            stub_helper_svma: None,
+            unwind_info: None,
+            text_segment_svma: None,
+            text_segment: None,
         };
         Some(Module::new(name.to_string(), avma, base_avma, info))
     }
