@@ -33,6 +33,17 @@
 //! give the profile type. `from`/`until` are unix timestamps (s, ms, µs or ns) or `now`,
 //! `now-1h`, `now-30m`, `now-7d`; defaults `now-1h` and `now`.
 
+//!
+//! # Configuration
+//!
+//! `ember server --listen 127.0.0.1:4040 --data-dir ./ember-data [--config FILE.json]
+//! [--auth-tokens FILE]`. The JSON config holds [`Limits`] (every key optional):
+//! `max_body_bytes` (16 MiB), `max_decompressed_bytes` (64 MiB), `max_samples_per_profile`
+//! (1,000,000), `max_labels_per_series` (30), `max_label_name_length` (1024),
+//! `max_label_value_length` (2048), `max_series_per_tenant` (100,000),
+//! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
+//! graceful shutdown) and `retention_days` (30; 0 keeps everything).
+
 pub mod flamebearer;
 mod ingest;
 pub mod proto;
@@ -69,6 +80,10 @@ pub struct Limits {
     pub max_label_value_length: usize,
     /// Most series one tenant may hold (429 beyond).
     pub max_series_per_tenant: usize,
+    /// Seconds between flushes of the write-ahead log into a block (0 = only at shutdown).
+    pub flush_interval_seconds: u64,
+    /// Days of data kept; older blocks are deleted (0 = keep forever).
+    pub retention_days: f64,
 }
 
 impl Default for Limits {
@@ -81,6 +96,8 @@ impl Default for Limits {
             max_label_name_length: 1024,
             max_label_value_length: 2048,
             max_series_per_tenant: 100_000,
+            flush_interval_seconds: 300,
+            retention_days: 30.0,
         }
     }
 }
@@ -153,6 +170,8 @@ pub struct Metrics {
     ingest_micros: AtomicU64,
     queries: AtomicU64,
     query_micros: AtomicU64,
+    flushes: AtomicU64,
+    flush_micros: AtomicU64,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
 }
 
@@ -295,6 +314,7 @@ impl Server {
         let data_dir = config.data_dir.clone();
         let store_options = StoreOptions {
             max_series_per_tenant: limits.max_series_per_tenant,
+            retention_nanos: (limits.retention_days.max(0.0) * 86_400e9) as i64,
         };
         let store = tokio::task::spawn_blocking(move || Store::open(&data_dir, store_options))
             .await
@@ -335,17 +355,69 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let state = self.state.clone();
+        let interval = self.state.limits.flush_interval_seconds;
+        let flusher = (interval > 0).then(|| {
+            let s = self.state.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_secs(interval)).await;
+                    let st = s.clone();
+                    let _ = tokio::task::spawn_blocking(move || flush_and_expire(&st)).await;
+                }
+            })
+        });
+        let st = self.state.clone();
+        let _ = tokio::task::spawn_blocking(move || flush_and_expire(&st)).await;
         let app = router(self.state);
         let result = axum::serve(self.listener, app)
             .with_graceful_shutdown(shutdown)
             .await;
         state.ready.store(false, Ordering::SeqCst);
+        if let Some(f) = flusher {
+            f.abort();
+        }
         let s = state.clone();
-        let _ = tokio::task::spawn_blocking(move || s.store.close()).await;
+        // Shutdown flush: fold the log into a block so the next start loads it directly.
+        let _ = tokio::task::spawn_blocking(move || {
+            flush_and_expire(&s);
+            s.store.close()
+        })
+        .await;
         result.map_err(|source| ServerError::Io {
             context: "serving".into(),
             source,
         })
+    }
+}
+
+/// One flush plus retention pass; failures are counted and reported, never fatal: the log
+/// still holds the data.
+fn flush_and_expire(s: &AppState) {
+    let started = std::time::Instant::now();
+    match s.store.flush() {
+        Ok(stats) => {
+            s.metrics.flushes.fetch_add(1, Ordering::Relaxed);
+            s.metrics
+                .flush_micros
+                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            if let Some(path) = stats.block {
+                eprintln!(
+                    "ember server: flushed {} records ({} WAL bytes) into {} ({} bytes)",
+                    stats.records,
+                    stats.wal_bytes,
+                    path.display(),
+                    stats.block_bytes
+                );
+            }
+        }
+        Err(e) => {
+            s.metrics.reject("flush_failed");
+            eprintln!("ember server: flush failed (data stays in the log): {e}");
+        }
+    }
+    let now = ingest::now_nanos();
+    if let Err(e) = s.store.enforce_retention(now) {
+        eprintln!("ember server: retention failed: {e}");
     }
 }
 
@@ -458,6 +530,17 @@ async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -
         out,
         "# HELP ember_wal_sync_seconds_total Time spent writing and fsyncing the log.\n# TYPE ember_wal_sync_seconds_total counter\nember_wal_sync_seconds_total {:.6}",
         w.sync_micros as f64 / 1e6
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ember_flushes_total Flushes of the log into blocks.\n# TYPE ember_flushes_total counter\nember_flushes_total {}\n# HELP ember_flush_seconds_total Time spent flushing.\n# TYPE ember_flush_seconds_total counter\nember_flush_seconds_total {:.6}",
+        m.flushes.load(Ordering::Relaxed),
+        m.flush_micros.load(Ordering::Relaxed) as f64 / 1e6
+    );
+    let (blocks, block_bytes, wal_bytes) = s.store.disk_usage();
+    let _ = writeln!(
+        out,
+        "# HELP ember_disk_bytes Bytes on disk.\n# TYPE ember_disk_bytes gauge\nember_disk_bytes{{kind=\"blocks\"}} {block_bytes}\nember_disk_bytes{{kind=\"wal\"}} {wal_bytes}\n# HELP ember_blocks Block files on disk.\n# TYPE ember_blocks gauge\nember_blocks {blocks}"
     );
     let (series, profiles, strings, nodes) = s.store.head_stats();
     let _ = writeln!(

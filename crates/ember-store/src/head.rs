@@ -40,7 +40,7 @@ pub struct Series {
 }
 
 /// All data of one tenant.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TenantHead {
     strings: Vec<Box<str>>,
     string_ids: HashMap<Box<str>, u32>,
@@ -55,12 +55,25 @@ pub struct TenantHead {
     pub profiles: u64,
 }
 
+impl Default for TenantHead {
+    fn default() -> Self {
+        TenantHead::new()
+    }
+}
+
 impl TenantHead {
     /// An empty head.
     pub fn new() -> Self {
         TenantHead {
+            strings: Vec::new(),
+            string_ids: HashMap::new(),
+            // Node 0 is the root every stack hangs from.
             nodes: vec![(0, 0)],
-            ..Default::default()
+            node_ids: HashMap::new(),
+            series: Vec::new(),
+            series_ids: HashMap::new(),
+            postings: BTreeMap::new(),
+            profiles: 0,
         }
     }
 
@@ -175,5 +188,205 @@ impl TenantHead {
         }
         out.reverse();
         out
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_signed(out: &mut Vec<u8>, v: i64) {
+    put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_varint(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Cursor over an encoded head; every read checks bounds so corrupt blocks are errors.
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *self.b.get(self.pos)?;
+            self.pos += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    fn signed(&mut self) -> Option<i64> {
+        let v = self.varint()?;
+        Some(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    fn count(&mut self) -> Option<usize> {
+        // A count can never exceed the bytes left, which bounds allocations on corrupt input.
+        let n = usize::try_from(self.varint()?).ok()?;
+        (n <= self.b.len().saturating_sub(self.pos)).then_some(n)
+    }
+
+    fn str(&mut self) -> Option<&str> {
+        let n = self.count()?;
+        let s = std::str::from_utf8(self.b.get(self.pos..self.pos + n)?).ok()?;
+        self.pos += n;
+        Some(s)
+    }
+}
+
+impl TenantHead {
+    /// Columnar encoding of the whole head: string table; call-tree parent and frame columns;
+    /// then per series its labels, a delta-encoded time column and per profile its sorted
+    /// node ids (delta varints) and values (zigzag varints).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.strings.len() as u64);
+        for s in &self.strings {
+            put_str(out, s);
+        }
+        put_varint(out, self.nodes.len() as u64);
+        for (parent, _) in &self.nodes {
+            put_varint(out, u64::from(*parent));
+        }
+        for (_, frame) in &self.nodes {
+            put_varint(out, u64::from(*frame));
+        }
+        put_varint(out, self.series.len() as u64);
+        for s in &self.series {
+            put_varint(out, s.labels.len() as u64);
+            for (n, v) in &s.labels {
+                put_str(out, n);
+                put_str(out, v);
+            }
+            put_varint(out, s.profiles.len() as u64);
+            let mut prev = 0i64;
+            for p in &s.profiles {
+                put_signed(out, p.time_nanos.wrapping_sub(prev));
+                prev = p.time_nanos;
+            }
+            for p in &s.profiles {
+                put_varint(out, p.nodes.len() as u64);
+                let mut last = 0u32;
+                for n in &p.nodes {
+                    put_varint(out, u64::from(n.wrapping_sub(last)));
+                    last = *n;
+                }
+                for v in &p.values {
+                    put_signed(out, *v);
+                }
+            }
+        }
+    }
+
+    /// Adds everything of an [`TenantHead::encode`]d head to this one (symbols re-interned).
+    /// Returns `None` on malformed input (nothing partial is visible to callers' invariants:
+    /// profiles are inserted only after their series decoded completely).
+    pub fn merge_encoded(&mut self, bytes: &[u8]) -> Option<()> {
+        let mut r = Reader { b: bytes, pos: 0 };
+        let n_strings = r.count()?;
+        let mut string_map = Vec::with_capacity(n_strings);
+        for _ in 0..n_strings {
+            let s = r.str()?;
+            string_map.push(self.intern(s));
+        }
+        let n_nodes = r.count()?;
+        let mut parents = Vec::with_capacity(n_nodes);
+        for _ in 0..n_nodes {
+            parents.push(r.varint()? as usize);
+        }
+        let mut node_map: Vec<u32> = Vec::with_capacity(n_nodes);
+        for (i, &parent) in parents.iter().enumerate() {
+            let frame = r.varint()? as usize;
+            if i == 0 {
+                node_map.push(0);
+                continue;
+            }
+            let parent = *node_map.get(parent)?;
+            let frame = *string_map.get(frame)?;
+            node_map.push(self.child(parent, frame));
+        }
+        let n_series = r.count()?;
+        for _ in 0..n_series {
+            let n_labels = r.count()?;
+            let mut labels = Labels::with_capacity(n_labels);
+            for _ in 0..n_labels {
+                let n = r.str()?.to_string();
+                let v = r.str()?.to_string();
+                labels.push((n, v));
+            }
+            let n_profiles = r.count()?;
+            let mut times = Vec::with_capacity(n_profiles);
+            let mut prev = 0i64;
+            for _ in 0..n_profiles {
+                prev = prev.wrapping_add(r.signed()?);
+                times.push(prev);
+            }
+            let mut profiles = Vec::with_capacity(n_profiles);
+            for time_nanos in times {
+                let n = r.count()?;
+                let mut nodes = Vec::with_capacity(n);
+                let mut last = 0u32;
+                for _ in 0..n {
+                    last = last.wrapping_add(u32::try_from(r.varint()?).ok()?);
+                    nodes.push(*node_map.get(last as usize)?);
+                }
+                let mut pairs = Vec::with_capacity(n);
+                for node in nodes {
+                    pairs.push((node, r.signed()?));
+                }
+                // Remapped ids lose the block's order; sorted ids keep the deltas small.
+                pairs.sort_unstable();
+                profiles.push(StoredProfile {
+                    time_nanos,
+                    nodes: pairs.iter().map(|p| p.0).collect(),
+                    values: pairs.iter().map(|p| p.1).collect(),
+                });
+            }
+            for p in profiles {
+                self.insert(labels.clone(), p);
+            }
+        }
+        (r.pos == bytes.len()).then_some(())
+    }
+
+    /// Drops profiles older than `cutoff_nanos` (retention).
+    pub fn drop_before(&mut self, cutoff_nanos: i64) -> usize {
+        let mut dropped = 0;
+        for s in &mut self.series {
+            let n = s.profiles.partition_point(|p| p.time_nanos < cutoff_nanos);
+            s.profiles.drain(..n);
+            dropped += n;
+        }
+        self.profiles -= dropped as u64;
+        dropped
+    }
+
+    /// Earliest and latest profile time, if any.
+    pub fn time_range(&self) -> Option<(i64, i64)> {
+        let min = self
+            .series
+            .iter()
+            .filter_map(|s| s.profiles.first())
+            .map(|p| p.time_nanos)
+            .min()?;
+        let max = self
+            .series
+            .iter()
+            .filter_map(|s| s.profiles.last())
+            .map(|p| p.time_nanos)
+            .max()?;
+        Some((min, max))
     }
 }

@@ -5,12 +5,16 @@
 //!   before it is acknowledged; on start the log is replayed into the head;
 //! - [`head`]: per-tenant in-memory series with a label index and de-duplicated symbols;
 //! - [`selector`]: Prometheus-style label selectors;
+//! - blocks (this module): [`Store::flush`] folds the closed log segments into one immutable,
+//!   gzip'd columnar block file under `<data-dir>/blocks/` and deletes those segments; blocks
+//!   are loaded at start, and [`Store::enforce_retention`] deletes blocks past retention;
 //! - this module: [`Store`], which splits each ingested pprof profile into one series per
 //!   sample type (profile type id `name:type:unit:period_type:period_unit`) and answers
 //!   queries (merged stacks, time series of totals, label names/values, profile types, series).
 //!
 //! Tenants are separate heads: nothing one tenant stored is reachable from another's queries.
 
+mod block;
 pub mod head;
 pub mod selector;
 pub mod wal;
@@ -110,14 +114,31 @@ pub struct LabelPair {
 pub struct StoreOptions {
     /// Most series one tenant may hold; further new series are refused.
     pub max_series_per_tenant: usize,
+    /// Profiles older than this (nanoseconds before now) are dropped; 0 keeps everything.
+    pub retention_nanos: i64,
 }
 
 impl Default for StoreOptions {
+    /// 100,000 series per tenant, 30 days of retention.
     fn default() -> Self {
         StoreOptions {
             max_series_per_tenant: 100_000,
+            retention_nanos: 30 * 86_400 * 1_000_000_000,
         }
     }
+}
+
+/// What one [`Store::flush`] wrote.
+#[derive(Debug, Clone, Default)]
+pub struct FlushStats {
+    /// The block file written (`None` when there was nothing to flush).
+    pub block: Option<std::path::PathBuf>,
+    /// Its size in bytes.
+    pub block_bytes: u64,
+    /// Log bytes the block replaced (segments deleted).
+    pub wal_bytes: u64,
+    /// Records folded into the block.
+    pub records: usize,
 }
 
 /// A query: which series, which profile type, which time range.
@@ -174,6 +195,8 @@ pub struct TimeSeries {
 
 /// The storage engine: write-ahead log plus per-tenant heads.
 pub struct Store {
+    dir: std::path::PathBuf,
+    flush_lock: std::sync::Mutex<()>,
     wal: Wal,
     tenants: RwLock<HashMap<String, Arc<RwLock<TenantHead>>>>,
     options: StoreOptions,
@@ -266,37 +289,94 @@ fn record_labels(record: &IngestRecord) -> Labels {
 }
 
 impl Store {
-    /// Opens (or creates) the store in `dir`, replaying its write-ahead log into memory.
+    /// Opens (or creates) the store in `dir`: loads its blocks, then replays the write-ahead
+    /// log segments no block covers yet, then applies retention.
     pub fn open(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
-        let tenants: RwLock<HashMap<String, Arc<RwLock<TenantHead>>>> = RwLock::default();
+        let mut heads: HashMap<String, TenantHead> = HashMap::new();
+        let covered = block::load_all(&dir.join("blocks"), &mut heads)?;
         let mut replay_errors = 0usize;
         let mut replayed: Vec<IngestRecord> = Vec::new();
-        let (wal, replay) =
-            Wal::open(
-                &dir.join("wal"),
-                |payload| match <IngestRecord as prost::Message>::decode(payload) {
-                    Ok(r) => replayed.push(r),
-                    Err(_) => replay_errors += 1,
-                },
-            )?;
-        let mut store = Store {
-            wal,
-            tenants,
-            options,
-            replay,
-            replay_errors: 0,
-        };
+        let (wal, replay) = Wal::open(&dir.join("wal"), covered, |payload| {
+            match <IngestRecord as prost::Message>::decode(payload) {
+                Ok(r) => replayed.push(r),
+                Err(_) => replay_errors += 1,
+            }
+        })?;
         for record in replayed {
-            let ok = ember_pprof::decode(&record.profile)
-                .map_err(|e| StoreError::Profile(e.to_string()))
-                .map(|p| store.apply(&record, &p));
-            if ok.is_err() {
-                replay_errors += 1;
+            match ember_pprof::decode(&record.profile) {
+                Ok(p) => {
+                    let head = heads.entry(record.tenant.clone()).or_default();
+                    apply_to(head, &record, &p);
+                }
+                Err(_) => replay_errors += 1,
             }
         }
-        store.replay_errors = replay_errors;
+        let tenants = heads
+            .into_iter()
+            .map(|(t, h)| (t, Arc::new(RwLock::new(h))))
+            .collect();
+        let store = Store {
+            dir: dir.to_path_buf(),
+            flush_lock: std::sync::Mutex::new(()),
+            wal,
+            tenants: RwLock::new(tenants),
+            options,
+            replay,
+            replay_errors,
+        };
         Ok(store)
+    }
+
+    /// Folds every closed log segment into one immutable block, then deletes those segments.
+    /// Records acknowledged before the call are all covered. Safe to call concurrently with
+    /// ingest (new records go to the next segment).
+    pub fn flush(&self) -> Result<FlushStats, StoreError> {
+        let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let through = self.wal.rotate()?;
+        block::flush(&self.dir.join("wal"), &self.dir.join("blocks"), through)
+    }
+
+    /// Deletes blocks whose newest profile is older than the retention and drops such
+    /// profiles from memory. Returns the number of block files deleted.
+    pub fn enforce_retention(&self, now_nanos: i64) -> Result<usize, StoreError> {
+        if self.options.retention_nanos <= 0 {
+            return Ok(0);
+        }
+        let cutoff = now_nanos.saturating_sub(self.options.retention_nanos);
+        let deleted = block::delete_expired(&self.dir.join("blocks"), cutoff)?;
+        let tenants: Vec<_> = self
+            .tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for t in tenants {
+            t.write()
+                .unwrap_or_else(|e| e.into_inner())
+                .drop_before(cutoff);
+        }
+        Ok(deleted)
+    }
+
+    /// `(block files, their total bytes, WAL segment bytes)` on disk.
+    pub fn disk_usage(&self) -> (usize, u64, u64) {
+        let size = |d: &Path, ext: &str| -> (usize, u64) {
+            let mut out = (0, 0);
+            if let Ok(rd) = std::fs::read_dir(d) {
+                for e in rd.flatten() {
+                    if e.path().extension().is_some_and(|x| x == ext) {
+                        out.0 += 1;
+                        out.1 += e.metadata().map(|m| m.len()).unwrap_or(0);
+                    }
+                }
+            }
+            out
+        };
+        let (n, b) = size(&self.dir.join("blocks"), "blk");
+        let (_, w) = size(&self.dir.join("wal"), "wal");
+        (n, b, w)
     }
 
     /// What the write-ahead log replay found when the store was opened, and how many
@@ -373,32 +453,9 @@ impl Store {
     /// Adds the decoded `profile` of `record` to the head: one series per sample type.
     /// Returns the number of series written to.
     pub fn apply(&self, record: &IngestRecord, profile: &Profile) -> usize {
-        let label_sets = series_labels(&record_labels(record), profile);
-        let time = if record.time_nanos != 0 {
-            record.time_nanos
-        } else if profile.time_nanos != 0 {
-            profile.time_nanos
-        } else {
-            record.received_nanos
-        };
         let t = self.tenant_or_create(&record.tenant);
         let mut head = t.write().unwrap_or_else(|e| e.into_inner());
-        let per_type = stacks_of(&mut head, profile);
-        let n = label_sets.len();
-        for (labels, values) in label_sets.into_iter().zip(per_type) {
-            let mut entries: Vec<(u32, i64)> =
-                values.into_iter().filter(|(_, v)| *v != 0).collect();
-            entries.sort_unstable();
-            head.insert(
-                labels,
-                StoredProfile {
-                    time_nanos: time,
-                    nodes: entries.iter().map(|e| e.0).collect(),
-                    values: entries.iter().map(|e| e.1).collect(),
-                },
-            );
-        }
-        n
+        apply_to(&mut head, record, profile)
     }
 
     /// Writes out everything queued in the log and stops accepting appends.
@@ -563,6 +620,33 @@ impl Store {
     pub fn profile_types(&self, tenant: &str) -> Vec<String> {
         self.label_values(tenant, PROFILE_TYPE_LABEL, None)
     }
+}
+
+/// Adds one record's profile to `head`: one series per sample type.
+pub(crate) fn apply_to(head: &mut TenantHead, record: &IngestRecord, profile: &Profile) -> usize {
+    let label_sets = series_labels(&record_labels(record), profile);
+    let time = if record.time_nanos != 0 {
+        record.time_nanos
+    } else if profile.time_nanos != 0 {
+        profile.time_nanos
+    } else {
+        record.received_nanos
+    };
+    let per_type = stacks_of(head, profile);
+    let n = label_sets.len();
+    for (labels, values) in label_sets.into_iter().zip(per_type) {
+        let mut entries: Vec<(u32, i64)> = values.into_iter().filter(|(_, v)| *v != 0).collect();
+        entries.sort_unstable();
+        head.insert(
+            labels,
+            StoredProfile {
+                time_nanos: time,
+                nodes: entries.iter().map(|e| e.0).collect(),
+                values: entries.iter().map(|e| e.1).collect(),
+            },
+        );
+    }
+    n
 }
 
 fn in_range<'a>(series: &'a Series, q: &Query) -> impl Iterator<Item = &'a StoredProfile> {

@@ -26,6 +26,8 @@ pub type Ack = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
 enum Job {
     Append(Vec<u8>, Ack),
+    /// Close the current segment and start the next; replies with the closed segment's number.
+    Rotate(Sender<Result<u64, StoreError>>),
     Stop,
 }
 
@@ -87,12 +89,19 @@ impl Wal {
     /// the existing segments in order, then starts a fresh segment and the writer thread.
     pub fn open(
         dir: &Path,
+        skip_through: u64,
         mut apply: impl FnMut(&[u8]),
     ) -> Result<(Wal, ReplayStats), StoreError> {
         fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
         let existing = segments(dir)?;
         let mut stats = ReplayStats::default();
-        for (_, path) in &existing {
+        for (n, path) in &existing {
+            // Already folded into a block (a crash between writing the block and deleting
+            // its segments leaves them behind).
+            if *n <= skip_through {
+                let _ = fs::remove_file(path);
+                continue;
+            }
             stats.segments += 1;
             let mut bytes = Vec::new();
             File::open(path)
@@ -119,7 +128,11 @@ impl Wal {
                 pos = end;
             }
         }
-        let next = existing.last().map(|(n, _)| n + 1).unwrap_or(1);
+        let next = existing
+            .last()
+            .map(|(n, _)| n + 1)
+            .unwrap_or(1)
+            .max(skip_through + 1);
         let path = dir.join(segment_name(next));
         let file = OpenOptions::new()
             .create(true)
@@ -130,12 +143,13 @@ impl Wal {
         if let Ok(d) = File::open(dir) {
             let _ = d.sync_all();
         }
+        let dir_owned = dir.to_path_buf();
         let (tx, rx) = mpsc::channel();
         let wal_stats = std::sync::Arc::new(Mutex::new(WalStats::default()));
         let thread_stats = wal_stats.clone();
         let thread = std::thread::Builder::new()
             .name("ember-wal".into())
-            .spawn(move || writer(file, path, rx, thread_stats))
+            .spawn(move || writer(file, next, dir_owned, rx, thread_stats))
             .map_err(|e| StoreError::io(dir, e))?;
         Ok((
             Wal {
@@ -174,6 +188,23 @@ impl Wal {
         rx.recv().unwrap_or(Err(StoreError::Closed))
     }
 
+    /// Closes the current segment (everything queued before is written and fsync'd) and
+    /// starts a new one. Returns the closed segment's number: every record acknowledged
+    /// before this call is in a segment numbered at most that.
+    pub fn rotate(&self) -> Result<u64, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        {
+            let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(sender) = guard.as_ref() else {
+                return Err(StoreError::Closed);
+            };
+            sender
+                .send(Job::Rotate(tx))
+                .map_err(|_| StoreError::Closed)?;
+        }
+        rx.recv().unwrap_or(Err(StoreError::Closed))
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> WalStats {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner())
@@ -201,16 +232,19 @@ impl Drop for Wal {
 
 fn writer(
     mut file: File,
-    path: PathBuf,
+    mut number: u64,
+    dir: PathBuf,
     rx: Receiver<Job>,
     stats: std::sync::Arc<Mutex<WalStats>>,
 ) {
+    let mut path = dir.join(segment_name(number));
     let mut buf = Vec::new();
     let mut acks: Vec<Ack> = Vec::new();
     let mut stop = false;
     while !stop {
         let Ok(first) = rx.recv() else { break };
         let mut job = Some(first);
+        let mut rotate = None;
         // Group commit: take everything already queued (bounded, so one huge burst does not
         // delay the first acks indefinitely).
         while let Some(j) = job.take() {
@@ -221,35 +255,91 @@ fn writer(
                     buf.extend_from_slice(&payload);
                     acks.push(ack);
                 }
+                Job::Rotate(reply) => rotate = Some(reply),
                 Job::Stop => stop = true,
             }
-            if stop || buf.len() > 64 << 20 {
+            if stop || rotate.is_some() || buf.len() > 64 << 20 {
                 break;
             }
             job = rx.try_recv().ok();
         }
-        if acks.is_empty() {
-            continue;
+        if !acks.is_empty() {
+            let started = Instant::now();
+            let result = file
+                .write_all(&buf)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| StoreError::io(&path, e));
+            {
+                let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
+                s.records += acks.len() as u64;
+                s.bytes += buf.len() as u64;
+                s.fsyncs += 1;
+                s.sync_micros += started.elapsed().as_micros() as u64;
+            }
+            buf.clear();
+            for ack in acks.drain(..) {
+                ack(result.clone());
+            }
         }
-        let started = Instant::now();
-        let result = file
-            .write_all(&buf)
-            .and_then(|()| file.sync_data())
-            .map_err(|e| StoreError::io(&path, e));
-        {
-            let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
-            s.records += acks.len() as u64;
-            s.bytes += buf.len() as u64;
-            s.fsyncs += 1;
-            s.sync_micros += started.elapsed().as_micros() as u64;
-        }
-        buf.clear();
-        for ack in acks.drain(..) {
-            ack(result.clone());
+        if let Some(reply) = rotate {
+            let next_path = dir.join(segment_name(number + 1));
+            let opened = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&next_path)
+                .map_err(|e| StoreError::io(&next_path, e));
+            match opened {
+                Ok(f) => {
+                    if let Ok(d) = File::open(&dir) {
+                        let _ = d.sync_all();
+                    }
+                    file = f;
+                    path = next_path;
+                    let _ = reply.send(Ok(number));
+                    number += 1;
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            }
         }
     }
     // Anything queued after Stop is refused.
-    while let Ok(Job::Append(_, ack)) = rx.try_recv() {
-        ack(Err(StoreError::Closed));
+    while let Ok(job) = rx.try_recv() {
+        match job {
+            Job::Append(_, ack) => ack(Err(StoreError::Closed)),
+            Job::Rotate(reply) => {
+                let _ = reply.send(Err(StoreError::Closed));
+            }
+            Job::Stop => {}
+        }
     }
+}
+
+/// Reads every intact record of segments numbered at most `through` (for building a block).
+pub fn read_segments(
+    dir: &Path,
+    through: u64,
+    mut f: impl FnMut(&[u8]),
+) -> Result<Vec<PathBuf>, StoreError> {
+    let mut used = Vec::new();
+    for (n, path) in segments(dir)? {
+        if n > through {
+            continue;
+        }
+        let bytes = fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+        let mut pos = 0usize;
+        while let Some(header) = bytes.get(pos..pos + 8) {
+            let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+            let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+            let end = pos + 8 + len as usize;
+            match bytes.get(pos + 8..end) {
+                Some(p) if len <= MAX_RECORD && crc32fast::hash(p) == crc => f(p),
+                _ => break,
+            }
+            pos = end;
+        }
+        used.push(path);
+    }
+    Ok(used)
 }

@@ -17,11 +17,21 @@ pub struct Server {
 
 impl Server {
     /// Starts `ember server --listen 127.0.0.1:0 --data-dir dir [extra...]` and waits for its address.
+    /// Without a `--config` in `extra`, retention is disabled: the corpus profiles carry
+    /// their original (years old) timestamps.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        if !extra.contains(&"--config") {
+            std::fs::create_dir_all(data_dir).unwrap();
+            let config = data_dir.with_extension("config.json");
+            std::fs::write(&config, r#"{"retention_days": 0}"#).unwrap();
+            args.push("--config".into());
+            args.push(config.display().to_string());
+        }
         let mut child = Command::new(env!("CARGO_BIN_EXE_ember"))
             .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
-            .args(extra)
+            .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -70,6 +80,15 @@ impl Server {
         let (s, b) = self.get(path, headers);
         assert_eq!(s, 200, "GET {path}: {b}");
         serde_json::from_str(&b).unwrap_or_else(|e| panic!("GET {path}: {e}: {b}"))
+    }
+
+    /// SIGTERM and wait for a clean exit (graceful shutdown flushes).
+    pub fn terminate(mut self) {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(ok.success());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "exit status after SIGTERM: {status:?}");
     }
 
     /// SIGKILL, no chance to flush anything.
