@@ -386,7 +386,7 @@ pub struct Binary {
 
 /// Symbols read between two hand-backs of the touched file pages: bounds
 /// the peak RSS of tables of huge binaries (100+ MB shared libraries).
-const RELEASE_EVERY: usize = 32 * 1024;
+const RELEASE_EVERY: usize = 8 * 1024;
 
 fn read_symbols(map: &Mmap, source: usize, table: &mut SymTable) {
     let base = map.bytes();

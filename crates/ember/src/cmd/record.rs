@@ -179,12 +179,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("ember record: warning: {w}");
     }
 
+    hwm("recorded");
     let mut symbolizer = ember_sampler::Symbolizer::with_inline(args.inline);
     if !args.no_symbol_cache {
         symbolizer.cache_dir = ember_sampler::symbolize::default_cache_dir();
     }
     let (profile, summary) = ember_sampler::build_profile(&recording, &mut symbolizer);
+    hwm("profile built");
     write_output(&args.output, format, &recording, &profile, &mut symbolizer)?;
+    hwm("written");
     symbolizer.save_cache();
     for w in &symbolizer.warnings {
         eprintln!("ember record: warning: {w}");
@@ -225,6 +228,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("ember record: the command was killed by signal {s}");
     }
     Ok(())
+}
+
+/// With EMBER_DEBUG_RSS set, prints the peak RSS so far and the time since
+/// the previous phase (used by bench/record to time symbolization).
+fn hwm(phase: &str) {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    if std::env::var_os("EMBER_DEBUG_RSS").is_some() {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let peak = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .unwrap_or("")
+            .trim();
+        let now = std::time::Instant::now();
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        let ms = last.map_or(0.0, |t| now.duration_since(t).as_secs_f64() * 1e3);
+        *last = Some(now);
+        eprintln!("ember record: phase {phase}: peak RSS {peak}, {ms:.1} ms");
+    }
 }
 
 /// The sample type folded and SVG output show: sample counts, blocked
