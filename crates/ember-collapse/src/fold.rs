@@ -5,36 +5,121 @@
 //! blank-line-delimited chunks to different threads, each with its own `Folder`, and still get
 //! exactly the result of a single sequential pass (see `stream.rs`).
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Mutex;
 
-use crate::fxhash::FxHasher;
+use crate::fxhash::{PrehashedHasher, hash_bytes};
 use crate::tidy;
 use crate::{CollapseOptions, WarningKind};
 
-/// Stack counts keyed by the folded stack bytes (always valid UTF-8).
-pub(crate) type StackMap = HashMap<Box<[u8]>, u64, BuildHasherDefault<FxHasher>>;
+/// A folded stack (always valid UTF-8) stored with its hash.
+///
+/// The hash is computed once per sample and then reused for the shard choice, the table
+/// lookup, every rehash and the final merge; equality checks the hash before touching the
+/// (long) bytes, so a full comparison only happens on a real hit.
+pub(crate) struct StackKey {
+    hash: u64,
+    bytes: Box<[u8]>,
+}
+
+impl StackKey {
+    /// The stack's bytes.
+    pub(crate) fn into_bytes(self) -> Box<[u8]> {
+        self.bytes
+    }
+}
+
+/// The view of a key that lookups use, so a probe can be a borrowed `(hash, &[u8])` without
+/// allocating a `StackKey`.
+pub(crate) trait StackLookup {
+    fn stack_hash(&self) -> u64;
+    fn stack_bytes(&self) -> &[u8];
+}
+
+impl StackLookup for StackKey {
+    fn stack_hash(&self) -> u64 {
+        self.hash
+    }
+    fn stack_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl StackLookup for (u64, &[u8]) {
+    fn stack_hash(&self) -> u64 {
+        self.0
+    }
+    fn stack_bytes(&self) -> &[u8] {
+        self.1
+    }
+}
+
+impl<'a> Borrow<dyn StackLookup + 'a> for StackKey {
+    fn borrow(&self) -> &(dyn StackLookup + 'a) {
+        self
+    }
+}
+
+impl Hash for dyn StackLookup + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.stack_hash());
+    }
+}
+
+impl PartialEq for dyn StackLookup + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.stack_hash() == other.stack_hash() && self.stack_bytes() == other.stack_bytes()
+    }
+}
+
+impl Eq for dyn StackLookup + '_ {}
+
+// `StackKey`'s own Hash/Eq must agree with the borrowed view's (the `Borrow` contract).
+impl Hash for StackKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl PartialEq for StackKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.bytes == other.bytes
+    }
+}
+
+impl Eq for StackKey {}
+
+/// Stack counts keyed by the folded stack bytes and their precomputed hash.
+pub(crate) type StackMap = HashMap<StackKey, u64, BuildHasherDefault<PrehashedHasher>>;
 
 /// Where finished samples go.
 pub(crate) trait Sink {
-    /// Adds `weight` to the count of `stack`.
-    fn add(&mut self, stack: &[u8], weight: u64);
+    /// Adds `weight` to the count of `stack`, whose [`hash_bytes`] is `hash`.
+    fn add(&mut self, hash: u64, stack: &[u8], weight: u64);
 }
 
 /// Adds `weight` to `stack` in `map`, allocating only for a new stack.
-pub(crate) fn add_to(map: &mut StackMap, stack: &[u8], weight: u64) {
-    match map.get_mut(stack) {
+pub(crate) fn add_to(map: &mut StackMap, hash: u64, stack: &[u8], weight: u64) {
+    let probe: &dyn StackLookup = &(hash, stack);
+    match map.get_mut(probe) {
         Some(count) => *count = count.saturating_add(weight),
         None => {
-            map.insert(stack.into(), weight);
+            map.insert(
+                StackKey {
+                    hash,
+                    bytes: stack.into(),
+                },
+                weight,
+            );
         }
     }
 }
 
 impl Sink for StackMap {
-    fn add(&mut self, stack: &[u8], weight: u64) {
-        add_to(self, stack, weight);
+    fn add(&mut self, hash: u64, stack: &[u8], weight: u64) {
+        add_to(self, hash, stack, weight);
     }
 }
 
@@ -57,8 +142,7 @@ impl SharedMap {
         }
     }
 
-    fn shard(&self, stack: &[u8]) -> &Mutex<StackMap> {
-        let hash = BuildHasherDefault::<FxHasher>::default().hash_one(stack);
+    fn shard(&self, hash: u64) -> &Mutex<StackMap> {
         // Middle bits: the map inside uses the low bits for buckets and the top ones as tags.
         &self.shards[(hash >> 32) as usize % SHARDS]
     }
@@ -66,7 +150,10 @@ impl SharedMap {
     /// Adds every entry of `map`.
     pub(crate) fn absorb(&self, map: StackMap) {
         for (stack, weight) in map {
-            let mut shard = self.shard(&stack).lock().unwrap_or_else(|e| e.into_inner());
+            let mut shard = self
+                .shard(stack.hash)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             let slot = shard.entry(stack).or_insert(0);
             *slot = slot.saturating_add(weight);
         }
@@ -81,9 +168,9 @@ impl SharedMap {
 }
 
 impl Sink for &SharedMap {
-    fn add(&mut self, stack: &[u8], weight: u64) {
-        let mut shard = self.shard(stack).lock().unwrap_or_else(|e| e.into_inner());
-        add_to(&mut shard, stack, weight);
+    fn add(&mut self, hash: u64, stack: &[u8], weight: u64) {
+        let mut shard = self.shard(hash).lock().unwrap_or_else(|e| e.into_inner());
+        add_to(&mut shard, hash, stack, weight);
     }
 }
 
@@ -457,7 +544,7 @@ impl<'o> Folder<'o> {
             }
             self.key.pop();
             let weight = self.period.unwrap_or(1);
-            map.add(&self.key, weight);
+            map.add(hash_bytes(&self.key), &self.key, weight);
         }
         self.in_event = false;
         self.stack_filter = StackFilter::Keep;
@@ -520,12 +607,14 @@ fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> {
 /// what the reference implementation emits.
 fn stack_line_parts(line: &str) -> Option<(&str, &str, &str)> {
     let line = tidy::trim_start(line);
-    // Both searches cover only a short stretch (the pc, the module), where a plain loop beats
-    // a vectorised search's setup cost.
+    // The pc is a short word right at the start, where a plain loop beats a vectorised
+    // search's setup cost.
     let sp = line.bytes().position(|b| b == b' ')?;
     let pc = tidy::trim_end(&line[..sp]);
     let rest = &line[sp + 1..];
-    let last = rest.bytes().rposition(|b| b == b' ')?;
+    // The module is at the end of a line that can be hundreds of bytes long (C++ and Rust
+    // symbols): a vectorised reverse search pays off here.
+    let last = memchr::memrchr(b' ', rest.as_bytes())?;
     let module = &rest[last + 1..];
     if module.len() < 2 || !module.starts_with('(') || !module.ends_with(')') {
         return None;

@@ -248,7 +248,7 @@ pub fn collapse(
     let mut stacks: Vec<(String, u64)> =
         Vec::with_capacity(outcome.maps.iter().map(|m| m.len()).sum());
     stacks.extend(outcome.maps.into_iter().flatten().map(|(key, count)| {
-        let key = String::from_utf8(key.into_vec())
+        let key = String::from_utf8(key.into_bytes().into_vec())
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         (key, count)
     }));
