@@ -573,31 +573,23 @@ fn has_marker(frame: &[u8], tag: u8) -> bool {
 /// is not the first word; everything before it is the command name, which may contain spaces.
 /// Without a PID the PID is reported as `?`.
 fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> {
-    let mut word_start = 0;
-    let mut all_digits = false;
-    let mut last_was_space = false;
-    let mut slash: Option<usize> = None;
-    for (idx, &b) in line.as_bytes().iter().enumerate() {
-        if b == b' ' {
-            if all_digits && !last_was_space {
-                let (pid, tid) = match slash {
-                    Some(s) => (&line[word_start..s], &line[s + 1..idx]),
-                    None => ("?", &line[word_start..idx]),
+    let bytes = line.as_bytes();
+    // Word by word (words end at a space): the first word is never the TID, and an empty word
+    // (two spaces in a row) is not a candidate either.
+    let mut word_start: Option<usize> = None;
+    for idx in memchr::memchr_iter(b' ', bytes) {
+        if let Some(start) = word_start {
+            let word = &bytes[start..idx];
+            if !word.is_empty() && word.iter().all(|&b| b.is_ascii_digit() || b == b'/') {
+                let (pid, tid) = match memchr::memrchr(b'/', word) {
+                    Some(s) => (&line[start..start + s], &line[start + s + 1..idx]),
+                    None => ("?", &line[start..idx]),
                 };
-                let comm = tidy::trim(&line[..word_start - 1]);
+                let comm = tidy::trim(&line[..start - 1]);
                 return Some((comm, pid, tid, idx + 1));
             }
-            word_start = idx + 1;
-            all_digits = true;
-        } else if b == b'/' {
-            if all_digits {
-                slash = Some(idx);
-            }
-        } else if !b.is_ascii_digit() {
-            all_digits = false;
-            slash = None;
         }
-        last_was_space = b == b' ';
+        word_start = Some(idx + 1);
     }
     None
 }
@@ -643,6 +635,11 @@ mod tests {
         );
         assert_eq!(event_line_parts("no digits here"), None);
         assert_eq!(event_line_parts("12 34 "), Some(("12", "?", "34", 6)));
+        assert_eq!(event_line_parts(" 12 34 "), Some(("", "?", "12", 4)));
+        assert_eq!(event_line_parts("a  1/2/3 x"), Some(("a", "1/2", "3", 9)));
+        assert_eq!(event_line_parts("a / x"), Some(("a", "", "", 4)));
+        assert_eq!(event_line_parts("a 1a/2 x 7"), None);
+        assert_eq!(event_line_parts("\u{3000}1 2 "), Some(("1", "?", "2", 7)));
     }
 
     #[test]
