@@ -11,10 +11,12 @@
 
 mod attrs;
 mod color;
+mod input;
 mod out;
 
 pub use attrs::{FrameAttrs, FrameAttrsMap};
 pub use color::{BackgroundColor, Color, Palette, PaletteMap};
+pub use input::{InputBytes, read_input};
 
 use color::{ColorMode, Rng};
 use ember_folded::{Folded, FoldedRef};

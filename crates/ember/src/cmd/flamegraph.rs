@@ -1,12 +1,12 @@
 //! `ember flamegraph`: folded stacks or a pprof profile → interactive flame graph SVG.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use ember_flamegraph::{
-    BackgroundColor, Color, Direction, FrameAttrsMap, Options, Palette, PaletteMap,
+    BackgroundColor, Color, Direction, FrameAttrsMap, InputBytes, Options, Palette, PaletteMap,
     TextTruncateDirection, render_borrowed,
 };
 use ember_folded::{FoldedLineRef, FoldedRef};
@@ -246,19 +246,14 @@ fn warn(msg: &str) {
     eprintln!("ember: warning: {msg}");
 }
 
-fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    if path == Path::new("-") {
-        io::stdin()
-            .lock()
-            .read_to_end(&mut bytes)
-            .context("reading stdin")?;
-    } else {
-        File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .with_context(|| format!("reading {}", path.display()))?;
-    }
-    Ok(bytes)
+fn read_input(path: &Path) -> anyhow::Result<InputBytes> {
+    ember_flamegraph::read_input(path).with_context(|| {
+        if path == Path::new("-") {
+            "reading stdin".to_owned()
+        } else {
+            format!("reading {}", path.display())
+        }
+    })
 }
 
 /// Folded view of a pprof profile; also returns the unit of the chosen sample type.
