@@ -754,23 +754,28 @@ fn merge<'a>(lines: &[Line<'a>], min_time: f64) -> Vec<Frame<'a>> {
             }
         };
         if let Some(from) = first_new {
-            let mut pos = from;
-            let mut names = cur[from..].split(';').peekable();
-            while let Some(name) = names.next() {
-                pos += name.len();
-                // Only the leaf carries the line's differential; new intermediate frames start at 0.
-                let delta = match line.delta {
-                    Some(_) if names.peek().is_some() => Some(0),
-                    d => d,
-                };
+            // One vectorised scan for all the separators of the new part (frames are short,
+            // so a per-frame byte loop dominated this function).
+            let mut begin = from;
+            let rest = &cur.as_bytes()[from..];
+            // Only the leaf carries the line's differential; new intermediate frames start at 0.
+            let inner_delta = line.delta.map(|_| 0);
+            for sep in memchr::memchr_iter(b';', rest) {
+                let end = from + sep;
                 path.push(Open {
-                    name,
+                    name: &cur[begin..end],
                     start: time,
-                    delta,
-                    end: pos,
+                    delta: inner_delta,
+                    end,
                 });
-                pos += 1;
+                begin = end + 1;
             }
+            path.push(Open {
+                name: &cur[begin..],
+                start: time,
+                delta: line.delta,
+                end: cur.len(),
+            });
         }
         prev = cur;
         time = time.saturating_add(line.count);
