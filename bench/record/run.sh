@@ -80,16 +80,16 @@ for cg in dwarf fp; do
   XDG_CACHE_HOME="$out/cache-$cg" profiled "ember-$cg" "$EMBER" record -a -F "$freq" --call-graph "$cg" -q -o "$out/ember-$cg.folded"
   echo "perf $cg..." >&2
   profiled "perf-$cg" perf record -F "$freq" -a --call-graph "$cg" -o "$out/perf-$cg.data"
-  /usr/bin/time -f "%U %S %M" -o "$out/perf-script-$cg.time" perf script -i "$out/perf-$cg.data" > "$out/perf-$cg.txt" 2>/dev/null
+  /usr/bin/time -f "%U %S %M" -o "$out/perf-script-$cg.time" perf script --no-inline -i "$out/perf-$cg.data" > "$out/perf-$cg.txt" 2>/dev/null
   /usr/bin/time -f "%U %S %M" -o "$out/collapse-$cg.time" "$EMBER" collapse "$out/perf-$cg.txt" > "$out/perf-$cg.folded"
   e_cpu=$(cpu "$out/ember-$cg.time")
   p_cpu=$(python3 -c "print(f'{$(cpu "$out/perf-$cg.time")}+{$(cpu "$out/perf-script-$cg.time")}+{$(cpu "$out/collapse-$cg.time")}')")
   p_sum=$(python3 -c "print(f'{$p_cpu:.2f}')")
   samples_e=$(awk '{s+=$NF} END{print s}' "$out/ember-$cg.folded")
   samples_p=$(awk '{s+=$NF} END{print s}' "$out/perf-$cg.folded")
-  busy_e=$(awk '/busy/ && /spin/ {s+=$NF} END{print s+0}' "$out/ember-$cg.folded")
-  busy_p=$(awk '/busy/ && /spin/ {s+=$NF} END{print s+0}' "$out/perf-$cg.folded")
-  results+=("| $cg | $(cat "$out/ember-$cg.wall") | $e_cpu | $(rss "$out/ember-$cg.time") | $samples_e ($busy_e in busy;spin) | $(cat "$out/perf-$cg.wall") | $p_cpu = $p_sum | $samples_p ($busy_p in busy;spin) | $(python3 -c "print(f'{$e_cpu/$p_sum:.3f}' if $p_sum>0 else 'n/a')") |")
+  busy_e=$(awk '/alpha;spin|beta;spin|gamma_;spin/ {s+=$NF} END{print s+0}' "$out/ember-$cg.folded")
+  busy_p=$(awk '/alpha;spin|beta;spin|gamma_;spin/ {s+=$NF} END{print s+0}' "$out/perf-$cg.folded")
+  results+=("| $cg | $(cat "$out/ember-$cg.wall") | $e_cpu | $(rss "$out/ember-$cg.time") | $samples_e ($busy_e in the workload) | $(cat "$out/perf-$cg.wall") | $p_cpu = $p_sum | $samples_p ($busy_p in the workload) | $(python3 -c "print(f'{$e_cpu/$p_sum:.3f}' if $p_sum>0 else 'n/a')") |")
 done
 
 # Symbolizing a large binary: record `ember collapse` (the release ember,
@@ -101,7 +101,7 @@ for inline in "" "--inline"; do
   rm -rf "$out/cache-sym"
   for run in cold warm; do
     XDG_CACHE_HOME="$out/cache-sym" EMBER_DEBUG_RSS=1 "$EMBER" record -F 999 --call-graph dwarf $inline -o "$out/sym.folded" -- \
-      sh -c "for i in 1 2 3; do '$EMBER' collapse '$out/perf-dwarf.txt' > /dev/null; done" 2> "$out/sym-$run.err"
+      sh -c "for i in $(seq -s " " 40); do '$EMBER' collapse '$out/perf-dwarf.txt' > /dev/null; done" 2> "$out/sym-$run.err"
     ms=$(sed -n 's/.*phase profile built: .*, \([0-9.]*\) ms/\1/p' "$out/sym-$run.err")
     peak=$(sed -n 's/.*phase written: peak RSS \([0-9]*\) kB.*/\1/p' "$out/sym-$run.err")
     funcs=$(tr ';' '\n' < "$out/sym.folded" | sed 's/ [0-9]*$//' | sort -u | wc -l)
