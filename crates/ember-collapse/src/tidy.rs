@@ -379,22 +379,6 @@ mod tests {
             true,
         );
         assert_eq!(out, b"Lfoo:.bar");
-        let mut out = Vec::new();
-        push_tidy_generic(
-            &mut out,
-            "Ljava/lang/Thread;.run()V",
-            &SymbolScan::ALL,
-            true,
-        );
-        assert_eq!(out, b"java/lang/Thread:.run");
-        out.clear();
-        push_tidy_generic(
-            &mut out,
-            "Lfoo;.bar(Ljava/lang/String;)V",
-            &SymbolScan::ALL,
-            true,
-        );
-        assert_eq!(out, b"Lfoo:.bar");
     }
 
     #[test]
