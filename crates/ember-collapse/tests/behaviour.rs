@@ -222,7 +222,7 @@ fn arbitrary_bytes_never_panic_and_stay_thread_invariant() {
                 0 => interesting[(rng.next() as usize) % interesting.len()],
                 _ => rng.next() as u8,
             };
-            if rng.next() % 2 == 0 && at < data.len() {
+            if rng.next().is_multiple_of(2) && at < data.len() {
                 data[at] = byte;
             } else {
                 data.insert(at, byte);

@@ -609,7 +609,7 @@ fn render_lines<'a>(
 /// Writes `v / 2` with two decimals (`v` is a small integer, so only `.00` or `.50` occur).
 fn write_half<W: Write>(w: &mut Out<W>, v: usize) {
     w.uint((v / 2) as u64);
-    w.raw(if v % 2 == 0 { ".00" } else { ".50" });
+    w.raw(if v.is_multiple_of(2) { ".00" } else { ".50" });
 }
 
 fn write_tooltip<W: Write>(w: &mut Out<W>, f: &Frame<'_>, display: &str, total: u64, o: &Options) {

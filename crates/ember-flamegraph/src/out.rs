@@ -63,7 +63,7 @@ impl<W: Write> Out<W> {
     pub(crate) fn grouped(&mut self, v: u64) {
         let s = self.itoa.format(v).as_bytes();
         for (i, &d) in s.iter().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
                 self.buf.push(b',');
             }
             self.buf.push(d);

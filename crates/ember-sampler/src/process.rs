@@ -124,10 +124,10 @@ impl ProcessTable {
             ..Default::default()
         };
         for line in maps_text.lines() {
-            if let Some((map, exec)) = parse_maps_line(line, |p| self.intern(p)) {
-                if exec {
-                    process.insert(map);
-                }
+            if let Some((map, exec)) = parse_maps_line(line, |p| self.intern(p))
+                && exec
+            {
+                process.insert(map);
             }
         }
         self.processes.insert(pid, process);
@@ -202,10 +202,10 @@ impl ProcessTable {
 
     /// Applies an EXIT record.
     pub fn exit(&mut self, pid: u32, tid: u32) {
-        if pid == tid {
-            if let Some(p) = self.processes.get_mut(&pid) {
-                p.exited = true;
-            }
+        if pid == tid
+            && let Some(p) = self.processes.get_mut(&pid)
+        {
+            p.exited = true;
         }
     }
 }

@@ -631,7 +631,7 @@ pub fn record(
     }
     if opts.call_graph != CallGraph::Fp
         && (opts.user_stack_size == 0
-            || opts.user_stack_size % 8 != 0
+            || !opts.user_stack_size.is_multiple_of(8)
             || opts.user_stack_size > 65_528)
     {
         return Err(SamplerError::Config(format!(
@@ -768,11 +768,11 @@ pub fn record(
                 lost: agg.rec.lost,
             });
         }
-        if let Some(pid) = child_pid {
-            if let Some(status) = launch::wait(pid, true) {
-                agg.rec.exit_status = Some(status);
-                break;
-            }
+        if let Some(pid) = child_pid
+            && let Some(status) = launch::wait(pid, true)
+        {
+            agg.rec.exit_status = Some(status);
+            break;
         }
         if !watched_pids.is_empty()
             && watched_pids

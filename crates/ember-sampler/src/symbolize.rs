@@ -244,17 +244,14 @@ pub fn demangle(name: &str) -> String {
             let core = base.split('.').next().unwrap_or(base);
             core.ends_with('E') && core.contains("17h")
         });
-    if rusty {
-        if let Ok(d) = rustc_demangle::try_demangle(base) {
-            return format!("{d:#}");
-        }
+    if rusty && let Ok(d) = rustc_demangle::try_demangle(base) {
+        return format!("{d:#}");
     }
-    if base.starts_with("_Z") {
-        if let Ok(sym) = cpp_demangle::Symbol::new(base.as_bytes()) {
-            if let Ok(text) = sym.demangle() {
-                return text;
-            }
-        }
+    if base.starts_with("_Z")
+        && let Ok(sym) = cpp_demangle::Symbol::new(base.as_bytes())
+        && let Ok(text) = sym.demangle()
+    {
+        return text;
     }
     if let Ok(d) = rustc_demangle::try_demangle(base) {
         return format!("{d:#}");
@@ -405,7 +402,7 @@ fn read_symbols(map: &Mmap, source: usize, table: &mut SymTable) {
     let mut seen = 0usize;
     for sym in file.symbols().chain(file.dynamic_symbols()) {
         seen += 1;
-        if seen % RELEASE_EVERY == 0 {
+        if seen.is_multiple_of(RELEASE_EVERY) {
             map.release_pages();
         }
         if !wanted(&sym) {
@@ -886,12 +883,12 @@ impl Symbolizer {
             if let (Some(b), Some(dir)) = (&mut loaded, &self.cache_dir) {
                 b.load_cache(dir);
             }
-            if let Some(b) = &loaded {
-                if b.stripped {
-                    self.warnings.push(format!(
+            if let Some(b) = &loaded
+                && b.stripped
+            {
+                self.warnings.push(format!(
                         "{path} has no symbol table (stripped, no debug file found); its frames stay [unknown]"
                     ));
-                }
             }
             self.binaries.insert(path.clone(), loaded);
         }

@@ -200,11 +200,10 @@ impl DwarfUnwinder {
         if stale {
             let mut unwinder = UnwinderX86_64::new();
             for map in &process.maps {
-                if let Some(sections) = self.sections_for(&map.path, pid) {
-                    if let Some(module) = sections.module(&map.path, map.start..map.end, map.pgoff)
-                    {
-                        unwinder.add_module(module);
-                    }
+                if let Some(sections) = self.sections_for(&map.path, pid)
+                    && let Some(module) = sections.module(&map.path, map.start..map.end, map.pgoff)
+                {
+                    unwinder.add_module(module);
                 }
             }
             self.processes.insert(pid, (process.version, unwinder));

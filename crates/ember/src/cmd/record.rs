@@ -219,10 +219,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             blocked as f64 / 1e9
         );
     }
-    if let Some(ember_sampler::launch::ExitStatus::Code(c)) = recording.exit_status {
-        if c != 0 {
-            eprintln!("ember record: the command exited with status {c}");
-        }
+    if let Some(ember_sampler::launch::ExitStatus::Code(c)) = recording.exit_status
+        && c != 0
+    {
+        eprintln!("ember record: the command exited with status {c}");
     }
     if let Some(ember_sampler::launch::ExitStatus::Signal(s)) = recording.exit_status {
         eprintln!("ember record: the command was killed by signal {s}");
