@@ -18,7 +18,8 @@ pub mod unwind;
 
 pub use output::{FrameInfo, Summary, build_profile, write_perf_script};
 pub use session::{
-    CallGraph, Options, Progress, Recording, Target, install_interrupt_handler, record,
+    CallGraph, Frame, Options, Progress, RawEvent, RawSample, RawSwitch, Recording, Session,
+    Status, Target, install_interrupt_handler, record,
 };
 pub use symbolize::Symbolizer;
 

@@ -200,6 +200,29 @@ impl ProcessTable {
         self.threads.insert(tid, name);
     }
 
+    /// Drops the state of a task that exited: its thread name and, for a
+    /// main thread, its process (mappings included). Returns true when a
+    /// process was removed. Long sessions call this so that memory follows
+    /// the live tasks, not every task ever seen.
+    pub fn forget(&mut self, tid: u32) -> bool {
+        self.threads.remove(&tid);
+        if self.processes.get(&tid).is_some_and(|p| p.exited) {
+            self.processes.remove(&tid);
+            return true;
+        }
+        false
+    }
+
+    /// Drops interned paths no mapping refers to any more.
+    pub fn release_unused_paths(&mut self) {
+        self.paths.retain(|_, p| Arc::strong_count(p) > 1);
+    }
+
+    /// Number of interned paths (for tests of bounded memory).
+    pub fn path_count(&self) -> usize {
+        self.paths.len()
+    }
+
     /// Applies an EXIT record.
     pub fn exit(&mut self, pid: u32, tid: u32) {
         if pid == tid

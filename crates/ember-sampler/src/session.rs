@@ -9,10 +9,10 @@ use crate::parse::{self, Record, SampleRecord};
 use crate::process::ProcessTable;
 use crate::sys::{self, EventConfig, EventKind, RingBuffer};
 use crate::unwind::DwarfUnwinder;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -61,6 +61,10 @@ pub struct Options {
     /// Also emit `wall/nanoseconds` = on-CPU + off-CPU time per stack
     /// (implies `off_cpu`).
     pub wall: bool,
+    /// Also keep every sample and sampled context switch, in time order, in
+    /// [`Recording::raw_events`] (for timeline exporters: Perfetto traces,
+    /// `perf script` dumps). Costs memory proportional to the event count.
+    pub raw_events: bool,
 }
 
 impl Options {
@@ -76,6 +80,7 @@ impl Options {
             user_stack_size: 16 * 1024,
             off_cpu: false,
             wall: false,
+            raw_events: false,
         }
     }
 }
@@ -189,6 +194,118 @@ pub struct Recording {
     pub off_cpu_stacks: HashMap<StackKey, StackValue>,
     /// Context switches sampled for off-CPU time.
     pub off_cpu_switches: u64,
+    /// CLOCK_MONOTONIC nanoseconds at the start of this recording: the
+    /// clock of [`RawSample::time_ns`] and [`RawSwitch::time_ns`]
+    /// (`unix_ns = start_unix_ns + (time_ns - start_monotonic_ns)`).
+    pub start_monotonic_ns: u64,
+    /// With [`Options::raw_events`]: every on-CPU sample and every sampled
+    /// context switch, sorted by time.
+    pub raw_events: Vec<RawEvent>,
+    /// Distinct stacks (leaf first) referenced by [`RawSample::stack`] and
+    /// [`RawSwitch::prev_stack`]; symbolize them with
+    /// [`crate::output::Resolver`] over this recording.
+    pub raw_stacks: Vec<Vec<Frame>>,
+}
+
+/// One event of the ordered timeline kept with [`Options::raw_events`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RawEvent {
+    /// A cpu-clock sample.
+    Sample(RawSample),
+    /// A task left a CPU.
+    Switch(RawSwitch),
+}
+
+impl RawEvent {
+    /// CLOCK_MONOTONIC nanoseconds of the event.
+    pub fn time_ns(&self) -> u64 {
+        match self {
+            RawEvent::Sample(s) => s.time_ns,
+            RawEvent::Switch(s) => s.time_ns,
+        }
+    }
+}
+
+/// One on-CPU sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawSample {
+    /// CLOCK_MONOTONIC nanoseconds (the perf events are opened with
+    /// `use_clockid = CLOCK_MONOTONIC`, so this is also perf's clock here).
+    pub time_ns: u64,
+    /// CPU the sample was taken on.
+    pub cpu: u32,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Index into [`Recording::raw_stacks`].
+    pub stack: u32,
+    /// CPU nanoseconds the sample stands for (the cpu-clock period).
+    pub weight_ns: u64,
+}
+
+/// A context switch: `prev` leaves the CPU, `next` (when known) takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSwitch {
+    /// CLOCK_MONOTONIC nanoseconds.
+    pub time_ns: u64,
+    /// CPU of the switch.
+    pub cpu: u32,
+    /// Process id of the task leaving.
+    pub prev_pid: u32,
+    /// Thread id of the task leaving.
+    pub prev_tid: u32,
+    /// Name of the task leaving.
+    pub prev_comm: Arc<str>,
+    /// Kernel task state of the task leaving (`prev_state` of
+    /// `sched:sched_switch`, 0 = runnable/preempted); `None` when the
+    /// context-switch fallback is used, which does not report it.
+    pub prev_state: Option<u64>,
+    /// Stack of the task leaving (index into [`Recording::raw_stacks`]).
+    pub prev_stack: u32,
+    /// Process id of the task arriving, when known.
+    pub next_pid: Option<u32>,
+    /// Thread id of the task arriving, when known.
+    pub next_tid: Option<u32>,
+    /// Name of the task arriving, when known.
+    pub next_comm: Option<Arc<str>>,
+}
+
+impl RawSwitch {
+    /// `prev_state` as `perf script`/ftrace print it: `R` (runnable), `S`,
+    /// `D`, `T`, `t`, `X`, `Z`, `P`, `I`, joined with `|`, and `+` when the
+    /// task was preempted; `?` when unknown.
+    pub fn prev_state_str(&self) -> String {
+        let Some(state) = self.prev_state else {
+            return "?".into();
+        };
+        // Bits of TASK_REPORT (include/linux/sched.h, stable since 4.14);
+        // TASK_REPORT_MAX (0x100) marks a preempted runnable task.
+        const NAMES: [(u64, &str); 8] = [
+            (0x01, "S"),
+            (0x02, "D"),
+            (0x04, "T"),
+            (0x08, "t"),
+            (0x10, "X"),
+            (0x20, "Z"),
+            (0x40, "P"),
+            (0x80, "I"),
+        ];
+        let parts: Vec<&str> = NAMES
+            .iter()
+            .filter(|(bit, _)| state & bit != 0)
+            .map(|&(_, n)| n)
+            .collect();
+        let mut out = if parts.is_empty() {
+            "R".to_string()
+        } else {
+            parts.join("|")
+        };
+        if state & 0x100 != 0 {
+            out.push('+');
+        }
+        out
+    }
 }
 
 impl Recording {
@@ -387,13 +504,22 @@ struct Aggregator {
     map_index: HashMap<MapInfo, u32>,
     names: HashMap<String, Arc<str>>,
     /// Pids whose state came from records (never read from /proc lazily).
-    known: std::collections::HashSet<u32>,
+    known: HashSet<u32>,
     /// Pids whose /proc maps were re-read after an address missed them.
-    refreshed: std::collections::HashSet<u32>,
+    refreshed: HashSet<u32>,
     call_graph: CallGraph,
     unwinder: DwarfUnwinder,
     /// Tasks that left the CPU: when, and with which stack.
     switched_out: HashMap<u32, (u64, StackKey)>,
+    /// Keep [`RawEvent`]s.
+    raw: bool,
+    /// Index of each distinct stack in `rec.raw_stacks`.
+    raw_index: HashMap<Vec<Frame>, u32>,
+    /// Tids whose EXIT arrived since the last cut, and before it: their
+    /// final switch-out is not blocked time, and their state is dropped one
+    /// cut after they died (late records of a dying task still find it).
+    dead_now: HashSet<u32>,
+    dead_prev: HashSet<u32>,
 }
 
 impl Aggregator {
@@ -435,12 +561,16 @@ impl Aggregator {
                 if pid != ppid {
                     self.known.insert(pid);
                 }
+                self.dead_now.remove(&tid);
+                self.dead_prev.remove(&tid);
                 self.table.fork(pid, ppid, tid, ptid);
             }
             Record::Exit { pid, tid, .. } => {
                 if pid == tid {
                     self.unwinder.forget(pid);
                 }
+                self.dead_now.insert(tid);
+                self.switched_out.remove(&tid);
                 self.table.exit(pid, tid);
             }
             Record::Lost { lost, .. } => self.rec.lost += lost,
@@ -487,6 +617,14 @@ impl Aggregator {
         found
     }
 
+    fn intern_map(&mut self, info: MapInfo) -> u32 {
+        let next = self.rec.maps.len() as u32;
+        *self.map_index.entry(info.clone()).or_insert_with(|| {
+            self.rec.maps.push(info);
+            next
+        })
+    }
+
     fn user_frame(&mut self, pid: u32, ip: u64, ret: bool) -> Frame {
         match self.refresh_if_missing(pid, ip) {
             Some(m) => {
@@ -497,13 +635,8 @@ impl Aggregator {
                     pgoff: m.pgoff,
                     path: m.path,
                 };
-                let next = self.rec.maps.len() as u32;
-                let idx = *self.map_index.entry(info.clone()).or_insert_with(|| {
-                    self.rec.maps.push(info);
-                    next
-                });
                 Frame::User {
-                    map: idx,
+                    map: self.intern_map(info),
                     addr: ip,
                     ret,
                 }
@@ -512,16 +645,62 @@ impl Aggregator {
         }
     }
 
+    fn is_dead(&self, tid: u32) -> bool {
+        self.dead_now.contains(&tid) || self.dead_prev.contains(&tid)
+    }
+
+    fn raw_stack(&mut self, frames: &[Frame]) -> u32 {
+        if let Some(&i) = self.raw_index.get(frames) {
+            return i;
+        }
+        let i = self.rec.raw_stacks.len() as u32;
+        self.rec.raw_stacks.push(frames.to_vec());
+        self.raw_index.insert(frames.to_vec(), i);
+        i
+    }
+
     fn sample(&mut self, s: SampleRecord) {
         let time = s.id.time;
+        let cpu = s.id.cpu;
         let off_cpu = s.off_cpu;
         let period = s.period;
         if off_cpu {
+            // A dying task's last switch-out: it never blocks, it is gone.
+            if self.is_dead(s.id.tid) {
+                return;
+            }
             self.rec.off_cpu_switches += 1;
         } else {
             self.rec.samples += 1;
         }
         let key = self.stack_key(s);
+        if self.raw {
+            let stack = self.raw_stack(&key.frames);
+            let event = if off_cpu {
+                RawEvent::Switch(RawSwitch {
+                    time_ns: time,
+                    cpu,
+                    prev_pid: key.pid,
+                    prev_tid: key.tid,
+                    prev_comm: key.thread_name.clone(),
+                    prev_state: None,
+                    prev_stack: stack,
+                    next_pid: None,
+                    next_tid: None,
+                    next_comm: None,
+                })
+            } else {
+                RawEvent::Sample(RawSample {
+                    time_ns: time,
+                    cpu,
+                    pid: key.pid,
+                    tid: key.tid,
+                    stack,
+                    weight_ns: period,
+                })
+            };
+            self.rec.raw_events.push(event);
+        }
         if off_cpu {
             // Blocked time is known when the task comes back (SWITCH in).
             self.switched_out.insert(key.tid, (time, key));
@@ -617,12 +796,69 @@ impl Aggregator {
     }
 }
 
-/// Samples `opts.target` until it ends, the duration passes or SIGINT, and
-/// returns the aggregated stacks. `progress` is called about twice a second.
-pub fn record(
-    opts: &Options,
-    mut progress: impl FnMut(&Progress),
-) -> Result<Recording, SamplerError> {
+/// Whether the sampled target is still there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Still sampling.
+    Running,
+    /// The launched command exited, or every `-p` process is gone (a
+    /// whole-host session never ends by itself). Later [`Session::poll`]s
+    /// only drain what is left.
+    TargetGone,
+}
+
+/// A running sampling session: events stay open and per-process state
+/// (names, mappings, unwinders) carries over from one [`Session::cut`] to
+/// the next, while exited processes are forgotten so that memory stays
+/// bounded however long it runs.
+///
+/// ```no_run
+/// # use ember_sampler::{Options, Session, Target};
+/// # use std::time::{Duration, Instant};
+/// let mut session = Session::start(&Options::new(Target::AllCpus))?;
+/// let mut last = Instant::now();
+/// loop {
+///     session.poll(Duration::from_millis(100));
+///     if last.elapsed() >= Duration::from_secs(10) {
+///         last = Instant::now();
+///         let recording = session.cut(); // the last 10 s, aggregated
+///         # drop(recording);
+///     }
+/// }
+/// # Ok::<(), ember_sampler::SamplerError>(())
+/// ```
+pub struct Session {
+    opts: Options,
+    layout: parse::Layout,
+    agg: Aggregator,
+    events: Events,
+    raw_fds: Vec<RawFd>,
+    pending: Vec<Record>,
+    bytes: Vec<u8>,
+    child_pid: Option<i32>,
+    watched_pids: Vec<u32>,
+    started: Instant,
+    /// Unix and monotonic clocks read together at the start.
+    start_unix_ns: i64,
+    start_mono_ns: u64,
+    /// Totals of the recordings already cut, for [`Session::progress`].
+    cut_samples: u64,
+    cut_lost: u64,
+    status: Status,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("target", &self.opts.target)
+            .field("rings", &self.events.rings.len())
+            .field("processes", &self.agg.table.processes.len())
+            .field("status", &self.status)
+            .finish()
+    }
+}
+
+fn validate(opts: &Options) -> Result<(), SamplerError> {
     if !(1..=10_000).contains(&opts.frequency) {
         return Err(SamplerError::Config(format!(
             "frequency must be 1..=10000 Hz, got {}",
@@ -644,168 +880,338 @@ pub fn record(
             "CFI (dwarf/auto) unwinding is only implemented for x86_64; use --call-graph fp".into(),
         ));
     }
-    let mut opts = opts.clone();
-    opts.off_cpu |= opts.wall;
-    if opts.call_graph != CallGraph::Fp {
-        opts.ring_pages = opts.ring_pages.max(256);
-    }
-    let opts = &opts;
-    let layout = parse::Layout {
-        user_regs: if opts.call_graph == CallGraph::Fp {
-            0
-        } else {
-            sys::USER_REGS_MASK.count_ones() as usize
-        },
-    };
-    let mut agg = Aggregator {
-        table: ProcessTable::default(),
-        rec: Recording {
-            frequency: opts.frequency,
-            off_cpu: opts.off_cpu || opts.wall,
-            wall: opts.wall,
-            ..Default::default()
-        },
-        map_index: HashMap::new(),
-        names: HashMap::new(),
-        known: Default::default(),
-        refreshed: Default::default(),
-        call_graph: opts.call_graph,
-        unwinder: DwarfUnwinder::new(),
-        switched_out: HashMap::new(),
-    };
-    let mut cfg = EventConfig {
-        kind: EventKind::CpuClock,
-        frequency: opts.frequency,
-        enable_on_exec: false,
-        inherit: true,
-        side_band: true,
-        exclude_kernel: false,
-        user_stack: if opts.call_graph == CallGraph::Fp {
-            0
-        } else {
-            opts.user_stack_size
-        },
-        user_callchain: opts.call_graph != CallGraph::Dwarf,
-        // Wake up when a quarter of the buffer is filled, not per sample.
-        wakeup_bytes: u32::try_from(opts.ring_pages * sys::page_size() / 4).unwrap_or(u32::MAX),
-        max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(127),
-    };
-    let mut child = None;
-    let mut watched_pids = Vec::new();
-    let events = match &opts.target {
-        Target::Command(argv) => {
-            let stopped = launch::spawn_stopped(argv)?;
-            cfg.enable_on_exec = true;
-            let events =
-                open_target_events(opts, &[stopped.pid()], &mut cfg, &mut agg.rec.warnings)?;
-            child = Some(stopped);
-            events
-        }
-        Target::Pids(pids) => {
-            let mut tasks = Vec::new();
-            for &pid in pids {
-                let tids = list_tids(pid);
-                if tids.is_empty() {
-                    return Err(SamplerError::NoSuchProcess(pid));
-                }
-                agg.table.load_from_proc(pid);
-                tasks.extend(tids);
-                watched_pids.push(pid);
-            }
-            open_target_events(opts, &tasks, &mut cfg, &mut agg.rec.warnings)?
-        }
-        Target::AllCpus => {
-            cfg.inherit = false;
-            let events = open_target_events(opts, &[-1], &mut cfg, &mut agg.rec.warnings)?;
-            // Snapshot existing processes; later changes arrive as records.
-            for pid in all_pids() {
-                agg.table.load_from_proc(pid);
-            }
-            agg.table.unreadable.clear();
-            events
-        }
-    };
+    Ok(())
+}
 
-    let started = Instant::now();
-    agg.rec.start_unix_ns = SystemTime::now()
+fn unix_now_ns() -> i64 {
+    SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64);
-    let mut child_pid = None;
-    if let Some(stopped) = child.take() {
-        let name = match &opts.target {
-            Target::Command(argv) => argv[0].to_string_lossy().into_owned(),
-            _ => String::new(),
-        };
-        child_pid = Some(stopped.release(&name)?);
-    } else {
-        for fd in events.all_fds() {
-            sys::set_enabled(fd, true).map_err(|e| open_error(e, "enabling cpu-clock"))?;
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+impl Session {
+    /// Validates `opts`, opens the events (launching the command for
+    /// [`Target::Command`]) and starts sampling. `opts.duration` is not
+    /// enforced here: the caller decides when to stop.
+    pub fn start(opts: &Options) -> Result<Session, SamplerError> {
+        validate(opts)?;
+        let mut opts = opts.clone();
+        opts.off_cpu |= opts.wall;
+        if opts.call_graph != CallGraph::Fp {
+            opts.ring_pages = opts.ring_pages.max(256);
         }
+        let layout = parse::Layout {
+            user_regs: if opts.call_graph == CallGraph::Fp {
+                0
+            } else {
+                sys::USER_REGS_MASK.count_ones() as usize
+            },
+        };
+        let mut agg = Aggregator {
+            table: ProcessTable::default(),
+            rec: Recording::default(),
+            map_index: HashMap::new(),
+            names: HashMap::new(),
+            known: Default::default(),
+            refreshed: Default::default(),
+            call_graph: opts.call_graph,
+            unwinder: DwarfUnwinder::new(),
+            switched_out: HashMap::new(),
+            raw: opts.raw_events,
+            raw_index: HashMap::new(),
+            dead_now: HashSet::new(),
+            dead_prev: HashSet::new(),
+        };
+        let mut cfg = EventConfig {
+            kind: EventKind::CpuClock,
+            frequency: opts.frequency,
+            enable_on_exec: false,
+            inherit: true,
+            side_band: true,
+            exclude_kernel: false,
+            user_stack: if opts.call_graph == CallGraph::Fp {
+                0
+            } else {
+                opts.user_stack_size
+            },
+            user_callchain: opts.call_graph != CallGraph::Dwarf,
+            // Wake up when a quarter of the buffer is filled, not per sample.
+            wakeup_bytes: u32::try_from(opts.ring_pages * sys::page_size() / 4).unwrap_or(u32::MAX),
+            max_stack: std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(127),
+        };
+        let mut warnings = Vec::new();
+        let mut child = None;
+        let mut watched_pids = Vec::new();
+        let events = match &opts.target {
+            Target::Command(argv) => {
+                let stopped = launch::spawn_stopped(argv)?;
+                cfg.enable_on_exec = true;
+                let events = open_target_events(&opts, &[stopped.pid()], &mut cfg, &mut warnings)?;
+                child = Some(stopped);
+                events
+            }
+            Target::Pids(pids) => {
+                let mut tasks = Vec::new();
+                for &pid in pids {
+                    let tids = list_tids(pid);
+                    if tids.is_empty() {
+                        return Err(SamplerError::NoSuchProcess(pid));
+                    }
+                    agg.table.load_from_proc(pid);
+                    tasks.extend(tids);
+                    watched_pids.push(pid);
+                }
+                open_target_events(&opts, &tasks, &mut cfg, &mut warnings)?
+            }
+            Target::AllCpus => {
+                cfg.inherit = false;
+                let events = open_target_events(&opts, &[-1], &mut cfg, &mut warnings)?;
+                // Snapshot existing processes; later changes arrive as records.
+                for pid in all_pids() {
+                    agg.table.load_from_proc(pid);
+                }
+                agg.table.unreadable.clear();
+                events
+            }
+        };
+
+        let started = Instant::now();
+        let start_unix_ns = unix_now_ns();
+        let start_mono_ns = sys::monotonic_ns();
+        let mut child_pid = None;
+        if let Some(stopped) = child.take() {
+            let name = match &opts.target {
+                Target::Command(argv) => argv[0].to_string_lossy().into_owned(),
+                _ => String::new(),
+            };
+            child_pid = Some(stopped.release(&name)?);
+        } else {
+            for fd in events.all_fds() {
+                sys::set_enabled(fd, true).map_err(|e| open_error(e, "enabling cpu-clock"))?;
+            }
+        }
+        agg.rec = Recording {
+            frequency: opts.frequency,
+            off_cpu: opts.off_cpu,
+            wall: opts.wall,
+            start_unix_ns,
+            start_monotonic_ns: start_mono_ns,
+            warnings,
+            ..Default::default()
+        };
+        let raw_fds = events.rings.iter().map(|r| r.fd().as_raw_fd()).collect();
+        Ok(Session {
+            opts,
+            layout,
+            agg,
+            events,
+            raw_fds,
+            pending: Vec::new(),
+            bytes: Vec::new(),
+            child_pid,
+            watched_pids,
+            started,
+            start_unix_ns,
+            start_mono_ns,
+            cut_samples: 0,
+            cut_lost: 0,
+            status: Status::Running,
+        })
     }
 
-    let mut events = events;
-    let raw_fds: Vec<_> = events.rings.iter().map(|r| r.fd().as_raw_fd()).collect();
-    let mut pending: Vec<Record> = Vec::new();
-    let mut bytes = Vec::new();
-    let mut last_progress = Instant::now();
-    loop {
-        sys::poll_fds(&raw_fds, 100);
+    /// Waits up to `timeout` for the ring buffers to fill past their
+    /// watermark, then drains and aggregates every record old enough to be
+    /// in timestamp order. Call it at least every few hundred milliseconds
+    /// (the buffers are sized for that) until the target is gone.
+    pub fn poll(&mut self, timeout: Duration) -> Status {
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        sys::poll_fds(&self.raw_fds, ms);
+        self.drain_ready();
+        if self.status == Status::Running {
+            if let Some(pid) = self.child_pid
+                && let Some(status) = launch::wait(pid, true)
+            {
+                self.agg.rec.exit_status = Some(status);
+                self.status = Status::TargetGone;
+            }
+            if !self.watched_pids.is_empty()
+                && self
+                    .watched_pids
+                    .iter()
+                    .all(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+            {
+                self.status = Status::TargetGone;
+            }
+        }
+        self.status
+    }
+
+    /// Drains the buffers and aggregates records up to a safe horizon;
+    /// returns the horizon (CLOCK_MONOTONIC ns).
+    fn drain_ready(&mut self) -> u64 {
         // Records stamped before this instant are already in the buffers we
         // are about to drain, so they can be ordered safely (the margin
         // covers a record being written just as its timestamp is taken).
         let horizon = sys::monotonic_ns().saturating_sub(10_000_000);
-        drain(&mut events, layout, &mut bytes, &mut pending);
-        process_until(&mut agg, &mut pending, Some(horizon));
+        drain(
+            &mut self.events,
+            self.layout,
+            &mut self.bytes,
+            &mut self.pending,
+        );
+        process_until(&mut self.agg, &mut self.pending, Some(horizon));
+        horizon
+    }
 
+    /// Live figures since the start of the session (across cuts).
+    pub fn progress(&self) -> Progress {
+        Progress {
+            elapsed: self.started.elapsed(),
+            samples: self.cut_samples + self.agg.rec.samples,
+            lost: self.cut_lost + self.agg.rec.lost,
+        }
+    }
+
+    /// Time since sampling started.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// How many processes and threads the session currently keeps state
+    /// for (names, mappings): follows the live tasks, not every task seen.
+    pub fn tracked_tasks(&self) -> (usize, usize) {
+        (self.agg.table.processes.len(), self.agg.table.threads.len())
+    }
+
+    /// The pid of the launched command ([`Target::Command`]).
+    pub fn child_pid(&self) -> Option<i32> {
+        self.child_pid
+    }
+
+    /// The effective options (off-CPU implied by wall, ring size raised for
+    /// stack copies).
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Everything aggregated since the previous cut (or the start): stacks,
+    /// the mappings they reference, counts, and raw events if requested.
+    /// Its time range ends a few milliseconds before now (records younger
+    /// than that may still be in flight and go to the next cut). Tasks
+    /// blocked across the cut have their off-CPU time split at the cut.
+    pub fn cut(&mut self) -> Recording {
+        let horizon = self.drain_ready();
+        self.take(horizon)
+    }
+
+    /// Stops sampling and returns what was aggregated since the last cut,
+    /// up to now (tasks still blocked are charged until now).
+    pub fn finish(mut self) -> Recording {
+        for fd in self.events.all_fds() {
+            let _ = sys::set_enabled(fd, false);
+        }
+        drain(
+            &mut self.events,
+            self.layout,
+            &mut self.bytes,
+            &mut self.pending,
+        );
+        process_until(&mut self.agg, &mut self.pending, None);
+        let end = sys::monotonic_ns();
+        self.take(end)
+    }
+
+    /// Closes the current recording at `end` (CLOCK_MONOTONIC) and starts
+    /// the next one there.
+    fn take(&mut self, end: u64) -> Recording {
+        let agg = &mut self.agg;
+        let start = agg.rec.start_monotonic_ns;
+        let end = end.max(start);
+        // Blocked tasks: charge the time up to the cut here (the episode
+        // is counted once, in the recording where it ends).
+        let blocked: Vec<(u32, (u64, StackKey))> = agg.switched_out.drain().collect();
+        for (_, (out, key)) in &blocked {
+            let value = agg.rec.off_cpu_stacks.entry(key.clone()).or_default();
+            value.period += end.saturating_sub(*out);
+        }
+        for pid in std::mem::take(&mut agg.table.unreadable) {
+            agg.rec.warnings.push(format!(
+                "process {pid} vanished or its /proc entry is unreadable; its user frames are [unknown]"
+            ));
+        }
+        let next = Recording {
+            frequency: agg.rec.frequency,
+            off_cpu: agg.rec.off_cpu,
+            wall: agg.rec.wall,
+            start_monotonic_ns: end,
+            start_unix_ns: self.start_unix_ns + (end - self.start_mono_ns) as i64,
+            ..Default::default()
+        };
+        let mut rec = std::mem::replace(&mut agg.rec, next);
+        rec.duration_ns = (end - start) as i64;
+        // Ordered on arrival; a record later than the horizon margin would
+        // be the only exception, so make the order a guarantee.
+        rec.raw_events.sort_by_key(RawEvent::time_ns);
+        agg.map_index.clear();
+        agg.raw_index.clear();
+        agg.names.clear();
+        // Still-blocked tasks continue in the next recording: move their
+        // stacks over (map indexes are per recording).
+        for (tid, (_, mut key)) in blocked {
+            if agg.is_dead(tid) || !std::path::Path::new(&format!("/proc/{tid}")).exists() {
+                continue;
+            }
+            for frame in &mut key.frames {
+                if let Frame::User { map, .. } = frame
+                    && let Some(info) = rec.maps.get(*map as usize)
+                {
+                    *map = agg.intern_map(info.clone());
+                }
+            }
+            agg.switched_out.insert(tid, (end, key));
+        }
+        // Forget tasks that died before the previous cut.
+        let dead = std::mem::replace(&mut agg.dead_prev, std::mem::take(&mut agg.dead_now));
+        for tid in dead {
+            if agg.table.forget(tid) {
+                agg.known.remove(&tid);
+                agg.refreshed.remove(&tid);
+                agg.unwinder.forget(tid);
+            }
+        }
+        agg.table.release_unused_paths();
+        self.cut_samples += rec.samples;
+        self.cut_lost += rec.lost;
+        rec
+    }
+}
+
+/// Samples `opts.target` until it ends, the duration passes or SIGINT, and
+/// returns the aggregated stacks. `progress` is called about twice a second.
+/// A one-shot [`Session`]: start, poll, finish.
+pub fn record(
+    opts: &Options,
+    mut progress: impl FnMut(&Progress),
+) -> Result<Recording, SamplerError> {
+    let mut session = Session::start(opts)?;
+    let mut last_progress = Instant::now();
+    loop {
+        let status = session.poll(Duration::from_millis(100));
         if last_progress.elapsed() >= Duration::from_millis(500) {
             last_progress = Instant::now();
-            progress(&Progress {
-                elapsed: started.elapsed(),
-                samples: agg.rec.samples,
-                lost: agg.rec.lost,
-            });
+            progress(&session.progress());
         }
-        if let Some(pid) = child_pid
-            && let Some(status) = launch::wait(pid, true)
-        {
-            agg.rec.exit_status = Some(status);
-            break;
-        }
-        if !watched_pids.is_empty()
-            && watched_pids
-                .iter()
-                .all(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+        if status == Status::TargetGone
+            || opts.duration.is_some_and(|d| session.elapsed() >= d)
+            || (INTERRUPTED.load(Ordering::SeqCst) && session.child_pid().is_none())
         {
             break;
         }
-        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
-        if INTERRUPTED.load(Ordering::SeqCst) && child_pid.is_none() {
-            break;
-        }
     }
-    for fd in events.all_fds() {
-        let _ = sys::set_enabled(fd, false);
-    }
-    drain(&mut events, layout, &mut bytes, &mut pending);
-    process_until(&mut agg, &mut pending, None);
-    // Tasks still blocked at the end were off-CPU until now.
-    let end = sys::monotonic_ns();
-    let still_out: Vec<u32> = agg.switched_out.keys().copied().collect();
-    for tid in still_out {
-        agg.switch_in(tid, end);
-    }
-    agg.rec.duration_ns = started.elapsed().as_nanos() as i64;
-    for pid in std::mem::take(&mut agg.table.unreadable) {
-        agg.rec.warnings.push(format!(
-            "process {pid} vanished or its /proc entry is unreadable; its user frames are [unknown]"
-        ));
-    }
-    Ok(agg.rec)
+    Ok(session.finish())
 }
 
 fn drain(
