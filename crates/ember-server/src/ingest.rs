@@ -205,13 +205,18 @@ async fn store_all(
     Ok(())
 }
 
+/// Counts one accepted ingest request and its latency.
+pub(crate) fn count_success(s: &AppState, started: Instant) {
+    s.metrics.ingest_requests.fetch_add(1, Ordering::Relaxed);
+    s.metrics
+        .ingest_micros
+        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+}
+
 fn finish(s: &AppState, started: Instant, result: Result<Response, ApiError>) -> Response {
     match result {
         Ok(r) => {
-            s.metrics.ingest_requests.fetch_add(1, Ordering::Relaxed);
-            s.metrics
-                .ingest_micros
-                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            count_success(s, started);
             r
         }
         Err(e) => {
@@ -221,8 +226,11 @@ fn finish(s: &AppState, started: Instant, result: Result<Response, ApiError>) ->
     }
 }
 
-/// `POST /push.v1.PusherService/Push`.
+/// `POST /push.v1.PusherService/Push` (Connect; gRPC requests go to [`crate::grpc`]).
 pub(crate) async fn push(State(s): State<Arc<AppState>>, request: Request) -> Response {
+    if crate::grpc::is_grpc(request.headers()) {
+        return crate::grpc::push(&s, request).await;
+    }
     let started = Instant::now();
     let result = push_inner(&s, request).await;
     finish(&s, started, result)
@@ -245,7 +253,7 @@ async fn push_inner(s: &Arc<AppState>, request: Request) -> Result<Response, Api
         return Err(ApiError::bad_request(
             "bad_content_type",
             format!(
-                "unsupported Content-Type {content_type:?}: use application/proto or application/json (gRPC is not supported)"
+                "unsupported Content-Type {content_type:?}: use application/proto, application/json (Connect) or application/grpc"
             ),
         ));
     }
@@ -257,6 +265,25 @@ async fn push_inner(s: &Arc<AppState>, request: Request) -> Result<Response, Api
         proto::PushRequest::decode(&body[..])
             .map_err(|e| ApiError::bad_request("bad_request", format!("PushRequest: {e}")))?
     };
+    ingest_push(s, tenant, request, body_len).await?;
+    Ok(if json {
+        ([("content-type", "application/json")], "{}").into_response()
+    } else {
+        (
+            [("content-type", "application/proto")],
+            proto::PushResponse {}.encode_to_vec(),
+        )
+            .into_response()
+    })
+}
+
+/// Validates and durably stores every profile of a decoded `PushRequest` (Connect or gRPC).
+pub(crate) async fn ingest_push(
+    s: &Arc<AppState>,
+    tenant: String,
+    request: proto::PushRequest,
+    body_len: usize,
+) -> Result<(), ApiError> {
     let mut items = Vec::new();
     for (si, series) in request.series.into_iter().enumerate() {
         let labels: Labels = series
@@ -278,16 +305,7 @@ async fn push_inner(s: &Arc<AppState>, request: Request) -> Result<Response, Api
             });
         }
     }
-    store_all(s, tenant, items, body_len).await?;
-    Ok(if json {
-        ([("content-type", "application/json")], "{}").into_response()
-    } else {
-        (
-            [("content-type", "application/proto")],
-            proto::PushResponse {}.encode_to_vec(),
-        )
-            .into_response()
-    })
+    store_all(s, tenant, items, body_len).await
 }
 
 fn push_from_json(body: &[u8]) -> Result<proto::PushRequest, ApiError> {

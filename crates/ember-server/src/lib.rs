@@ -16,7 +16,7 @@
 //! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed |
 //! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums |
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType`, `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
-//! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip` |
+//! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
 //! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline |
 //! | `GET /api/v1/query?query=&type=&from=&until=&format=` | merged profile as `pprof` (gzip'd), `folded`, `svg`, `top` or `flamebearer` (default) |
 //! | `GET /api/v1/timeseries?query=&type=&from=&until=&step=&groupBy=a,b` | totals per `step` seconds, grouped by labels |
@@ -45,6 +45,7 @@
 //! graceful shutdown) and `retention_days` (30; 0 keeps everything).
 
 pub mod flamebearer;
+mod grpc;
 mod ingest;
 pub mod proto;
 pub mod querier;
