@@ -10,7 +10,8 @@
 //! File name `<last covered WAL segment:010>-<min time ns>-<max time ns>.blk`: the first part
 //! tells replay which segments a block already holds (so a crash between writing a block and
 //! deleting its segments never double-counts); the times let retention delete whole files
-//! without opening them. Writes go to a temporary file, are fsync'd and renamed into place.
+//! without opening them. Blocks are read, written (atomically) and deleted only through
+//! [`crate::objects`], i.e. `object_store`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -18,6 +19,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::head::TenantHead;
+use crate::objects::{Listed, Objects};
 use crate::{FlushStats, IngestRecord, StoreError, apply_to};
 
 const MAGIC: &[u8] = b"EMBERBLK1\n";
@@ -27,8 +29,8 @@ struct BlockName {
     max_time: i64,
 }
 
-fn parse_name(path: &Path) -> Option<BlockName> {
-    let stem = path.file_name()?.to_str()?.strip_suffix(".blk")?;
+fn parse_name(file_name: &str) -> Option<BlockName> {
+    let stem = file_name.strip_suffix(".blk")?;
     let mut parts = stem.splitn(3, '-');
     let covered = parts.next()?.parse().ok()?;
     let _min: i64 = parts.next()?.parse().ok()?;
@@ -36,31 +38,34 @@ fn parse_name(path: &Path) -> Option<BlockName> {
     Some(BlockName { covered, max_time })
 }
 
-fn blocks(dir: &Path) -> Result<Vec<(BlockName, PathBuf)>, StoreError> {
-    fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
-    let mut out = Vec::new();
-    for e in fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))? {
-        let path = e.map_err(|e| StoreError::io(dir, e))?.path();
-        if let Some(name) = parse_name(&path) {
-            out.push((name, path));
-        }
-    }
+fn blocks(objects: &Objects) -> Result<Vec<(BlockName, Listed)>, StoreError> {
+    let mut out: Vec<(BlockName, Listed)> = objects
+        .list()?
+        .into_iter()
+        .filter_map(|l| Some((parse_name(&l.name)?, l)))
+        .collect();
     out.sort_by_key(|(n, _)| n.covered);
     Ok(out)
 }
 
+/// `(block count, total bytes)` of the stored blocks.
+pub(crate) fn usage(objects: &Objects) -> Result<(usize, u64), StoreError> {
+    let b = blocks(objects)?;
+    Ok((b.len(), b.iter().map(|(_, l)| l.size).sum()))
+}
+
 /// Loads every block into `heads`; returns the highest WAL segment number they cover.
 pub(crate) fn load_all(
-    dir: &Path,
+    objects: &Objects,
     heads: &mut HashMap<String, TenantHead>,
 ) -> Result<u64, StoreError> {
     let mut covered = 0;
-    for (name, path) in blocks(dir)? {
+    for (name, listed) in blocks(objects)? {
         let corrupt = |what: &str| StoreError::Io {
-            path: path.display().to_string(),
+            path: listed.key.to_string(),
             message: format!("corrupt block: {what}"),
         };
-        let raw = fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+        let raw = objects.get(&listed.key)?;
         let body = raw
             .strip_prefix(MAGIC)
             .ok_or_else(|| corrupt("bad magic"))?;
@@ -97,7 +102,11 @@ fn read_section(b: &[u8], pos: usize) -> Option<(String, &[u8], usize)> {
 }
 
 /// Builds a block from the WAL segments numbered at most `through`, then deletes them.
-pub(crate) fn flush(wal_dir: &Path, dir: &Path, through: u64) -> Result<FlushStats, StoreError> {
+pub(crate) fn flush(
+    wal_dir: &Path,
+    objects: &Objects,
+    through: u64,
+) -> Result<FlushStats, StoreError> {
     let mut heads: BTreeMap<String, TenantHead> = BTreeMap::new();
     let mut records = 0usize;
     let used = crate::wal::read_segments(wal_dir, through, |payload| {
@@ -134,21 +143,14 @@ pub(crate) fn flush(wal_dir: &Path, dir: &Path, through: u64) -> Result<FlushSta
             body.extend_from_slice(&encoded);
         }
         let mut gz = flate2::write::GzEncoder::new(MAGIC.to_vec(), flate2::Compression::new(6));
-        gz.write_all(&body).map_err(|e| StoreError::io(dir, e))?;
-        let file_bytes = gz.finish().map_err(|e| StoreError::io(dir, e))?;
-        fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
-        let path = dir.join(format!("{through:010}-{min}-{max}.blk"));
-        let tmp = dir.join(format!("{through:010}.tmp"));
-        let mut f = fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
-        f.write_all(&file_bytes)
-            .and_then(|()| f.sync_all())
-            .map_err(|e| StoreError::io(&tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        stats.block_bytes = file_bytes.len() as u64;
-        stats.block = Some(path);
+        gz.write_all(&body)
+            .map_err(|e| StoreError::io(wal_dir, e))?;
+        let file_bytes = gz.finish().map_err(|e| StoreError::io(wal_dir, e))?;
+        let key = objects.key(&format!("{through:010}-{min}-{max}.blk"));
+        let len = file_bytes.len() as u64;
+        objects.put(&key, file_bytes)?;
+        stats.block_bytes = len;
+        stats.block = Some(PathBuf::from(key.to_string()));
     }
     // Only now is every record of these segments durable elsewhere.
     for p in used {
@@ -157,12 +159,12 @@ pub(crate) fn flush(wal_dir: &Path, dir: &Path, through: u64) -> Result<FlushSta
     Ok(stats)
 }
 
-/// Deletes blocks whose newest profile is older than `cutoff`.
-pub(crate) fn delete_expired(dir: &Path, cutoff: i64) -> Result<usize, StoreError> {
+/// Deletes blocks whose newest profile is older than `cutoff`; no other block is touched.
+pub(crate) fn delete_expired(objects: &Objects, cutoff: i64) -> Result<usize, StoreError> {
     let mut n = 0;
-    for (name, path) in blocks(dir)? {
+    for (name, listed) in blocks(objects)? {
         if name.max_time < cutoff {
-            fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+            objects.delete(&listed.key)?;
             n += 1;
         }
     }

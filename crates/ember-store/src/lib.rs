@@ -16,6 +16,7 @@
 
 mod block;
 pub mod head;
+mod objects;
 pub mod selector;
 pub mod wal;
 
@@ -24,6 +25,10 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use ember_pprof::Profile;
+
+/// The `object_store` crate blocks are written through, re-exported so callers build
+/// backends with the same version.
+pub use object_store;
 
 pub use head::{Labels, Series, StoredProfile, TenantHead};
 pub use selector::{MatchOp, Matcher, Selector, parse_selector};
@@ -196,6 +201,7 @@ pub struct TimeSeries {
 /// The storage engine: write-ahead log plus per-tenant heads.
 pub struct Store {
     dir: std::path::PathBuf,
+    objects: objects::Objects,
     flush_lock: std::sync::Mutex<()>,
     wal: Wal,
     tenants: RwLock<HashMap<String, Arc<RwLock<TenantHead>>>>,
@@ -290,11 +296,34 @@ fn record_labels(record: &IngestRecord) -> Labels {
 
 impl Store {
     /// Opens (or creates) the store in `dir`: loads its blocks, then replays the write-ahead
-    /// log segments no block covers yet, then applies retention.
+    /// log segments no block covers yet, then applies retention. Blocks are kept under
+    /// `<dir>/blocks/` through `object_store`'s local filesystem backend.
     pub fn open(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+        let objects = objects::Objects::local(dir, "blocks")?;
+        Store::open_inner(dir, options, objects)
+    }
+
+    /// Like [`Store::open`], with the write-ahead log in `<dir>/wal/` but blocks under
+    /// `prefix` of `blocks` (any `object_store` backend: local, S3, GCS, Azure, memory).
+    pub fn open_with_objects(
+        dir: &Path,
+        options: StoreOptions,
+        blocks: Arc<dyn object_store::ObjectStore>,
+        prefix: &str,
+    ) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+        let objects = objects::Objects::new(blocks, prefix)?;
+        Store::open_inner(dir, options, objects)
+    }
+
+    fn open_inner(
+        dir: &Path,
+        options: StoreOptions,
+        objects: objects::Objects,
+    ) -> Result<Store, StoreError> {
         let mut heads: HashMap<String, TenantHead> = HashMap::new();
-        let covered = block::load_all(&dir.join("blocks"), &mut heads)?;
+        let covered = block::load_all(&objects, &mut heads)?;
         let mut replay_errors = 0usize;
         let mut replayed: Vec<IngestRecord> = Vec::new();
         let (wal, replay) = Wal::open(&dir.join("wal"), covered, |payload| {
@@ -318,6 +347,7 @@ impl Store {
             .collect();
         let store = Store {
             dir: dir.to_path_buf(),
+            objects,
             flush_lock: std::sync::Mutex::new(()),
             wal,
             tenants: RwLock::new(tenants),
@@ -334,7 +364,7 @@ impl Store {
     pub fn flush(&self) -> Result<FlushStats, StoreError> {
         let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let through = self.wal.rotate()?;
-        block::flush(&self.dir.join("wal"), &self.dir.join("blocks"), through)
+        block::flush(&self.dir.join("wal"), &self.objects, through)
     }
 
     /// Deletes blocks whose newest profile is older than the retention and drops such
@@ -344,7 +374,7 @@ impl Store {
             return Ok(0);
         }
         let cutoff = now_nanos.saturating_sub(self.options.retention_nanos);
-        let deleted = block::delete_expired(&self.dir.join("blocks"), cutoff)?;
+        let deleted = block::delete_expired(&self.objects, cutoff)?;
         let tenants: Vec<_> = self
             .tenants
             .read()
@@ -360,22 +390,18 @@ impl Store {
         Ok(deleted)
     }
 
-    /// `(block files, their total bytes, WAL segment bytes)` on disk.
+    /// `(blocks, their total bytes, WAL segment bytes)` in storage (a failed block listing
+    /// counts as no blocks).
     pub fn disk_usage(&self) -> (usize, u64, u64) {
-        let size = |d: &Path, ext: &str| -> (usize, u64) {
-            let mut out = (0, 0);
-            if let Ok(rd) = std::fs::read_dir(d) {
-                for e in rd.flatten() {
-                    if e.path().extension().is_some_and(|x| x == ext) {
-                        out.0 += 1;
-                        out.1 += e.metadata().map(|m| m.len()).unwrap_or(0);
-                    }
+        let (n, b) = block::usage(&self.objects).unwrap_or((0, 0));
+        let mut w = 0;
+        if let Ok(rd) = std::fs::read_dir(self.dir.join("wal")) {
+            for e in rd.flatten() {
+                if e.path().extension().is_some_and(|x| x == "wal") {
+                    w += e.metadata().map(|m| m.len()).unwrap_or(0);
                 }
             }
-            out
-        };
-        let (n, b) = size(&self.dir.join("blocks"), "blk");
-        let (_, w) = size(&self.dir.join("wal"), "wal");
+        }
         (n, b, w)
     }
 
