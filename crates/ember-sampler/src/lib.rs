@@ -7,6 +7,7 @@
 //! [`output::write_perf_script`] symbolize it with a [`symbolize::Symbolizer`]
 //! and emit pprof or `perf script` text.
 
+pub mod debuginfod;
 pub mod launch;
 pub mod output;
 pub mod parse;

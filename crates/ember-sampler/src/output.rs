@@ -5,7 +5,8 @@
 use crate::session::{Frame, Recording};
 use crate::symbolize::{SourceFrame, Symbolizer};
 use ember_pprof::{Profile, ProfileBuilder, SampleLabel};
-use std::collections::HashMap;
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -70,12 +71,77 @@ fn file_name(path: &str) -> &str {
 }
 
 impl<'a> Resolver<'a> {
-    /// A resolver over `rec` using (and filling) the caches of `sym`.
+    /// A resolver over `rec` using (and filling) the caches of `sym`; the
+    /// frames of the aggregated stacks are symbolized right away, in
+    /// batches (see [`Resolver::prepare`]).
     pub fn new(rec: &'a Recording, sym: &'a mut Symbolizer) -> Self {
-        Resolver {
+        let mut resolver = Resolver {
             rec,
             sym,
             cache: HashMap::new(),
+        };
+        resolver.prepare(
+            rec.stacks
+                .keys()
+                .chain(rec.off_cpu_stacks.keys())
+                .flat_map(|k| &k.frames),
+        );
+        resolver
+    }
+
+    /// Symbolizes `frames` in batches so that [`Resolver::resolve`] answers
+    /// them from its cache: kernel addresses in one pass over kallsyms, and
+    /// each binary's addresses in one pass over its symbol tables (DWARF in
+    /// address order with `--inline`), after which the binary's tables and
+    /// touched pages are dropped. Peak memory is then that of the largest
+    /// binary, not the sum of all. Frames never prepared still resolve one
+    /// by one. Call it with all frames you will resolve (e.g. the raw stacks
+    /// of a recording) before resolving them.
+    pub fn prepare<'f>(&mut self, frames: impl IntoIterator<Item = &'f Frame>) {
+        let mut todo: Vec<Frame> = Vec::new();
+        let mut seen: HashSet<Frame> = HashSet::new();
+        let mut kernel: Vec<u64> = Vec::new();
+        // Lookup offsets per binary path (with a pid to reach it through).
+        let mut binaries: HashMap<Arc<str>, (u32, Vec<u64>)> = HashMap::new();
+        for frame in frames {
+            if self.cache.contains_key(frame) || !seen.insert(*frame) {
+                continue;
+            }
+            todo.push(*frame);
+            match *frame {
+                Frame::Kernel { addr, ret } => {
+                    kernel.push(if ret { addr.wrapping_sub(1) } else { addr });
+                }
+                Frame::User { map, addr, ret } => {
+                    let Some(m) = self.rec.maps.get(map as usize) else {
+                        continue;
+                    };
+                    let offset = addr.wrapping_sub(m.start).wrapping_add(m.pgoff);
+                    let lookup = if ret { offset.wrapping_sub(1) } else { offset };
+                    let entry = binaries
+                        .entry(m.path.clone())
+                        .or_insert_with(|| (m.pid, Vec::new()));
+                    entry.1.push(lookup);
+                }
+                Frame::Anon { .. } => {}
+            }
+        }
+        drop(seen);
+        if todo.is_empty() {
+            return;
+        }
+        self.sym.prepare_kernel(&kernel);
+        drop(kernel);
+        let inline = self.sym.inline;
+        for (path, (pid, offsets)) in binaries {
+            if let Some(binary) = self.sym.binary(&path, pid) {
+                binary.prepare(&offsets, inline);
+            }
+        }
+        self.cache.reserve(todo.len());
+        for frame in todo {
+            let info = self.compute(&frame);
+            self.cache.insert(frame, info);
         }
     }
 
@@ -236,12 +302,9 @@ pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary
         .chain(rec.off_cpu_stacks.iter().map(|(k, v)| (k, v, true)))
         .collect();
     keys.sort_by(|a, b| {
-        (a.2, a.0.pid, a.0.tid, &a.0.frames_sort_key()).cmp(&(
-            b.2,
-            b.0.pid,
-            b.0.tid,
-            &b.0.frames_sort_key(),
-        ))
+        (a.2, a.0.pid, a.0.tid)
+            .cmp(&(b.2, b.0.pid, b.0.tid))
+            .then_with(|| frames_cmp(&a.0.frames, &b.0.frames))
     });
     // pprof tools treat the first mapping as the main binary: register the
     // executables (file name starting with the process name) first, then the
@@ -334,17 +397,14 @@ pub fn build_profile(rec: &Recording, sym: &mut Symbolizer) -> (Profile, Summary
     (b.build(), summary)
 }
 
-impl crate::session::StackKey {
-    fn frames_sort_key(&self) -> Vec<(u8, u64)> {
-        self.frames
-            .iter()
-            .map(|f| match *f {
-                Frame::Kernel { addr, .. } => (0, addr),
-                Frame::User { addr, .. } => (1, addr),
-                Frame::Anon { addr, .. } => (2, addr),
-            })
-            .collect()
-    }
+/// Orders stacks frame by frame (kind, then address), without allocating.
+fn frames_cmp(a: &[Frame], b: &[Frame]) -> Ordering {
+    let key = |f: &Frame| match *f {
+        Frame::Kernel { addr, .. } => (0u8, addr),
+        Frame::User { addr, .. } => (1, addr),
+        Frame::Anon { addr, .. } => (2, addr),
+    };
+    a.iter().map(key).cmp(b.iter().map(key))
 }
 
 /// Writes `perf script`-style text (one block per sample, leaf first), which
@@ -357,7 +417,9 @@ pub fn write_perf_script(
     let mut resolver = Resolver::new(rec, sym);
     let mut keys: Vec<_> = rec.stacks.iter().collect();
     keys.sort_by(|a, b| {
-        (a.0.pid, a.0.tid, a.0.frames_sort_key()).cmp(&(b.0.pid, b.0.tid, b.0.frames_sort_key()))
+        (a.0.pid, a.0.tid)
+            .cmp(&(b.0.pid, b.0.tid))
+            .then_with(|| frames_cmp(&a.0.frames, &b.0.frames))
     });
     let mut block = Vec::new();
     for (key, value) in keys {

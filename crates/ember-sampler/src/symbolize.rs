@@ -7,6 +7,7 @@
 //! optional on-disk cache keyed by build-id carries lookups across runs.
 //! Anything unreadable degrades to `None` plus a warning.
 
+use crate::debuginfod::Debuginfod;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -177,10 +178,16 @@ impl SymTable {
     }
 
     fn finish(&mut self) {
-        // Prefer sized, global-looking duplicates: keep the first per address
-        // after sorting by (start, size descending).
-        self.syms
-            .sort_unstable_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
+        // Prefer sized duplicates: keep the first per address after sorting
+        // by (start, size descending, name position) — the name position
+        // makes aliases (identical code folded) resolve the same every run
+        // and like [`Nearest`].
+        self.syms.sort_unstable_by(|a, b| {
+            a.start
+                .cmp(&b.start)
+                .then(b.size.cmp(&a.size))
+                .then(a.name.cmp(&b.name))
+        });
         self.syms.dedup_by_key(|s| s.start);
         self.syms.shrink_to_fit();
         for source in &mut self.sources {
@@ -193,13 +200,8 @@ impl SymTable {
     fn name(&self, sym: &Sym) -> Cow<'_, str> {
         let source = usize::from(sym.name & SOURCE_BIT != 0);
         let off = (sym.name & !SOURCE_BIT) as usize;
-        let rest = self
-            .sources
-            .get(source)
-            .and_then(|s| s.bytes().get(off..))
-            .unwrap_or_default();
-        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-        String::from_utf8_lossy(&rest[..end])
+        let bytes = self.sources.get(source).map_or(&[][..], |s| s.bytes());
+        String::from_utf8_lossy(c_str(bytes, off))
     }
 
     fn lookup(&self, addr: u64, unsized_limit: u64) -> Option<&Sym> {
@@ -217,22 +219,7 @@ impl SymTable {
     fn symbol(&self, addr: u64, unsized_limit: u64, demangled: bool) -> Option<Symbol> {
         let sym = self.lookup(addr, unsized_limit)?;
         let raw = self.name(sym);
-        let system_name: Arc<str> = Arc::from(&*raw);
-        let name = if demangled {
-            let pretty = demangle(&raw);
-            if pretty == *raw {
-                system_name.clone()
-            } else {
-                Arc::from(pretty)
-            }
-        } else {
-            system_name.clone()
-        };
-        Some(Symbol {
-            name,
-            system_name,
-            start: sym.start,
-        })
+        (!raw.is_empty()).then(|| make_symbol(&raw, sym.start, demangled))
     }
 }
 
@@ -308,8 +295,16 @@ impl DwarfInfo {
                 .unwrap_or(&[]);
             Ok(addr2line::gimli::EndianSlice::new(bytes, endian))
         };
-        let dwarf = addr2line::gimli::Dwarf::load(section).ok()?;
+        let mut dwarf = addr2line::gimli::Dwarf::load(section).ok()?;
+        // Rust binaries have thousands of units sharing a few abbreviation
+        // tables: parse each table once instead of once per unit (the
+        // context holds every unit, so this is most of its heap).
+        dwarf
+            .populate_abbreviations_cache(addr2line::gimli::AbbreviationsCacheStrategy::Duplicates);
         let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
+        // Building the context touched every unit header and range list;
+        // lookups re-read only what they need.
+        map.release_pages();
         Some(DwarfInfo { ctx, _map: map })
     }
 
@@ -385,43 +380,168 @@ pub struct Binary {
 /// the peak RSS of tables of huge binaries (100+ MB shared libraries).
 const RELEASE_EVERY: usize = 8 * 1024;
 
-fn read_symbols(map: &Mmap, source: usize, table: &mut SymTable) {
-    let base = map.bytes();
-    let Ok(file) = object::File::parse(base) else {
-        return;
-    };
-    let wanted =
-        |sym: &object::Symbol<'_, '_, &[u8]>| sym.kind() == SymbolKind::Text && sym.address() != 0;
-    // Count first (entries only, no names) so the table is allocated once
-    // at its final size instead of doubling past it.
-    let count =
-        file.symbols().filter(wanted).count() + file.dynamic_symbols().filter(wanted).count();
-    table.syms.reserve_exact(count);
-    map.release_pages();
-    let base_ptr = base.as_ptr() as usize;
-    let mut seen = 0usize;
-    for sym in file.symbols().chain(file.dynamic_symbols()) {
-        seen += 1;
-        if seen.is_multiple_of(RELEASE_EVERY) {
-            map.release_pages();
+/// Calls `f(start, size, name_offset)` for every function symbol with a
+/// non-zero address in `.symtab` and `.dynsym` of the mapped ELF file, where
+/// `name_offset` is the file offset of its NUL-terminated name. Only the
+/// symbol entries are read: names stay untouched (a big Rust library has
+/// 20 MB of them) until a symbol is actually chosen.
+fn each_text_symbol(map: &Mmap, f: &mut dyn FnMut(u64, u64, usize)) {
+    match object::FileKind::parse(map.bytes()) {
+        Ok(object::FileKind::Elf64) => {
+            each_elf_symbol::<object::elf::FileHeader64<object::Endianness>>(map, f)
         }
-        if !wanted(&sym) {
-            continue;
+        Ok(object::FileKind::Elf32) => {
+            each_elf_symbol::<object::elf::FileHeader32<object::Endianness>>(map, f)
         }
-        let Ok(raw) = sym.name_bytes() else { continue };
-        if raw.is_empty() {
-            continue;
-        }
-        // Names stay in the mapped string table: only their position is
-        // kept, and demangling waits until a symbol is actually hit.
-        let off = (raw.as_ptr() as usize).wrapping_sub(base_ptr);
-        let end = off.wrapping_add(raw.len());
-        if off >= base.len() || base.get(end) != Some(&0) {
-            continue;
-        }
-        table.push(sym.address(), sym.size(), source, off);
+        _ => {}
     }
     map.release_pages();
+}
+
+fn each_elf_symbol<Elf>(map: &Mmap, f: &mut dyn FnMut(u64, u64, usize))
+where
+    Elf: object::read::elf::FileHeader<Endian = object::Endianness>,
+{
+    use object::read::elf::{SectionHeader as _, Sym as _};
+    let data = map.bytes();
+    let Ok(file) = object::read::elf::ElfFile::<Elf, &[u8]>::parse(data) else {
+        return;
+    };
+    let endian = file.endian();
+    let sections = file.elf_section_table();
+    let mut seen = 0usize;
+    for table in [file.elf_symbol_table(), file.elf_dynamic_symbol_table()] {
+        if table.is_empty() {
+            continue;
+        }
+        let Ok(strtab) = sections.section(table.string_section()) else {
+            continue;
+        };
+        let str_start: u64 = strtab.sh_offset(endian).into();
+        let str_end = str_start.saturating_add(strtab.sh_size(endian).into());
+        let str_end = str_end.min(data.len() as u64);
+        for sym in table.symbols().iter().skip(1) {
+            seen += 1;
+            if seen.is_multiple_of(RELEASE_EVERY) {
+                map.release_pages();
+            }
+            let kind = sym.st_type();
+            if kind != object::elf::STT_FUNC && kind != object::elf::STT_GNU_IFUNC {
+                continue;
+            }
+            let start: u64 = sym.st_value(endian).into();
+            let name = u64::from(sym.st_name(endian));
+            if start == 0 || name == 0 {
+                continue;
+            }
+            let off = str_start.saturating_add(name);
+            if off >= str_end {
+                continue;
+            }
+            f(start, sym.st_size(endian).into(), off as usize);
+        }
+    }
+}
+
+/// The NUL-terminated string at `off` in `bytes` (empty when out of range).
+fn c_str(bytes: &[u8], off: usize) -> &[u8] {
+    let rest = bytes.get(off..).unwrap_or_default();
+    let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+    &rest[..end]
+}
+
+fn read_symbols(map: &Mmap, source: usize, table: &mut SymTable) {
+    each_text_symbol(map, &mut |start, size, off| {
+        table.push(start, size, source, off);
+    });
+}
+
+/// Finds, for a sorted set of addresses, the symbol each falls into, in
+/// one pass over symbols arriving in any order, without building a table.
+///
+/// A symbol can only answer the first query at or above its start (or,
+/// through that one, later queries with no closer symbol), so each query
+/// slot keeps the highest-starting symbol routed to it; [`Nearest::finish`]
+/// then carries answers forward. Ties on the start prefer the larger size,
+/// like [`SymTable::finish`].
+struct Nearest {
+    queries: Vec<u64>,
+    best: Vec<Option<Sym>>,
+}
+
+impl Nearest {
+    /// `queries` must be sorted and free of duplicates.
+    fn new(queries: Vec<u64>) -> Nearest {
+        let best = vec![None; queries.len()];
+        Nearest { queries, best }
+    }
+
+    /// Offers a symbol; returns the query slot it now holds (so the caller
+    /// can keep a copy of its name), or `None` when it answers no query.
+    fn offer(&mut self, start: u64, size: u64, name: u32) -> Option<usize> {
+        let last = *self.queries.last()?;
+        if start > last {
+            return None;
+        }
+        let slot = self.queries.partition_point(|&q| q < start);
+        let size = u32::try_from(size).unwrap_or(u32::MAX);
+        let better = match &self.best[slot] {
+            None => true,
+            Some(b) => {
+                (start, size, std::cmp::Reverse(name))
+                    > (b.start, b.size, std::cmp::Reverse(b.name))
+            }
+        };
+        if !better {
+            return None;
+        }
+        self.best[slot] = Some(Sym { start, size, name });
+        Some(slot)
+    }
+
+    /// The symbol containing each query (same order as the queries), with
+    /// unsized symbols covering `unsized_limit` bytes, and the slot that
+    /// holds it (see [`Nearest::offer`]).
+    fn finish(self, unsized_limit: u64) -> Vec<Option<(Sym, usize)>> {
+        let mut carried: Option<(Sym, usize)> = None;
+        self.queries
+            .iter()
+            .zip(self.best)
+            .enumerate()
+            .map(|(slot, (&q, best))| {
+                if let Some(sym) = best {
+                    carried = Some((sym, slot));
+                }
+                let (sym, from) = carried?;
+                let limit = if sym.size > 0 {
+                    u64::from(sym.size)
+                } else {
+                    unsized_limit
+                };
+                (q - sym.start < limit).then_some((sym, from))
+            })
+            .collect()
+    }
+}
+
+/// Builds a [`Symbol`] from a raw (mangled) name.
+fn make_symbol(raw: &str, start: u64, demangled: bool) -> Symbol {
+    let system_name: Arc<str> = Arc::from(raw);
+    let name = if demangled {
+        let pretty = demangle(raw);
+        if pretty == raw {
+            system_name.clone()
+        } else {
+            Arc::from(pretty)
+        }
+    } else {
+        system_name.clone()
+    };
+    Symbol {
+        name,
+        system_name,
+        start,
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -456,6 +576,18 @@ impl Binary {
     /// Reads an ELF file's headers and finds its split debug file (by
     /// build-id or `.gnu_debuglink`) when it lacks `.symtab` or DWARF.
     pub fn load(path: &Path) -> Result<Binary, String> {
+        Self::load_with(path, None, false, &mut Vec::new())
+    }
+
+    /// Like [`Binary::load`]; when no local debug file supplies what the
+    /// binary lacks (a `.symtab`, or DWARF when `inline`), asks `debuginfod`
+    /// for it by build-id. Its failures go to `warnings`, never to the result.
+    pub fn load_with(
+        path: &Path,
+        debuginfod: Option<&mut Debuginfod>,
+        inline: bool,
+        warnings: &mut Vec<String>,
+    ) -> Result<Binary, String> {
         let map = Arc::new(Mmap::open(path).map_err(|e| format!("{}: {e}", path.display()))?);
         let file =
             object::File::parse(map.bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -495,30 +627,23 @@ impl Binary {
                 .flatten()
                 .map(|(name, _crc)| String::from_utf8_lossy(name).into_owned());
             for candidate in debug_candidates(path, &binary.build_id, link.as_deref()) {
-                if candidate == path {
-                    continue;
+                if candidate != path && binary.try_debug_file(candidate, &mut debug_has_symtab) {
+                    break;
                 }
-                let Ok(debug_map) = Mmap::open(&candidate) else {
-                    continue;
-                };
-                let debug_map = Arc::new(debug_map);
-                let Ok(debug) = object::File::parse(debug_map.bytes()) else {
-                    continue;
-                };
-                let useful_syms = !binary.main_has_symtab && debug.symbols().next().is_some();
-                let useful_dwarf = binary.dwarf_source.is_none() && has_debug_info(&debug);
-                if !useful_syms && !useful_dwarf {
-                    continue;
+            }
+        }
+        let lacking = (!binary.main_has_symtab && !debug_has_symtab)
+            || (inline && binary.dwarf_source.is_none());
+        if lacking
+            && !binary.build_id.is_empty()
+            && let Some(client) = debuginfod
+        {
+            match client.debuginfo(&binary.build_id) {
+                Ok(Some(fetched)) => {
+                    binary.try_debug_file(fetched, &mut debug_has_symtab);
                 }
-                if useful_syms {
-                    debug_has_symtab = true;
-                    binary.debug = Some(debug_map.clone());
-                }
-                if useful_dwarf {
-                    binary.dwarf_source = Some(debug_map.clone());
-                }
-                binary.debug_file = Some(candidate);
-                break;
+                Ok(None) => {}
+                Err(e) => warnings.push(e.to_string()),
             }
         }
         binary.stripped = !binary.main_has_symtab
@@ -527,6 +652,32 @@ impl Binary {
                 .dynamic_symbols()
                 .any(|s| s.kind() == SymbolKind::Text && s.address() != 0);
         Ok(binary)
+    }
+
+    /// Takes `candidate` as the split debug file if it adds a symbol table
+    /// or DWARF the binary lacks; true when it was taken.
+    fn try_debug_file(&mut self, candidate: PathBuf, debug_has_symtab: &mut bool) -> bool {
+        let Ok(debug_map) = Mmap::open(&candidate) else {
+            return false;
+        };
+        let debug_map = Arc::new(debug_map);
+        let Ok(debug) = object::File::parse(debug_map.bytes()) else {
+            return false;
+        };
+        let useful_syms = !self.main_has_symtab && debug.symbols().next().is_some();
+        let useful_dwarf = self.dwarf_source.is_none() && has_debug_info(&debug);
+        if !useful_syms && !useful_dwarf {
+            return false;
+        }
+        if useful_syms {
+            *debug_has_symtab = true;
+            self.debug = Some(debug_map.clone());
+        }
+        if useful_dwarf {
+            self.dwarf_source = Some(debug_map);
+        }
+        self.debug_file = Some(candidate);
+        true
     }
 
     /// The symbol table, built on first use from `.symtab`/`.dynsym` of the
@@ -562,11 +713,9 @@ impl Binary {
             return hit.clone();
         }
         self.lookups += 1;
-        // Unsized symbols (hand-written assembly) cover at most 64 KiB,
-        // so a stray address far past the last symbol stays unknown.
         let found = self
             .offset_to_vaddr(offset)
-            .and_then(|vaddr| self.table().symbol(vaddr, 0x10000, true));
+            .and_then(|vaddr| self.table().symbol(vaddr, UNSIZED_LIMIT, true));
         self.cache.insert(offset, found.clone());
         self.new_syms.push(offset);
         found
@@ -580,10 +729,10 @@ impl Binary {
             return hit.clone();
         }
         let vaddr = self.offset_to_vaddr(offset);
-        let source = &mut self.dwarf_source;
+        let source = &self.dwarf_source;
         let dwarf = self
             .dwarf
-            .get_or_insert_with(|| source.take().and_then(DwarfInfo::load));
+            .get_or_insert_with(|| source.clone().and_then(DwarfInfo::load));
         let frames: Arc<[SourceFrame]> = match (dwarf, vaddr) {
             (Some(d), Some(vaddr)) => d.frames(vaddr).into(),
             _ => Arc::from(Vec::new()),
@@ -591,6 +740,119 @@ impl Binary {
         self.frames_cache.insert(offset, frames.clone());
         self.new_frames.push(offset);
         frames
+    }
+
+    /// Resolves many file offsets at once, for [`Binary::lookup_offset`]
+    /// and (with `inline`) [`Binary::source_frames`] to answer from their
+    /// caches afterwards. Offsets the caches lack are looked up in one pass
+    /// over the symbol tables, without building a table, and their DWARF
+    /// frames in address order; then the DWARF context is dropped and the
+    /// touched file pages are handed back ([`Binary::release`]), so a binary
+    /// costs memory only while its batch runs.
+    pub fn prepare(&mut self, offsets: &[u64], inline: bool) {
+        // (vaddr, offset) of the misses, in address order.
+        let mut misses: Vec<(u64, u64)> = Vec::new();
+        for &offset in offsets {
+            if self.cache.contains_key(&offset) {
+                continue;
+            }
+            match self.offset_to_vaddr(offset) {
+                Some(vaddr) => misses.push((vaddr, offset)),
+                None => {
+                    self.lookups += 1;
+                    self.cache.insert(offset, None);
+                    self.new_syms.push(offset);
+                }
+            }
+        }
+        misses.sort_unstable();
+        misses.dedup();
+        if !misses.is_empty() {
+            let found = self.nearest_symbols(&misses);
+            for (&(_, offset), sym) in misses.iter().zip(found) {
+                self.lookups += 1;
+                self.cache.insert(offset, sym);
+                self.new_syms.push(offset);
+            }
+        }
+        if inline {
+            let mut wanted: Vec<(u64, u64)> = offsets
+                .iter()
+                .filter(|o| !self.frames_cache.contains_key(o))
+                .map(|&o| (self.offset_to_vaddr(o).unwrap_or(u64::MAX), o))
+                .collect();
+            wanted.sort_unstable();
+            wanted.dedup();
+            for (n, &(_, offset)) in wanted.iter().enumerate() {
+                self.source_frames(offset);
+                // addr2line keeps slices into the mapping, which are simply
+                // re-read if needed: the parsed units stay, the pages go.
+                if (n + 1).is_multiple_of(RELEASE_EVERY / 8)
+                    && let Some(map) = &self.dwarf_source
+                {
+                    map.release_pages();
+                }
+            }
+        }
+        self.release();
+    }
+
+    /// The symbols containing `misses` (sorted (vaddr, offset) pairs), from
+    /// the table when one was built, else in one streaming pass.
+    fn nearest_symbols(&mut self, misses: &[(u64, u64)]) -> Vec<Option<Symbol>> {
+        if let Some(table) = &self.symbols {
+            return misses
+                .iter()
+                .map(|&(vaddr, _)| table.symbol(vaddr, UNSIZED_LIMIT, true))
+                .collect();
+        }
+        let mut queries: Vec<u64> = misses.iter().map(|&(vaddr, _)| vaddr).collect();
+        queries.dedup();
+        let mut near = Nearest::new(queries);
+        let sources: Vec<&Arc<Mmap>> = std::iter::once(&self.main)
+            .chain(self.debug.as_ref())
+            .collect();
+        for (source, map) in sources.iter().enumerate() {
+            each_text_symbol(map, &mut |start, size, off| {
+                if let Ok(off) = u32::try_from(off)
+                    && off & SOURCE_BIT == 0
+                {
+                    let name = if source == 1 { off | SOURCE_BIT } else { off };
+                    near.offer(start, size, name);
+                }
+            });
+        }
+        let queries = near.queries.clone();
+        let found = near.finish(UNSIZED_LIMIT);
+        let named: Vec<Option<Symbol>> = found
+            .into_iter()
+            .map(|hit| {
+                let (sym, _) = hit?;
+                let map = sources[usize::from(sym.name & SOURCE_BIT != 0)];
+                let raw = c_str(map.bytes(), (sym.name & !SOURCE_BIT) as usize);
+                (!raw.is_empty())
+                    .then(|| make_symbol(&String::from_utf8_lossy(raw), sym.start, true))
+            })
+            .collect();
+        misses
+            .iter()
+            .map(|&(vaddr, _)| {
+                let i = queries.partition_point(|&q| q < vaddr);
+                named.get(i).cloned().flatten()
+            })
+            .collect()
+    }
+
+    /// Drops what was built to answer lookups (the symbol table, the DWARF
+    /// context) and hands the touched file pages back; the caches of
+    /// answers stay, and anything needed later is rebuilt on demand.
+    pub fn release(&mut self) {
+        self.symbols = None;
+        self.dwarf = None;
+        self.main.release_pages();
+        for map in self.debug.iter().chain(&self.dwarf_source) {
+            map.release_pages();
+        }
     }
 
     /// Fills the caches from `dir/<build-id>.sym` and `.inl`, written by
@@ -722,6 +984,10 @@ impl Binary {
     }
 }
 
+/// How far an unsized symbol (hand-written assembly) reaches: at most
+/// 64 KiB, so a stray address far past the last symbol stays unknown.
+const UNSIZED_LIMIT: u64 = 0x10000;
+
 /// Cache files above this size are ignored (and no longer grown).
 const MAX_CACHE_FILE: u64 = 64 << 20;
 
@@ -737,6 +1003,37 @@ pub fn default_cache_dir() -> Option<PathBuf> {
                 .map(|h| PathBuf::from(h).join(".cache"))
         })?;
     Some(base.join("ember").join("symbols"))
+}
+
+/// kallsyms has no sizes: a kernel symbol covers at most 1 MiB.
+const KERNEL_UNSIZED_LIMIT: u64 = 0x100000;
+
+/// A text symbol line of kallsyms: `addr type name [module]`.
+struct KallsymsLine<'a> {
+    addr: u64,
+    name: &'a [u8],
+    /// The symbol belongs to a module (or BPF, ftrace): `[name]` follows.
+    module: bool,
+}
+
+impl<'a> KallsymsLine<'a> {
+    /// The line when it is a text symbol (`t`, `T`, `w`, `W`) with a
+    /// non-zero address.
+    fn parse(line: &'a [u8]) -> Option<KallsymsLine<'a>> {
+        let mut parts = line
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|p| !p.is_empty());
+        let (addr, kind, name) = (parts.next()?, parts.next()?, parts.next()?);
+        if !matches!(kind, b"t" | b"T" | b"w" | b"W") {
+            return None;
+        }
+        let addr = u64::from_str_radix(std::str::from_utf8(addr).ok()?, 16).ok()?;
+        (addr != 0).then_some(KallsymsLine {
+            addr,
+            name,
+            module: parts.next().is_some(),
+        })
+    }
 }
 
 /// Kernel symbols from `/proc/kallsyms`.
@@ -755,33 +1052,74 @@ impl Kallsyms {
     /// non-UTF-8 lines are skipped.
     pub fn read(mut input: impl std::io::BufRead) -> Kallsyms {
         let mut table = SymTable::default();
-        let mut line = String::new();
+        let mut line = Vec::new();
         loop {
             line.clear();
-            match input.read_line(&mut line) {
-                Ok(0) => break,
+            match input.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
                 Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => continue,
-                Err(_) => break,
             }
-            let mut parts = line.split_ascii_whitespace();
-            let (Some(addr), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            if !matches!(kind, "t" | "T" | "w" | "W") {
-                continue;
+            if let Some(KallsymsLine { addr, name, .. }) = KallsymsLine::parse(&line)
+                && let Ok(name) = std::str::from_utf8(name)
+            {
+                table.push_owned(addr, 0, name);
             }
-            let Ok(addr) = u64::from_str_radix(addr, 16) else {
-                continue;
-            };
-            if addr == 0 {
-                continue;
-            }
-            table.push_owned(addr, 0, name);
         }
         table.finish();
         Kallsyms { symbols: table }
+    }
+
+    /// Resolves sorted, distinct kernel addresses in one streaming pass
+    /// over kallsyms text, keeping no table: only the names that answer a
+    /// query are copied. Returns `None` when the text has no usable
+    /// addresses (e.g. `kptr_restrict`).
+    ///
+    /// Reading stops early once the (address-ordered) core kernel symbols
+    /// pass the highest query: modules, BPF programs and trampolines sit
+    /// outside the kernel image, so they cannot be nearer to an address
+    /// inside it than the image's own symbols.
+    pub fn resolve_sorted(
+        mut input: impl std::io::BufRead,
+        queries: &[u64],
+    ) -> Option<Vec<Option<Symbol>>> {
+        let mut near = Nearest::new(queries.to_vec());
+        let mut names: Vec<Vec<u8>> = vec![Vec::new(); queries.len()];
+        let (lowest, highest) = (queries.first().copied()?, queries.last().copied()?);
+        let mut first: Option<u64> = None;
+        let mut previous = 0u64;
+        let mut in_order = true;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match input.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let Some(parsed) = KallsymsLine::parse(&line) else {
+                continue;
+            };
+            let first = *first.get_or_insert(parsed.addr);
+            in_order &= !parsed.module && parsed.addr >= previous;
+            previous = parsed.addr;
+            if in_order && parsed.addr > highest && lowest >= first {
+                break;
+            }
+            if let Some(slot) = near.offer(parsed.addr, 0, 0) {
+                names[slot].clear();
+                names[slot].extend_from_slice(parsed.name);
+            }
+        }
+        first?;
+        Some(
+            near.finish(KERNEL_UNSIZED_LIMIT)
+                .into_iter()
+                .map(|hit| {
+                    let (sym, slot) = hit?;
+                    let name = std::str::from_utf8(&names[slot]).ok()?;
+                    Some(make_symbol(name, sym.start, false))
+                })
+                .collect(),
+        )
     }
 
     /// True when the table holds no usable addresses (e.g. `kptr_restrict`).
@@ -791,7 +1129,7 @@ impl Kallsyms {
 
     /// The kernel function containing `addr`.
     pub fn lookup(&self, addr: u64) -> Option<Symbol> {
-        self.symbols.symbol(addr, 0x100000, false)
+        self.symbols.symbol(addr, KERNEL_UNSIZED_LIMIT, false)
     }
 }
 
@@ -832,6 +1170,9 @@ impl PerfMap {
 pub struct Symbolizer {
     binaries: HashMap<Arc<str>, Option<Binary>>,
     kernel: Option<Kallsyms>,
+    /// Kernel addresses resolved by [`Symbolizer::prepare_kernel`].
+    kernel_cache: HashMap<u64, Option<Symbol>>,
+    kernel_warned: bool,
     jit: HashMap<u32, Option<PerfMap>>,
     /// Problems met (unreadable or stripped binaries), each reported once.
     pub warnings: Vec<String>,
@@ -839,19 +1180,27 @@ pub struct Symbolizer {
     pub inline: bool,
     /// Directory of the on-disk symbol cache (per build-id), if any.
     pub cache_dir: Option<PathBuf>,
+    /// Where debug files missing locally are fetched from, if anywhere
+    /// ([`Symbolizer::new`] configures it from `DEBUGINFOD_URLS`).
+    pub debuginfod: Option<Debuginfod>,
 }
 
 impl Symbolizer {
-    /// A symbolizer with empty caches.
+    /// A symbolizer with empty caches; debug files missing locally are
+    /// fetched from the debuginfod servers of `DEBUGINFOD_URLS`, if set.
     pub fn new() -> Self {
-        Self::default()
+        Symbolizer {
+            debuginfod: Debuginfod::from_env(),
+            ..Self::default()
+        }
     }
 
-    /// A symbolizer that also reads DWARF for inlined frames and lines.
+    /// Like [`Symbolizer::new`], also reading DWARF for inlined frames and
+    /// lines when `inline`.
     pub fn with_inline(inline: bool) -> Self {
         Symbolizer {
             inline,
-            ..Self::default()
+            ..Self::new()
         }
     }
 
@@ -859,13 +1208,24 @@ impl Symbolizer {
     /// reach files through `/proc/PID/root` (containers, deleted files).
     pub fn binary(&mut self, path: &Arc<str>, pid: u32) -> Option<&mut Binary> {
         if !self.binaries.contains_key(path) {
+            let inline = self.inline;
             let loaded = if path.starts_with('/') {
-                let direct = Binary::load(Path::new(&**path));
+                let direct = Binary::load_with(
+                    Path::new(&**path),
+                    self.debuginfod.as_mut(),
+                    inline,
+                    &mut self.warnings,
+                );
                 match direct {
                     Ok(b) => Some(b),
                     Err(first) => {
                         let via_root = format!("/proc/{pid}/root{path}");
-                        match Binary::load(Path::new(&via_root)) {
+                        match Binary::load_with(
+                            Path::new(&via_root),
+                            self.debuginfod.as_mut(),
+                            inline,
+                            &mut self.warnings,
+                        ) {
                             Ok(b) => Some(b),
                             Err(_) => {
                                 self.warnings.push(format!(
@@ -886,9 +1246,15 @@ impl Symbolizer {
             if let Some(b) = &loaded
                 && b.stripped
             {
+                let tried = if self.debuginfod.is_some() {
+                    "locally or from debuginfod"
+                } else {
+                    "locally; set DEBUGINFOD_URLS to fetch one"
+                };
                 self.warnings.push(format!(
-                        "{path} has no symbol table (stripped, no debug file found); its frames stay [unknown]"
-                    ));
+                    "{path} has no symbol table (stripped, no debug file found {tried}); \
+                     its frames stay [unknown]"
+                ));
             }
             self.binaries.insert(path.clone(), loaded);
         }
@@ -917,20 +1283,56 @@ impl Symbolizer {
 
     /// Kernel symbol for `addr`.
     pub fn kernel(&mut self, addr: u64) -> Option<Symbol> {
+        if let Some(hit) = self.kernel_cache.get(&addr) {
+            return hit.clone();
+        }
         if self.kernel.is_none() {
             // Streamed: the file is ~10 MB of text, the table a fraction.
             let table = std::fs::File::open("/proc/kallsyms")
                 .map(|f| Kallsyms::read(std::io::BufReader::new(f)))
                 .unwrap_or_default();
             if table.is_empty() {
-                self.warnings.push(
-                    "/proc/kallsyms has no addresses (kptr_restrict?); kernel frames stay [unknown]"
-                        .to_string(),
-                );
+                self.warn_no_kallsyms();
             }
             self.kernel = Some(table);
         }
         self.kernel.as_ref().and_then(|k| k.lookup(addr))
+    }
+
+    /// Resolves many kernel addresses at once for [`Symbolizer::kernel`]
+    /// to answer from its cache: one pass over `/proc/kallsyms` that keeps
+    /// only the answers, not the ~120k-symbol table.
+    pub fn prepare_kernel(&mut self, addrs: &[u64]) {
+        let mut queries: Vec<u64> = addrs
+            .iter()
+            .copied()
+            .filter(|a| !self.kernel_cache.contains_key(a))
+            .collect();
+        queries.sort_unstable();
+        queries.dedup();
+        if queries.is_empty() {
+            return;
+        }
+        let found = match &self.kernel {
+            Some(table) => Some(queries.iter().map(|&a| table.lookup(a)).collect()),
+            None => std::fs::File::open("/proc/kallsyms").ok().and_then(|f| {
+                Kallsyms::resolve_sorted(std::io::BufReader::with_capacity(64 << 10, f), &queries)
+            }),
+        };
+        let found = found.unwrap_or_else(|| {
+            self.warn_no_kallsyms();
+            vec![None; queries.len()]
+        });
+        self.kernel_cache.extend(queries.into_iter().zip(found));
+    }
+
+    fn warn_no_kallsyms(&mut self) {
+        if !std::mem::replace(&mut self.kernel_warned, true) {
+            self.warnings.push(
+                "/proc/kallsyms has no addresses (kptr_restrict?); kernel frames stay [unknown]"
+                    .to_string(),
+            );
+        }
     }
 
     /// JIT symbol for `addr` in process `pid` from `/tmp/perf-PID.map`.
@@ -1008,5 +1410,94 @@ mod tests {
         assert!(s.binary(&p, 1).is_none());
         assert!(s.binary(&p, 1).is_none());
         assert_eq!(s.warnings.len(), 1);
+    }
+
+    /// File offsets spread over a binary's executable segments: every
+    /// 97th byte plus a few past the end, so hits, gaps and misses occur.
+    fn probe_offsets(b: &Binary) -> Vec<u64> {
+        let mut out = Vec::new();
+        for &(off, size, _) in &b.segments {
+            out.extend((off..off + size).step_by(97));
+            out.push(off + size + 0x20000);
+        }
+        out.push(u64::MAX - 1);
+        out
+    }
+
+    #[test]
+    fn batch_lookups_match_single_lookups_on_real_binaries() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let mut libc = None;
+        for line in std::fs::read_to_string("/proc/self/maps").unwrap().lines() {
+            if let Some(path) = line.split_whitespace().nth(5)
+                && path.contains("libc.so")
+            {
+                libc = Some(PathBuf::from(path));
+            }
+        }
+        for path in std::iter::once(exe).chain(libc) {
+            let mut single = Binary::load(&path).unwrap();
+            let mut batch = Binary::load(&path).unwrap();
+            let offsets = probe_offsets(&single);
+            assert!(offsets.len() > 1000, "{}", path.display());
+            batch.prepare(&offsets, false);
+            assert!(batch.symbols.is_none(), "the batch builds no table");
+            let mut hits = 0;
+            for &o in &offsets {
+                let want = single.lookup_offset(o);
+                hits += usize::from(want.is_some());
+                assert_eq!(batch.lookup_offset(o), want, "{} +{o:#x}", path.display());
+            }
+            assert!(hits > offsets.len() / 4, "{}: {hits} hits", path.display());
+            // The answers came from the batch, one computation per offset.
+            assert_eq!(batch.lookups, single.lookups);
+        }
+    }
+
+    #[test]
+    fn streaming_kallsyms_matches_the_table() {
+        let text = std::fs::read("/proc/kallsyms").unwrap();
+        let table = Kallsyms::read(&text[..]);
+        if table.is_empty() {
+            // kptr_restrict hides addresses: both must say so.
+            assert!(Kallsyms::resolve_sorted(&text[..], &[1, 2]).is_none());
+            return;
+        }
+        let addrs: Vec<u64> = table.symbols.syms.iter().map(|s| s.start).collect();
+        let (lo, hi) = (addrs[0], addrs[addrs.len() - 1]);
+        // Symbol starts, addresses just inside and between them, beyond
+        // both ends, and an upper bound well inside the core kernel so the
+        // early stop is exercised.
+        let mut queries: Vec<u64> = addrs
+            .iter()
+            .step_by(37)
+            .flat_map(|&a| [a, a + 1, a.wrapping_sub(1)])
+            .chain([lo - 1, hi + 5, hi + 0x200000, 1])
+            .collect();
+        queries.sort_unstable();
+        queries.dedup();
+        for qs in [&queries[..], &queries[..queries.len() / 3]] {
+            let got = Kallsyms::resolve_sorted(&text[..], qs).unwrap();
+            for (&q, got) in qs.iter().zip(got) {
+                assert_eq!(got, table.lookup(q), "{q:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn nearest_prefers_the_larger_symbol_on_equal_starts_and_limits_unsized_ones() {
+        let mut n = Nearest::new(vec![10, 19, 30, 200]);
+        // Arrival order does not matter.
+        n.offer(20, 0, 3);
+        n.offer(10, 4, 1);
+        n.offer(10, 8, 2);
+        n.offer(10, 2, 9);
+        n.offer(500, 1, 7);
+        let got: Vec<Option<u32>> = n
+            .finish(50)
+            .into_iter()
+            .map(|h| h.map(|(s, _)| s.name))
+            .collect();
+        assert_eq!(got, [Some(2), None, Some(3), None]);
     }
 }

@@ -1,0 +1,240 @@
+//! debuginfod end to end against a real HTTP server (Python's `http.server`
+//! serving a directory laid out as `buildid/<hex>/debuginfo`): a stripped
+//! program whose debug file exists only on the server is recorded and its
+//! functions get their names; a second symbolization finds the file in the
+//! on-disk cache with the server gone; misses are remembered; a file with
+//! the wrong build-id is refused.
+//!
+//! Needs perf_event_open (root in CI), gcc, objcopy and python3.
+
+use ember_sampler::debuginfod::{Debuginfod, DebuginfodError};
+use ember_sampler::symbolize::Binary;
+use ember_sampler::{CallGraph, Options, Recording, Symbolizer, Target, build_profile};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+fn work_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("symbols-debuginfod-{test}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(cmd: &mut Command) {
+    let status = cmd.status().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(status.success(), "{cmd:?} failed");
+}
+
+/// Builds three_paths with DWARF, splits its debug file off and strips the
+/// binary: (stripped binary, debug file, build-id).
+fn stripped_program(dir: &Path) -> (PathBuf, PathBuf, String) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/three_paths.c");
+    let bin = dir.join("three_paths-dbgd");
+    let debug = dir.join("three_paths-dbgd.debug");
+    run(Command::new("gcc")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-fno-shrink-wrap"])
+        .args(["-Wl,--build-id", "-o"])
+        .arg(&bin)
+        .arg(src));
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&bin)
+        .arg(&debug));
+    run(Command::new("objcopy").arg("--strip-all").arg(&bin));
+    let binary = Binary::load(&bin).expect("stripped binary loads");
+    assert!(binary.stripped, "objcopy --strip-all left symbols");
+    assert!(!binary.build_id.is_empty(), "gcc wrote no build-id");
+    (bin, debug, binary.build_id.clone())
+}
+
+/// `python3 -m http.server` on an ephemeral port serving `root`; returns
+/// the child and its base URL.
+fn serve(root: &Path) -> (Child, String) {
+    let mut child = Command::new("python3")
+        .args([
+            "-u",
+            "-m",
+            "http.server",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 must be installed");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+    let port: u16 = line
+        .split_whitespace()
+        .skip_while(|w| *w != "port")
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected http.server banner {line:?}"));
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+fn stop(mut server: Child) {
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+fn record(bin: &Path) -> Recording {
+    let mut opts = Options::new(Target::Command(vec![bin.into(), "40".into()]));
+    opts.call_graph = CallGraph::Fp;
+    opts.frequency = 499;
+    ember_sampler::record(&opts, |_| {}).expect("recording")
+}
+
+/// Folded stacks (root first) of the recording, symbolized with `client`.
+fn stacks(rec: &Recording, client: Debuginfod) -> (Vec<(String, i64)>, Vec<String>) {
+    let mut sym = Symbolizer::new();
+    sym.debuginfod = Some(client);
+    let (profile, _) = build_profile(rec, &mut sym);
+    (ember_pprof::folded_stacks(&profile, 0), sym.warnings)
+}
+
+fn samples_with(stacks: &[(String, i64)], frame: &str) -> i64 {
+    stacks
+        .iter()
+        .filter(|(s, _)| s.split(';').any(|f| f == frame))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[test]
+fn stripped_program_gets_its_names_from_debuginfod_then_from_the_cache() {
+    let dir = work_dir("names");
+    let (bin, debug, build_id) = stripped_program(&dir);
+    let served = dir.join("served");
+    let slot = served.join("buildid").join(&build_id);
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
+    let cache = dir.join("cache");
+
+    let rec = record(&bin);
+    assert!(rec.samples > 100, "{} samples", rec.samples);
+
+    // Without debuginfod the program's frames stay unknown.
+    let (plain, warnings) = {
+        let mut sym = Symbolizer::new();
+        sym.debuginfod = None;
+        let (profile, _) = build_profile(&rec, &mut sym);
+        (ember_pprof::folded_stacks(&profile, 0), sym.warnings)
+    };
+    assert_eq!(samples_with(&plain, "path_a"), 0);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("three_paths-dbgd has no symbol table")
+                && w.contains("DEBUGINFOD_URLS")),
+        "{warnings:?}"
+    );
+
+    let (server, url) = serve(&served);
+    let fetched = stacks(&rec, Debuginfod::new(vec![url.clone()], cache.clone()));
+    stop(server);
+    let (with_server, warnings) = fetched;
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let total: i64 = with_server.iter().map(|(_, n)| n).sum();
+    for f in ["main", "path_a", "path_b", "path_c", "burn"] {
+        assert!(
+            samples_with(&with_server, f) > 0,
+            "{f} missing: {with_server:?}"
+        );
+    }
+    // The program's own frames are all named: [unknown] only outside it.
+    assert!(
+        !with_server
+            .iter()
+            .any(|(s, _)| s.contains("[unknown] three_paths-dbgd")),
+        "{with_server:?}"
+    );
+    assert!(samples_with(&with_server, "main") * 10 >= total * 8);
+    let cached = cache.join(&build_id).join("debuginfo");
+    assert_eq!(
+        std::fs::read(&cached).unwrap(),
+        std::fs::read(&debug).unwrap()
+    );
+
+    // Server gone: the cache answers, with the same result and no warning.
+    let (again, warnings) = stacks(&rec, Debuginfod::new(vec![url.clone()], cache.clone()));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(again, with_server);
+
+    // Server gone and nothing cached: a warning naming the server, the
+    // frames degrade to [unknown] binary+offset, the run still succeeds.
+    let (degraded, warnings) = stacks(&rec, Debuginfod::new(vec![url.clone()], dir.join("empty")));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("debuginfod server") && w.contains(&url)),
+        "{warnings:?}"
+    );
+    assert!(
+        degraded
+            .iter()
+            .any(|(s, _)| s.contains("[unknown] three_paths-dbgd+0x")),
+        "{degraded:?}"
+    );
+    assert_eq!(
+        degraded.iter().map(|(_, n)| n).sum::<i64>(),
+        total,
+        "no sample dropped"
+    );
+}
+
+#[test]
+fn misses_are_remembered_and_wrong_files_refused() {
+    let dir = work_dir("misses");
+    let (_, debug, build_id) = stripped_program(&dir);
+    let served = dir.join("served");
+    // The server holds another build-id's slot only, plus a file of the
+    // wrong build-id under a third one.
+    let wrong_id = "00112233445566778899aabbccddeeff00112233";
+    std::fs::create_dir_all(served.join("buildid").join(wrong_id)).unwrap();
+    std::fs::copy(
+        &debug,
+        served.join("buildid").join(wrong_id).join("debuginfo"),
+    )
+    .unwrap();
+    let cache = dir.join("cache");
+    let (server, url) = serve(&served);
+
+    let mut client = Debuginfod::new(vec![url.clone()], cache.clone());
+    let miss = client.debuginfo(&build_id);
+    let wrong = client.debuginfo(wrong_id);
+    stop(server);
+    assert!(matches!(miss, Ok(None)), "{miss:?}");
+    assert!(cache.join(&build_id).join("debuginfo.miss").is_file());
+    match wrong {
+        Err(DebuginfodError::Http { message, .. }) => {
+            assert!(message.contains(&build_id), "{message}")
+        }
+        other => panic!("a file of another build-id was accepted: {other:?}"),
+    }
+    assert!(!cache.join(wrong_id).join("debuginfo").exists());
+
+    // The server is down now: a remembered miss does not even try it...
+    let mut client = Debuginfod::new(vec![url.clone()], cache.clone());
+    assert!(matches!(client.debuginfo(&build_id), Ok(None)));
+    // ...while a build-id never asked about does, and fails cleanly.
+    let other = "ffeeddccbbaa99887766554433221100ffeeddcc";
+    assert!(matches!(
+        client.debuginfo(other),
+        Err(DebuginfodError::Io { .. })
+    ));
+    // The unreachable server is not asked again in this run.
+    assert!(matches!(client.debuginfo(other), Ok(None)));
+
+    // An expired miss is asked again.
+    let mut client = Debuginfod::new(vec![url], cache.clone());
+    client.negative_ttl = std::time::Duration::ZERO;
+    assert!(client.debuginfo(&build_id).is_err());
+}
