@@ -1,11 +1,20 @@
 //! The in-memory head of one tenant: series, label index and de-duplicated symbols.
 //!
-//! Owns how profiles live in memory. Frame names are interned once per tenant, and stacks
-//! are interned as nodes of one shared call tree (`(parent, frame)` pairs), so a stack seen
-//! in thousands of profiles is stored once and a profile is just `(node, value)` pairs.
-//! Merging a selection therefore adds integers per node and only resolves names at the end.
+//! Owns how profiles live in memory. Everything a pprof profile says about code is interned
+//! once per tenant and shared by every profile of every series: strings, mappings (with
+//! build ids), functions (name, system name, file, start line) and locations (mapping,
+//! address, inlined lines). Stacks are interned as nodes of one shared tree of locations
+//! (`(parent node, location)` pairs), so a stack seen in thousands of profiles is stored
+//! once and a profile is just sorted `(node, value)` pairs.
+//!
+//! Two merges are answered from that: a pprof merge sums values per stack node (identical
+//! stacks of locations add up, and the result keeps file, line, address and mapping), and a
+//! flame graph merge folds those sums once more onto a second, derived tree keyed by frame
+//! *names* (`node_frame`), so stacks that differ only in addresses (two builds, two
+//! mappings) still add up by name. Both walk integers only and resolve symbols at the end.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::Hash;
 
 use crate::selector::Selector;
 
@@ -17,7 +26,7 @@ pub type Labels = Vec<(String, String)>;
 pub struct StoredProfile {
     /// Timestamp, unix nanoseconds.
     pub time_nanos: i64,
-    /// Leaf node ids of the shared call tree.
+    /// Leaf nodes of the shared stack tree, sorted ascending.
     pub nodes: Vec<u32>,
     /// Value per node, same order.
     pub values: Vec<i64>,
@@ -37,6 +46,79 @@ pub struct Series {
     pub labels: Labels,
     /// Profiles, sorted by `time_nanos`.
     pub profiles: Vec<StoredProfile>,
+    /// Sampling period of the latest profile (pprof `period`), 0 if unknown.
+    pub period: i64,
+}
+
+/// An interned mapping (a loaded binary). String fields are ids of [`TenantHead::string`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MappingSym {
+    /// Load address.
+    pub start: u64,
+    /// End of the mapped range.
+    pub limit: u64,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// Binary path (string id).
+    pub filename: u32,
+    /// Build id (string id).
+    pub build_id: u32,
+    /// pprof's `has_functions`, `has_filenames`, `has_line_numbers`, `has_inline_frames`
+    /// as bits 0..3.
+    pub flags: u8,
+}
+
+/// An interned function. String fields are ids of [`TenantHead::string`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FunctionSym {
+    /// Name shown to people.
+    pub name: u32,
+    /// Linker/mangled name.
+    pub system_name: u32,
+    /// Source file.
+    pub filename: u32,
+    /// First line of the function.
+    pub start_line: i64,
+}
+
+/// An interned location: an address in a mapping and the (inlined) lines there, innermost
+/// first as in pprof.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LocationSym {
+    /// Mapping index + 1 (0 = no mapping).
+    pub mapping: u32,
+    /// Instruction address.
+    pub address: u64,
+    /// `(function index, line)`, innermost first.
+    pub lines: Box<[(u32, i64)]>,
+    /// pprof's `is_folded`.
+    pub is_folded: bool,
+}
+
+/// Values interned once, each with a dense id.
+#[derive(Debug)]
+struct Interner<T> {
+    items: Vec<T>,
+    ids: HashMap<T, u32>,
+}
+
+impl<T: Hash + Eq + Clone> Interner<T> {
+    fn new() -> Self {
+        Interner {
+            items: Vec::new(),
+            ids: HashMap::new(),
+        }
+    }
+
+    fn intern(&mut self, v: T) -> (u32, bool) {
+        if let Some(&id) = self.ids.get(&v) {
+            return (id, false);
+        }
+        let id = self.items.len() as u32;
+        self.items.push(v.clone());
+        self.ids.insert(v, id);
+        (id, true)
+    }
 }
 
 /// All data of one tenant.
@@ -44,9 +126,19 @@ pub struct Series {
 pub struct TenantHead {
     strings: Vec<Box<str>>,
     string_ids: HashMap<Box<str>, u32>,
-    /// Call-tree nodes: (parent node, frame string id); node 0 is the root.
+    mappings: Interner<MappingSym>,
+    functions: Interner<FunctionSym>,
+    locations: Interner<LocationSym>,
+    /// Frame-name string ids of each location, outermost (caller) first.
+    location_frames: Vec<Box<[u32]>>,
+    /// Stack tree: (parent node, location index); node 0 is the root.
     nodes: Vec<(u32, u32)>,
     node_ids: HashMap<(u32, u32), u32>,
+    /// Frame-name tree node of each stack node (flame graph merges).
+    node_frame: Vec<u32>,
+    /// Frame-name tree: (parent frame node, name string id); frame node 0 is the root.
+    frames: Vec<(u32, u32)>,
+    frame_ids: HashMap<(u32, u32), u32>,
     series: Vec<Series>,
     series_ids: HashMap<Labels, u32>,
     /// Label index: name → value → series ids.
@@ -64,20 +156,29 @@ impl Default for TenantHead {
 impl TenantHead {
     /// An empty head.
     pub fn new() -> Self {
-        TenantHead {
+        let mut h = TenantHead {
             strings: Vec::new(),
             string_ids: HashMap::new(),
-            // Node 0 is the root every stack hangs from.
+            mappings: Interner::new(),
+            functions: Interner::new(),
+            locations: Interner::new(),
+            location_frames: Vec::new(),
             nodes: vec![(0, 0)],
             node_ids: HashMap::new(),
+            node_frame: vec![0],
+            frames: vec![(0, 0)],
+            frame_ids: HashMap::new(),
             series: Vec::new(),
             series_ids: HashMap::new(),
             postings: BTreeMap::new(),
             profiles: 0,
-        }
+        };
+        // String 0 is "", as in pprof, so absent fields need no special case.
+        h.intern("");
+        h
     }
 
-    /// Interns a frame name.
+    /// Interns a string.
     pub fn intern(&mut self, s: &str) -> u32 {
         if let Some(&id) = self.string_ids.get(s) {
             return id;
@@ -88,14 +189,83 @@ impl TenantHead {
         id
     }
 
-    /// The child of `parent` for frame `frame`, created if new.
-    pub fn child(&mut self, parent: u32, frame: u32) -> u32 {
-        if let Some(&id) = self.node_ids.get(&(parent, frame)) {
+    /// The interned string `id` ("" when out of range).
+    pub fn string(&self, id: u32) -> &str {
+        self.strings.get(id as usize).map(|s| &**s).unwrap_or("")
+    }
+
+    /// Interns a mapping; returns its index.
+    pub fn mapping(&mut self, m: MappingSym) -> u32 {
+        self.mappings.intern(m).0
+    }
+
+    /// Interns a function; returns its index.
+    pub fn function(&mut self, f: FunctionSym) -> u32 {
+        self.functions.intern(f).0
+    }
+
+    /// Interns a location; returns its index. Function indexes in `lines` that do not exist
+    /// are dropped, and a mapping index past the known ones becomes "no mapping".
+    pub fn location(&mut self, mut l: LocationSym) -> u32 {
+        let nf = self.functions.items.len() as u32;
+        if l.lines.iter().any(|(f, _)| *f >= nf) {
+            l.lines = l.lines.iter().copied().filter(|(f, _)| *f < nf).collect();
+        }
+        if l.mapping as usize > self.mappings.items.len() {
+            l.mapping = 0;
+        }
+        let (id, new) = self.locations.intern(l);
+        if new {
+            let loc = &self.locations.items[id as usize];
+            let frames: Box<[u32]> = if loc.lines.is_empty() {
+                let addr = format!("0x{:x}", loc.address);
+                Box::new([self.intern_owned(addr)])
+            } else {
+                let names: Vec<u32> = loc
+                    .lines
+                    .iter()
+                    .rev()
+                    .map(|(f, _)| self.functions.items[*f as usize].name)
+                    .collect();
+                names.into_boxed_slice()
+            };
+            self.location_frames.push(frames);
+        }
+        id
+    }
+
+    fn intern_owned(&mut self, s: String) -> u32 {
+        self.intern(&s)
+    }
+
+    /// The stack node for location `location` called from node `parent`, created if new.
+    /// Returns `parent` unchanged for an unknown location.
+    pub fn child(&mut self, parent: u32, location: u32) -> u32 {
+        if let Some(&id) = self.node_ids.get(&(parent, location)) {
             return id;
         }
+        let (Some(frames), Some(&parent_frame)) = (
+            self.location_frames.get(location as usize),
+            self.node_frame.get(parent as usize),
+        ) else {
+            return parent;
+        };
+        let mut f = parent_frame;
+        for &name in frames.iter() {
+            f = match self.frame_ids.get(&(f, name)) {
+                Some(&id) => id,
+                None => {
+                    let id = self.frames.len() as u32;
+                    self.frames.push((f, name));
+                    self.frame_ids.insert((f, name), id);
+                    id
+                }
+            };
+        }
         let id = self.nodes.len() as u32;
-        self.nodes.push((parent, frame));
-        self.node_ids.insert((parent, frame), id);
+        self.nodes.push((parent, location));
+        self.node_ids.insert((parent, location), id);
+        self.node_frame.push(f);
         id
     }
 
@@ -104,9 +274,53 @@ impl TenantHead {
         self.series.len()
     }
 
-    /// Number of distinct interned strings and call-tree nodes (for metrics).
+    /// Number of distinct interned strings and stack nodes (for metrics).
     pub fn symbol_counts(&self) -> (usize, usize) {
         (self.strings.len(), self.nodes.len())
+    }
+
+    /// `(strings, mappings, functions, locations, stack nodes)` interned.
+    pub fn symbol_table_sizes(&self) -> (usize, usize, usize, usize, usize) {
+        (
+            self.strings.len(),
+            self.mappings.items.len(),
+            self.functions.items.len(),
+            self.locations.items.len(),
+            self.nodes.len(),
+        )
+    }
+
+    /// Number of stack nodes (dense ids `0..node_count`).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The interned mapping with index `i`.
+    pub fn mapping_sym(&self, i: u32) -> Option<&MappingSym> {
+        self.mappings.items.get(i as usize)
+    }
+
+    /// The interned function with index `i`.
+    pub fn function_sym(&self, i: u32) -> Option<&FunctionSym> {
+        self.functions.items.get(i as usize)
+    }
+
+    /// The interned location with index `i`.
+    pub fn location_sym(&self, i: u32) -> Option<&LocationSym> {
+        self.locations.items.get(i as usize)
+    }
+
+    /// Location indexes of the stack ending at `node`, leaf first (pprof sample order).
+    pub fn stack_locations(&self, mut node: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        while node != 0 {
+            let Some(&(parent, loc)) = self.nodes.get(node as usize) else {
+                break;
+            };
+            out.push(loc);
+            node = parent;
+        }
+        out
     }
 
     /// Whether a series with these labels exists.
@@ -116,6 +330,11 @@ impl TenantHead {
 
     /// Adds a profile to the series with `labels` (sorted), creating the series if needed.
     pub fn insert(&mut self, labels: Labels, profile: StoredProfile) {
+        self.insert_with_period(labels, profile, 0);
+    }
+
+    /// [`TenantHead::insert`], recording the sampling period (0 = keep the known one).
+    pub fn insert_with_period(&mut self, labels: Labels, profile: StoredProfile, period: i64) {
         let id = match self.series_ids.get(&labels) {
             Some(&id) => id,
             None => {
@@ -132,13 +351,26 @@ impl TenantHead {
                 self.series.push(Series {
                     labels,
                     profiles: Vec::new(),
+                    period: 0,
                 });
                 id
             }
         };
-        let profiles = &mut self.series[id as usize].profiles;
-        let at = profiles.partition_point(|p| p.time_nanos <= profile.time_nanos);
-        profiles.insert(at, profile);
+        let series = &mut self.series[id as usize];
+        if period != 0 {
+            series.period = period;
+        }
+        let profiles = &mut series.profiles;
+        // Profiles arrive mostly in time order: appending is the common case.
+        if profiles
+            .last()
+            .is_none_or(|p| p.time_nanos <= profile.time_nanos)
+        {
+            profiles.push(profile);
+        } else {
+            let at = profiles.partition_point(|p| p.time_nanos <= profile.time_nanos);
+            profiles.insert(at, profile);
+        }
         self.profiles += 1;
     }
 
@@ -176,15 +408,30 @@ impl TenantHead {
         }
     }
 
-    /// Frame names from the root down to `node`.
-    pub fn path(&self, mut node: u32) -> Vec<&str> {
+    /// Frame names from the root down to stack node `node` (inlined frames expanded).
+    pub fn path(&self, node: u32) -> Vec<&str> {
+        self.frame_path(self.node_frame.get(node as usize).copied().unwrap_or(0))
+    }
+
+    /// Frame-name tree node of stack node `node` (0 when unknown).
+    pub fn frame_of(&self, node: u32) -> u32 {
+        self.node_frame.get(node as usize).copied().unwrap_or(0)
+    }
+
+    /// Number of frame-name tree nodes.
+    pub fn frame_count(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Frame names from the root down to frame-name tree node `frame`.
+    pub fn frame_path(&self, mut frame: u32) -> Vec<&str> {
         let mut out = Vec::new();
-        while node != 0 {
-            let Some(&(parent, frame)) = self.nodes.get(node as usize) else {
+        while frame != 0 {
+            let Some(&(parent, name)) = self.frames.get(frame as usize) else {
                 break;
             };
-            out.push(self.strings.get(frame as usize).map(|s| &**s).unwrap_or(""));
-            node = parent;
+            out.push(self.string(name));
+            frame = parent;
         }
         out.reverse();
         out
@@ -208,6 +455,13 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// Cursor over an encoded head; every read checks bounds so corrupt blocks are errors.
 struct Reader<'a> {
     b: &'a [u8],
@@ -228,6 +482,10 @@ impl Reader<'_> {
         None
     }
 
+    fn u32(&mut self) -> Option<u32> {
+        u32::try_from(self.varint()?).ok()
+    }
+
     fn signed(&mut self) -> Option<i64> {
         let v = self.varint()?;
         Some(((v >> 1) as i64) ^ -((v & 1) as i64))
@@ -245,23 +503,63 @@ impl Reader<'_> {
         self.pos += n;
         Some(s)
     }
+
+    fn column<T>(&mut self, n: usize, mut f: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(f(self)?);
+        }
+        Some(v)
+    }
 }
 
 impl TenantHead {
-    /// Columnar encoding of the whole head: string table; call-tree parent and frame columns;
-    /// then per series its labels, a delta-encoded time column and per profile its sorted
-    /// node ids (delta varints) and values (zigzag varints).
+    /// Columnar encoding of the whole head: string table; mapping, function and location
+    /// tables as one column per field; stack-tree parent and location columns; then per
+    /// series its labels, period, a delta-encoded time column, and per profile its sorted
+    /// node ids (delta varints), the gcd of its values and the values divided by it (CPU
+    /// values are multiples of the period, so this turns 4-byte varints into 1-byte ones).
     pub fn encode(&self, out: &mut Vec<u8>) {
         put_varint(out, self.strings.len() as u64);
         for s in &self.strings {
             put_str(out, s);
         }
+        let m = &self.mappings.items;
+        put_varint(out, m.len() as u64);
+        m.iter().for_each(|m| put_varint(out, m.start));
+        m.iter().for_each(|m| put_varint(out, m.limit));
+        m.iter().for_each(|m| put_varint(out, m.offset));
+        m.iter().for_each(|m| put_varint(out, m.filename.into()));
+        m.iter().for_each(|m| put_varint(out, m.build_id.into()));
+        m.iter().for_each(|m| put_varint(out, m.flags.into()));
+        let f = &self.functions.items;
+        put_varint(out, f.len() as u64);
+        f.iter().for_each(|f| put_varint(out, f.name.into()));
+        f.iter().for_each(|f| put_varint(out, f.system_name.into()));
+        f.iter().for_each(|f| put_varint(out, f.filename.into()));
+        f.iter().for_each(|f| put_signed(out, f.start_line));
+        let l = &self.locations.items;
+        put_varint(out, l.len() as u64);
+        l.iter().for_each(|l| put_varint(out, l.mapping.into()));
+        let mut prev = 0u64;
+        for loc in l {
+            put_signed(out, loc.address.wrapping_sub(prev) as i64);
+            prev = loc.address;
+        }
+        l.iter()
+            .for_each(|l| put_varint(out, (l.lines.len() as u64) << 1 | u64::from(l.is_folded)));
+        l.iter()
+            .flat_map(|l| l.lines.iter())
+            .for_each(|(f, _)| put_varint(out, (*f).into()));
+        l.iter()
+            .flat_map(|l| l.lines.iter())
+            .for_each(|(_, n)| put_signed(out, *n));
         put_varint(out, self.nodes.len() as u64);
         for (parent, _) in &self.nodes {
             put_varint(out, u64::from(*parent));
         }
-        for (_, frame) in &self.nodes {
-            put_varint(out, u64::from(*frame));
+        for (_, loc) in &self.nodes {
+            put_varint(out, u64::from(*loc));
         }
         put_varint(out, self.series.len() as u64);
         for s in &self.series {
@@ -270,6 +568,7 @@ impl TenantHead {
                 put_str(out, n);
                 put_str(out, v);
             }
+            put_signed(out, s.period);
             put_varint(out, s.profiles.len() as u64);
             let mut prev = 0i64;
             for p in &s.profiles {
@@ -283,8 +582,13 @@ impl TenantHead {
                     put_varint(out, u64::from(n.wrapping_sub(last)));
                     last = *n;
                 }
+                let g = p.values.iter().fold(0u64, |g, v| gcd(g, v.unsigned_abs()));
+                // Only i64::MIN alone gives a gcd past i64::MAX; 1 keeps that exact too.
+                let g = i64::try_from(g).unwrap_or(1).max(1);
+                put_varint(out, g as u64);
                 for v in &p.values {
-                    put_signed(out, *v);
+                    // Exact: g divides every value.
+                    put_signed(out, v / g);
                 }
             }
         }
@@ -301,21 +605,91 @@ impl TenantHead {
             let s = r.str()?;
             string_map.push(self.intern(s));
         }
-        let n_nodes = r.count()?;
-        let mut parents = Vec::with_capacity(n_nodes);
-        for _ in 0..n_nodes {
-            parents.push(r.varint()? as usize);
+        let sid = |id: u64| -> Option<u32> { string_map.get(usize::try_from(id).ok()?).copied() };
+
+        let n = r.count()?;
+        let start = r.column(n, Reader::varint)?;
+        let limit = r.column(n, Reader::varint)?;
+        let offset = r.column(n, Reader::varint)?;
+        let filename = r.column(n, Reader::varint)?;
+        let build_id = r.column(n, Reader::varint)?;
+        let flags = r.column(n, Reader::varint)?;
+        let mut mapping_map = Vec::with_capacity(n);
+        for i in 0..n {
+            mapping_map.push(self.mapping(MappingSym {
+                start: start[i],
+                limit: limit[i],
+                offset: offset[i],
+                filename: sid(filename[i])?,
+                build_id: sid(build_id[i])?,
+                flags: u8::try_from(flags[i]).ok()?,
+            }));
         }
+
+        let n = r.count()?;
+        let name = r.column(n, Reader::varint)?;
+        let system_name = r.column(n, Reader::varint)?;
+        let filename = r.column(n, Reader::varint)?;
+        let start_line = r.column(n, Reader::signed)?;
+        let mut function_map = Vec::with_capacity(n);
+        for i in 0..n {
+            function_map.push(self.function(FunctionSym {
+                name: sid(name[i])?,
+                system_name: sid(system_name[i])?,
+                filename: sid(filename[i])?,
+                start_line: start_line[i],
+            }));
+        }
+
+        let n = r.count()?;
+        let mapping = r.column(n, Reader::u32)?;
+        let mut prev = 0u64;
+        let address = r.column(n, |r| {
+            prev = prev.wrapping_add(r.signed()? as u64);
+            Some(prev)
+        })?;
+        let line_counts = r.column(n, Reader::varint)?;
+        let total_lines = line_counts
+            .iter()
+            .try_fold(0usize, |a, c| a.checked_add(usize::try_from(c >> 1).ok()?))?;
+        if total_lines > bytes.len() {
+            return None;
+        }
+        let line_fns = r.column(total_lines, Reader::u32)?;
+        let line_nos = r.column(total_lines, Reader::signed)?;
+        let mut location_map = Vec::with_capacity(n);
+        let mut at = 0usize;
+        for i in 0..n {
+            let k = (line_counts[i] >> 1) as usize;
+            let mut lines = Vec::with_capacity(k);
+            for j in at..at + k {
+                lines.push((*function_map.get(line_fns[j] as usize)?, line_nos[j]));
+            }
+            at += k;
+            let m = match mapping[i] {
+                0 => 0,
+                m => *mapping_map.get(m as usize - 1)? + 1,
+            };
+            location_map.push(self.location(LocationSym {
+                mapping: m,
+                address: address[i],
+                lines: lines.into_boxed_slice(),
+                is_folded: line_counts[i] & 1 == 1,
+            }));
+        }
+
+        let n_nodes = r.count()?;
+        let parents = r.column(n_nodes, Reader::varint)?;
         let mut node_map: Vec<u32> = Vec::with_capacity(n_nodes);
         for (i, &parent) in parents.iter().enumerate() {
-            let frame = r.varint()? as usize;
+            let loc = r.varint()?;
             if i == 0 {
                 node_map.push(0);
                 continue;
             }
-            let parent = *node_map.get(parent)?;
-            let frame = *string_map.get(frame)?;
-            node_map.push(self.child(parent, frame));
+            let parent = *node_map.get(usize::try_from(parent).ok()?)?;
+            let loc = *location_map.get(usize::try_from(loc).ok()?)?;
+            node_map.push(self.child(parent, loc));
         }
         let n_series = r.count()?;
         for _ in 0..n_series {
@@ -326,6 +700,7 @@ impl TenantHead {
                 let v = r.str()?.to_string();
                 labels.push((n, v));
             }
+            let period = r.signed()?;
             let n_profiles = r.count()?;
             let mut times = Vec::with_capacity(n_profiles);
             let mut prev = 0i64;
@@ -339,12 +714,13 @@ impl TenantHead {
                 let mut nodes = Vec::with_capacity(n);
                 let mut last = 0u32;
                 for _ in 0..n {
-                    last = last.wrapping_add(u32::try_from(r.varint()?).ok()?);
+                    last = last.wrapping_add(r.u32()?);
                     nodes.push(*node_map.get(last as usize)?);
                 }
+                let g = i64::try_from(r.varint()?).ok()?;
                 let mut pairs = Vec::with_capacity(n);
                 for node in nodes {
-                    pairs.push((node, r.signed()?));
+                    pairs.push((node, r.signed()?.saturating_mul(g)));
                 }
                 // Remapped ids lose the block's order; sorted ids keep the deltas small.
                 pairs.sort_unstable();
@@ -355,7 +731,7 @@ impl TenantHead {
                 });
             }
             for p in profiles {
-                self.insert(labels.clone(), p);
+                self.insert_with_period(labels.clone(), p, period);
             }
         }
         (r.pos == bytes.len()).then_some(())

@@ -17,6 +17,7 @@
 mod block;
 pub mod head;
 mod objects;
+mod pprof_out;
 pub mod selector;
 pub mod wal;
 
@@ -517,23 +518,20 @@ impl Store {
         out
     }
 
-    /// Merges every matching profile in the time range into one set of stacks.
-    pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
-        let Some(t) = self.tenant(tenant) else {
-            return Merged::default();
-        };
-        let head = t.read().unwrap_or_else(|e| e.into_inner());
+    /// Sums the matching profiles of the query per stack node (dense by node id) and
+    /// fills the counters of `out`.
+    fn sum_nodes(head: &TenantHead, query: &Query, out: &mut Merged) -> Vec<i64> {
         let selector = query.full_selector();
-        let mut sums: HashMap<u32, i64> = HashMap::new();
-        let mut out = Merged::default();
+        let mut sums = vec![0i64; head.node_count()];
         for series in head.select(&selector) {
             let mut used = false;
             for p in in_range(series, query) {
                 used = true;
                 out.profiles += 1;
                 for (n, v) in p.nodes.iter().zip(&p.values) {
-                    let e = sums.entry(*n).or_insert(0);
-                    *e = e.saturating_add(*v);
+                    if let Some(e) = sums.get_mut(*n as usize) {
+                        *e = e.saturating_add(*v);
+                    }
                 }
             }
             if used {
@@ -543,17 +541,105 @@ impl Store {
                 }
             }
         }
-        let mut stacks: Vec<(Vec<String>, i64)> = sums
-            .into_iter()
-            .filter(|(_, v)| *v != 0)
-            .map(|(n, v)| {
-                out.total = out.total.saturating_add(v);
-                (head.path(n).into_iter().map(str::to_string).collect(), v)
+        sums
+    }
+
+    /// Merges every matching profile in the time range into one set of stacks, by frame
+    /// names (stacks that differ only in addresses or mappings add up).
+    pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
+        let Some(t) = self.tenant(tenant) else {
+            return Merged::default();
+        };
+        let head = t.read().unwrap_or_else(|e| e.into_inner());
+        let mut out = Merged::default();
+        let sums = Self::sum_nodes(&head, query, &mut out);
+        let mut frames = vec![0i64; head.frame_count()];
+        for (n, v) in sums.iter().enumerate() {
+            if *v != 0
+                && let Some(f) = frames.get_mut(head.frame_of(n as u32) as usize)
+            {
+                *f = f.saturating_add(*v);
+            }
+        }
+        let mut stacks: Vec<(Vec<String>, i64)> = frames
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v != 0)
+            .map(|(f, v)| {
+                out.total = out.total.saturating_add(*v);
+                (
+                    head.frame_path(f as u32)
+                        .into_iter()
+                        .map(str::to_string)
+                        .collect(),
+                    *v,
+                )
             })
             .collect();
         stacks.sort();
         out.stacks = stacks;
         out
+    }
+
+    /// Merges every matching profile in the time range into one pprof profile with full
+    /// symbols: mappings (with build ids), functions (name, system name, file, start line)
+    /// and locations (address, mapping, inlined lines). Identical stacks of locations add
+    /// up. `None` when nothing matched. The sample type, unit and period type come from the
+    /// contributing series' labels (the first profile type when several matched).
+    pub fn merge_profile(&self, tenant: &str, query: &Query) -> Option<(Profile, Merged)> {
+        let t = self.tenant(tenant)?;
+        let head = t.read().unwrap_or_else(|e| e.into_inner());
+        let mut merged = Merged::default();
+        let sums = Self::sum_nodes(&head, query, &mut merged);
+        if merged.profiles == 0 {
+            return None;
+        }
+        let label = |name: &str| -> String {
+            head.select(&query.full_selector())
+                .into_iter()
+                .filter(|s| in_range(s, query).next().is_some())
+                .find_map(|s| {
+                    s.labels
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v.clone())
+                })
+                .unwrap_or_default()
+        };
+        let period = head
+            .select(&query.full_selector())
+            .into_iter()
+            .find(|s| in_range(s, query).next().is_some())
+            .map_or(0, |s| s.period);
+        let mut b = pprof_out::Builder::new(&head);
+        let st = b.value_type(&label(TYPE_LABEL), &label("__unit__"));
+        let pt = b.value_type(&label("__period_type__"), &label("__period_unit__"));
+        let mut samples = Vec::new();
+        for (n, v) in sums.iter().enumerate() {
+            if *v == 0 {
+                continue;
+            }
+            merged.total = merged.total.saturating_add(*v);
+            let ids: Vec<u64> = head
+                .stack_locations(n as u32)
+                .into_iter()
+                .map(|l| b.location(l))
+                .collect();
+            samples.push(ember_pprof::Sample {
+                location_id: ids,
+                value: vec![*v],
+                label: Vec::new(),
+            });
+        }
+        let (start, end) = (query.start_nanos, query.end_nanos);
+        let mut p = b.finish();
+        p.sample_type = vec![st];
+        p.period_type = Some(pt);
+        p.period = period;
+        p.sample = samples;
+        p.time_nanos = start;
+        p.duration_nanos = end.saturating_sub(start).max(0);
+        Some((p, merged))
     }
 
     /// Totals of matching profiles summed into `step_nanos` buckets (aligned to
@@ -660,16 +746,17 @@ pub(crate) fn apply_to(head: &mut TenantHead, record: &IngestRecord, profile: &P
     };
     let per_type = stacks_of(head, profile);
     let n = label_sets.len();
-    for (labels, values) in label_sets.into_iter().zip(per_type) {
-        let mut entries: Vec<(u32, i64)> = values.into_iter().filter(|(_, v)| *v != 0).collect();
+    for (labels, mut entries) in label_sets.into_iter().zip(per_type) {
+        entries.retain(|(_, v)| *v != 0);
         entries.sort_unstable();
-        head.insert(
+        head.insert_with_period(
             labels,
             StoredProfile {
                 time_nanos: time,
                 nodes: entries.iter().map(|e| e.0).collect(),
                 values: entries.iter().map(|e| e.1).collect(),
             },
+            profile.period,
         );
     }
     n
@@ -685,48 +772,80 @@ fn in_range<'a>(series: &'a Series, q: &Query) -> impl Iterator<Item = &'a Store
     series.profiles[lo..hi.max(lo)].iter()
 }
 
-/// Interns every sample's stack into the head's call tree and sums values per leaf node,
-/// one map per sample type.
-fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<HashMap<u32, i64>> {
+/// Interns the profile's mappings, functions and locations, then every sample's stack into
+/// the head's stack tree, and sums values per leaf node: one `(node, value)` list per
+/// sample type (unsorted, may hold zeros).
+fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
+    let s = |i: i64| ember_pprof::string(profile, i);
+    let mappings: HashMap<u64, u32> = profile
+        .mapping
+        .iter()
+        .map(|m| {
+            let sym = head::MappingSym {
+                start: m.memory_start,
+                limit: m.memory_limit,
+                offset: m.file_offset,
+                filename: head.intern(s(m.filename)),
+                build_id: head.intern(s(m.build_id)),
+                flags: u8::from(m.has_functions)
+                    | u8::from(m.has_filenames) << 1
+                    | u8::from(m.has_line_numbers) << 2
+                    | u8::from(m.has_inline_frames) << 3,
+            };
+            (m.id, head.mapping(sym) + 1)
+        })
+        .collect();
     let functions: HashMap<u64, u32> = profile
         .function
         .iter()
-        .map(|f| (f.id, head.intern(ember_pprof::string(profile, f.name))))
+        .map(|f| {
+            let sym = head::FunctionSym {
+                name: head.intern(s(f.name)),
+                system_name: head.intern(s(f.system_name)),
+                filename: head.intern(s(f.filename)),
+                start_line: f.start_line,
+            };
+            (f.id, head.function(sym))
+        })
         .collect();
-    // Frames of each location, outermost (caller) first: pprof lists inlined lines innermost first.
-    let mut locations: HashMap<u64, Vec<u32>> = HashMap::with_capacity(profile.location.len());
+    let mut locations: HashMap<u64, u32> = HashMap::with_capacity(profile.location.len());
     for loc in &profile.location {
-        let frames: Vec<u32> = if loc.line.is_empty() {
-            vec![head.intern(&format!("0x{:x}", loc.address))]
-        } else {
-            loc.line
-                .iter()
-                .rev()
-                .map(|l| match functions.get(&l.function_id) {
-                    Some(&f) => f,
-                    None => head.intern(&format!("0x{:x}", loc.address)),
-                })
-                .collect()
+        let lines: Box<[(u32, i64)]> = loc
+            .line
+            .iter()
+            .filter_map(|l| Some((*functions.get(&l.function_id)?, l.line)))
+            .collect();
+        let sym = head::LocationSym {
+            mapping: mappings.get(&loc.mapping_id).copied().unwrap_or(0),
+            address: loc.address,
+            lines,
+            is_folded: loc.is_folded,
         };
-        locations.insert(loc.id, frames);
+        locations.insert(loc.id, head.location(sym));
     }
-    let mut out = vec![HashMap::new(); profile.sample_type.len()];
+    let n_types = profile.sample_type.len();
+    let mut sums: HashMap<u32, usize> = HashMap::new();
+    let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
     for sample in &profile.sample {
         if sample.value.iter().all(|v| *v == 0) {
             continue;
         }
         let mut node = 0u32;
         for id in sample.location_id.iter().rev() {
-            if let Some(frames) = locations.get(id) {
-                for &f in frames {
-                    node = head.child(node, f);
-                }
+            if let Some(&loc) = locations.get(id) {
+                node = head.child(node, loc);
             }
         }
-        for (i, v) in sample.value.iter().enumerate() {
-            if let Some(m) = out.get_mut(i) {
-                let e: &mut i64 = m.entry(node).or_insert(0);
-                *e = e.saturating_add(*v);
+        // Samples with the same stack (differing only in labels) add up.
+        let slot = *sums.entry(node).or_insert_with(|| {
+            for o in out.iter_mut() {
+                o.push((node, 0));
+            }
+            out.first().map_or(0, |o| o.len() - 1)
+        });
+        for (i, v) in sample.value.iter().enumerate().take(n_types) {
+            if let Some(e) = out.get_mut(i).and_then(|o| o.get_mut(slot)) {
+                e.1 = e.1.saturating_add(*v);
             }
         }
     }

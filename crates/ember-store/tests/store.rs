@@ -1,0 +1,264 @@
+//! Store-level tests on real corpus profiles: full symbols survive ingest, merge, flush to
+//! blocks (through object_store) and reopen; identical stacks add up; retention deletes
+//! only expired blocks.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ember_pprof::Profile;
+use ember_store::{IngestRecord, LabelPair, Query, Store, StoreOptions, parse_selector};
+
+fn corpus(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/corpora")
+        .join(rel)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ember-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const LARGE: &str = "pprof/internal/proftest/testdata/large.cpu";
+const LABELS: &str = "pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof";
+
+fn record(bytes: &[u8], service: &str, pod: &str, time_nanos: i64) -> IngestRecord {
+    IngestRecord {
+        tenant: "t".into(),
+        labels: vec![
+            LabelPair {
+                name: "service_name".into(),
+                value: service.into(),
+            },
+            LabelPair {
+                name: "pod".into(),
+                value: pod.into(),
+            },
+        ],
+        time_nanos,
+        profile: bytes.to_vec(),
+        received_nanos: time_nanos,
+    }
+}
+
+fn ingest(store: &Store, file: &str, service: &str, pod: &str, time_nanos: i64) -> Profile {
+    let bytes = std::fs::read(corpus(file)).unwrap();
+    let profile = ember_pprof::decode(&bytes).unwrap();
+    store
+        .ingest_blocking(&record(&bytes, service, pod, time_nanos), &profile)
+        .unwrap();
+    profile
+}
+
+fn query(service: &str, sample_type: &str) -> Query {
+    Query {
+        selector: parse_selector(&format!("{{service_name=\"{service}\"}}")).unwrap(),
+        profile_type: Some(sample_type.into()),
+        start_nanos: 0,
+        end_nanos: i64::MAX,
+    }
+}
+
+fn folded(stacks: &[(Vec<String>, i64)]) -> Vec<(String, i64)> {
+    let mut v: Vec<(String, i64)> = stacks.iter().map(|(f, n)| (f.join(";"), *n)).collect();
+    v.sort();
+    v
+}
+
+/// The folded view of the input's sample type `name`, as ember-pprof computes it.
+fn expected(profile: &Profile, name: &str, times: i64) -> Vec<(String, i64)> {
+    let i = ember_pprof::sample_index(profile, Some(name)).unwrap();
+    let mut v: Vec<(String, i64)> = ember_pprof::folded_stacks(profile, i)
+        .into_iter()
+        .map(|(s, n)| (s, n * times))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn merge_matches_input_and_identical_stacks_add_up() {
+    let dir = temp_dir("merge");
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let p = ingest(&store, LARGE, "api", "a", 1_000);
+    ingest(&store, LARGE, "api", "b", 2_000);
+    let merged = store.merge_stacks("t", &query("api", "cpu"));
+    assert_eq!(merged.profiles, 2);
+    assert_eq!(folded(&merged.stacks), expected(&p, "cpu", 2));
+    // Another tenant sees nothing.
+    assert_eq!(
+        store.merge_stacks("other", &query("api", "cpu")).profiles,
+        0
+    );
+}
+
+/// Checks that `out` carries every symbol of `input` the samples use: per sample, the
+/// addresses, mapping files/build ids and function names/files/lines, leaf first.
+fn symbolic_samples(p: &Profile, value_index: usize) -> Vec<(Vec<String>, i64)> {
+    let s = |i: i64| ember_pprof::string(p, i).to_string();
+    let mut out: std::collections::BTreeMap<Vec<String>, i64> = Default::default();
+    for sample in &p.sample {
+        let mut frames = Vec::new();
+        for id in &sample.location_id {
+            let loc = p.location.iter().find(|l| l.id == *id).unwrap();
+            let mapping = p
+                .mapping
+                .iter()
+                .find(|m| m.id == loc.mapping_id)
+                .map(|m| format!("{}@{}+{:x}", s(m.filename), s(m.build_id), m.memory_start))
+                .unwrap_or_default();
+            let mut f = format!("{:x} {mapping}", loc.address);
+            for line in &loc.line {
+                let func = p
+                    .function
+                    .iter()
+                    .find(|f| f.id == line.function_id)
+                    .unwrap();
+                f.push_str(&format!(
+                    " {}|{}|{}:{}({})",
+                    s(func.name),
+                    s(func.system_name),
+                    s(func.filename),
+                    line.line,
+                    func.start_line
+                ));
+            }
+            frames.push(f);
+        }
+        *out.entry(frames).or_default() += sample.value[value_index];
+    }
+    out.into_iter().filter(|(_, v)| *v != 0).collect()
+}
+
+#[test]
+fn pprof_merge_keeps_full_symbols_across_flush_and_reopen() {
+    let dir = temp_dir("symbols");
+    let (input, before) = {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let input = ingest(&store, LABELS, "svc", "a", 5_000);
+        ingest(&store, LABELS, "svc", "b", 6_000);
+        let (out, merged) = store.merge_profile("t", &query("svc", "cpu")).unwrap();
+        assert_eq!(merged.profiles, 2);
+        ember_pprof::validate(&out).unwrap();
+        let flushed = store.flush().unwrap();
+        assert!(flushed.block_bytes > 0);
+        store.close();
+        (input, out)
+    };
+    let cpu = ember_pprof::sample_index(&input, Some("cpu")).unwrap();
+    let want: Vec<(Vec<String>, i64)> = symbolic_samples(&input, cpu)
+        .into_iter()
+        .map(|(k, v)| (k, v * 2))
+        .collect();
+    assert_eq!(symbolic_samples(&before, 0), want);
+    // Not just names: files, line numbers, addresses and mappings came back.
+    assert!(
+        before
+            .function
+            .iter()
+            .any(|f| ember_pprof::string(&before, f.filename).ends_with(".go"))
+    );
+    assert!(
+        before
+            .location
+            .iter()
+            .all(|l| l.address != 0 && l.mapping_id != 0 && l.line.iter().any(|n| n.line > 0))
+    );
+
+    // The WAL is gone after the flush: everything now comes from the block.
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    assert_eq!(store.replay_stats().0.records, 0);
+    let (after, _) = store.merge_profile("t", &query("svc", "cpu")).unwrap();
+    assert_eq!(symbolic_samples(&after, 0), want);
+    assert_eq!(
+        ember_pprof::string(&after, after.sample_type[0].r#type),
+        "cpu"
+    );
+    assert_eq!(after.period, input.period);
+    let merged = store.merge_stacks("t", &query("svc", "cpu"));
+    assert_eq!(folded(&merged.stacks), expected(&input, "cpu", 2));
+}
+
+#[test]
+fn retention_deletes_only_expired_blocks() {
+    let dir = temp_dir("retention");
+    let day = 86_400_000_000_000i64;
+    let options = StoreOptions {
+        retention_nanos: 30 * day,
+        ..Default::default()
+    };
+    let store = Store::open(&dir, options.clone()).unwrap();
+    ingest(&store, LABELS, "old", "a", 10 * day);
+    store.flush().unwrap();
+    let p = ingest(&store, LABELS, "new", "a", 50 * day);
+    store.flush().unwrap();
+    assert_eq!(store.disk_usage().0, 2);
+    // At day 60 the first block (day 10) is past 30 days of retention, the second is not.
+    assert_eq!(store.enforce_retention(60 * day).unwrap(), 1);
+    assert_eq!(store.disk_usage().0, 1);
+    store.close();
+    drop(store);
+    let store = Store::open(&dir, options).unwrap();
+    assert_eq!(store.merge_stacks("t", &query("old", "cpu")).profiles, 0);
+    let kept = store.merge_stacks("t", &query("new", "cpu"));
+    assert_eq!(folded(&kept.stacks), expected(&p, "cpu", 1));
+}
+
+#[test]
+fn any_object_store_backend_holds_the_blocks() {
+    let dir = temp_dir("memory");
+    let objects: Arc<dyn ember_store::object_store::ObjectStore> =
+        Arc::new(ember_store::object_store::memory::InMemory::new());
+    let p = {
+        let store = Store::open_with_objects(
+            &dir,
+            StoreOptions::default(),
+            objects.clone(),
+            "tenant-blocks",
+        )
+        .unwrap();
+        let p = ingest(&store, LARGE, "api", "a", 1_000);
+        let stats = store.flush().unwrap();
+        assert!(
+            stats
+                .block
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("tenant-blocks/")
+        );
+        store.close();
+        p
+    };
+    // Nothing block-like was written to the local directory.
+    assert!(!dir.join("tenant-blocks").exists());
+    let store =
+        Store::open_with_objects(&dir, StoreOptions::default(), objects, "tenant-blocks").unwrap();
+    let merged = store.merge_stacks("t", &query("api", "cpu"));
+    assert_eq!(folded(&merged.stacks), expected(&p, "cpu", 1));
+}
+
+#[test]
+fn corrupt_block_is_an_error_not_a_panic() {
+    let dir = temp_dir("corrupt");
+    {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        ingest(&store, LABELS, "svc", "a", 1_000);
+        store.flush().unwrap();
+        store.close();
+    }
+    let block = std::fs::read_dir(dir.join("blocks"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "blk"))
+        .unwrap();
+    let bytes = std::fs::read(&block).unwrap();
+    // Truncated halfway: gzip or the columns must report it.
+    std::fs::write(&block, &bytes[..bytes.len() / 2]).unwrap();
+    let err = Store::open(&dir, StoreOptions::default())
+        .err()
+        .expect("a truncated block must not load");
+    assert!(err.to_string().contains("corrupt block"), "{err}");
+}
