@@ -66,6 +66,17 @@ pub struct Resolver<'a> {
     cache: HashMap<Frame, FrameInfo>,
 }
 
+/// Mappings without a file behind them, as the kernel names them in MMAP2
+/// records (`//anon`, `/memfd:NAME (deleted)`, `[anon:NAME]`, ...): JIT
+/// code lives there, and only `/tmp/perf-PID.map` can name it.
+fn is_anonymous(path: &str) -> bool {
+    path == "//anon"
+        || path.starts_with("/memfd:")
+        || path.starts_with("[anon")
+        || path.starts_with("/anon_hugepage")
+        || path.starts_with("/dev/zero")
+}
+
 fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
@@ -116,6 +127,9 @@ impl<'a> Resolver<'a> {
                     let Some(m) = self.rec.maps.get(map as usize) else {
                         continue;
                     };
+                    if is_anonymous(&m.path) {
+                        continue;
+                    }
                     let offset = addr.wrapping_sub(m.start).wrapping_add(m.pgoff);
                     let lookup = if ret { offset.wrapping_sub(1) } else { offset };
                     let entry = binaries
@@ -200,6 +214,19 @@ impl<'a> Resolver<'a> {
                 let Some(m) = self.rec.maps.get(map as usize) else {
                     return unknown("[unknown]".into(), format!("{addr:#x}"));
                 };
+                if is_anonymous(&m.path) {
+                    // JIT code: named by the process's perf map, if any.
+                    let lookup = if ret { addr.wrapping_sub(1) } else { addr };
+                    return match self.sym.jit(m.pid, lookup) {
+                        Some(s) => known(
+                            s.name,
+                            s.system_name,
+                            Arc::from(format!("/tmp/perf-{}.map", m.pid)),
+                            addr - s.start,
+                        ),
+                        None => unknown(m.path.clone(), format!("{addr:#x}")),
+                    };
+                }
                 let offset = addr - m.start + m.pgoff;
                 let lookup = if ret { offset.wrapping_sub(1) } else { offset };
                 let inline = self.sym.inline;
