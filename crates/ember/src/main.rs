@@ -34,6 +34,8 @@ enum Command {
     Record(cmd::record::Args),
     /// Run the profile server: ingest (Pyroscope-compatible), storage and queries.
     Server(cmd::server::Args),
+    /// Push pprof files to an Ember or Pyroscope-compatible server (push.v1).
+    Push(cmd::push::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => cmd::convert::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Server(args) => cmd::server::run(args),
+        Command::Push(args) => cmd::push::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@ pub mod collapse;
 pub mod convert;
 pub mod diff;
 pub mod flamegraph;
+pub mod push;
 pub mod record;
 pub mod server;
 pub mod top;

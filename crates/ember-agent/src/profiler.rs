@@ -1,0 +1,451 @@
+//! Continuous whole-host CPU profiling: one `ember_sampler::Session` on a thread of its own,
+//! cut every `upload_interval` into one profile per process, labelled from `/proc`
+//! (`__meta_process_*`, `__meta_system_hostname`), filtered by the target rules, relabelled,
+//! and handed to the [`Outbox`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ember_sampler::{CallGraph, Options, Recording, Session, Symbolizer, Target};
+use regex::Regex;
+
+use crate::Outbox;
+use crate::config::{ConfigError, ProfilingConfig};
+use crate::metrics::Metrics;
+use crate::relabel::{self, Labels};
+
+/// A running profiler thread.
+pub struct Handle {
+    stop: Arc<AtomicBool>,
+    flush: Arc<AtomicBool>,
+    done: mpsc::Receiver<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Handle {
+    /// Stops without a last cut (used when the configuration changes).
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            // The thread notices within one poll (100 ms).
+            let _ = t.join();
+        }
+    }
+
+    /// Stops after a last cut is queued, waiting at most `within`.
+    pub fn stop_and_flush(mut self, within: Duration) {
+        self.flush.store(true, Ordering::SeqCst);
+        self.stop.store(true, Ordering::SeqCst);
+        if self.done.recv_timeout(within).is_ok()
+            && let Some(t) = self.thread.take()
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Which processes are profiled.
+struct Filter {
+    all: bool,
+    comm: Option<Regex>,
+    exe: Option<Regex>,
+    pids: Vec<u32>,
+    cgroup: Option<Regex>,
+}
+
+impl Filter {
+    fn matches(&self, meta: &ProcessMeta) -> bool {
+        if self.all {
+            return true;
+        }
+        self.pids.contains(&meta.pid)
+            || self.comm.as_ref().is_some_and(|r| r.is_match(&meta.comm))
+            || self.exe.as_ref().is_some_and(|r| r.is_match(&meta.exe))
+            || self
+                .cgroup
+                .as_ref()
+                .is_some_and(|r| r.is_match(&meta.cgroup))
+    }
+}
+
+/// Starts the sampler thread. Fails on a configuration the sampler refuses; a sampler that
+/// cannot open its events (permissions) is reported in the log and metrics instead, so the
+/// rest of the agent keeps running.
+pub fn start(
+    config: &ProfilingConfig,
+    outbox: Arc<Outbox>,
+    metrics: Arc<Metrics>,
+) -> Result<Handle, ConfigError> {
+    let anchored = |path: &str, r: &Option<String>| -> Result<Option<Regex>, ConfigError> {
+        r.as_ref()
+            .map(|p| {
+                Regex::new(&format!("^(?:{p})$")).map_err(|e| ConfigError {
+                    path: path.into(),
+                    reason: e.to_string(),
+                })
+            })
+            .transpose()
+    };
+    let filter = Filter {
+        all: config.targets.all,
+        comm: anchored("profiling.targets.comm", &config.targets.comm)?,
+        exe: anchored("profiling.targets.exe", &config.targets.exe)?,
+        pids: config.targets.pids.clone(),
+        cgroup: config
+            .targets
+            .cgroup
+            .as_ref()
+            .map(|p| Regex::new(p))
+            .transpose()
+            .map_err(|e| ConfigError {
+                path: "profiling.targets.cgroup".into(),
+                reason: e.to_string(),
+            })?,
+    };
+    let rules = relabel::compile(&config.relabel_configs).map_err(|e| ConfigError {
+        path: "profiling.relabel_configs".into(),
+        reason: e.to_string(),
+    })?;
+    let mut options = Options::new(Target::AllCpus);
+    options.frequency = config.cpu.sample_rate_hz as u32;
+    options.call_graph = CallGraph::Auto;
+    let interval = config.upload_interval.0;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flush = Arc::new(AtomicBool::new(false));
+    let (done_tx, done) = mpsc::channel();
+    let (s, f) = (stop.clone(), flush.clone());
+    let thread = std::thread::Builder::new()
+        .name("ember-profiler".into())
+        .spawn(move || {
+            run(options, interval, filter, rules, outbox, metrics, s, f);
+            let _ = done_tx.send(());
+        })
+        .map_err(|e| ConfigError {
+            path: "profiling".into(),
+            reason: format!("cannot start the profiler thread: {e}"),
+        })?;
+    Ok(Handle {
+        stop,
+        flush,
+        done,
+        thread: Some(thread),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    options: Options,
+    interval: Duration,
+    filter: Filter,
+    rules: Vec<relabel::Rule>,
+    outbox: Arc<Outbox>,
+    metrics: Arc<Metrics>,
+    stop: Arc<AtomicBool>,
+    flush: Arc<AtomicBool>,
+) {
+    let mut session = match Session::start(&options) {
+        Ok(s) => s,
+        Err(e) => {
+            metrics.profiler.errors.fetch_add(1, Ordering::Relaxed);
+            eprintln!(
+                "ember agent: level=error msg=\"host profiling disabled\" error={:?}",
+                e.to_string()
+            );
+            return;
+        }
+    };
+    metrics.profiler.running.store(1, Ordering::Relaxed);
+    eprintln!(
+        "ember agent: level=info msg=\"host profiling started\" sample_rate_hz={} upload_interval={interval:?}",
+        options.frequency
+    );
+    let hostname = hostname();
+    let mut symbolizer = Symbolizer::new();
+    let mut last_cut = Instant::now();
+    loop {
+        session.poll(Duration::from_millis(100));
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        if last_cut.elapsed() >= interval {
+            last_cut = Instant::now();
+            let rec = session.cut();
+            emit(
+                rec,
+                &mut symbolizer,
+                &hostname,
+                &filter,
+                &rules,
+                &outbox,
+                &metrics,
+            );
+        }
+    }
+    let last = session.finish();
+    if flush.load(Ordering::SeqCst) {
+        emit(
+            last,
+            &mut symbolizer,
+            &hostname,
+            &filter,
+            &rules,
+            &outbox,
+            &metrics,
+        );
+    }
+    metrics.profiler.running.store(0, Ordering::Relaxed);
+}
+
+/// What `/proc` says about a process (empty strings when it is gone).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessMeta {
+    /// Process id.
+    pub pid: u32,
+    /// Command name.
+    pub comm: String,
+    /// Executable path.
+    pub exe: String,
+    /// Command line, arguments joined by spaces.
+    pub cmdline: String,
+    /// cgroup path (the v2 unified entry, else the first one).
+    pub cgroup: String,
+}
+
+impl ProcessMeta {
+    /// Reads `/proc/PID`; `comm` is the fallback name when the process already exited.
+    pub fn read(pid: u32, comm: &str) -> ProcessMeta {
+        let dir = format!("/proc/{pid}");
+        let read = |f: &str| std::fs::read(format!("{dir}/{f}")).ok();
+        let comm_now = read("comm")
+            .map(|b| String::from_utf8_lossy(&b).trim_end().to_string())
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| comm.to_string());
+        let exe = std::fs::read_link(format!("{dir}/exe"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let cmdline = read("cmdline")
+            .map(|b| {
+                b.split(|c| *c == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        let cgroup = read("cgroup")
+            .map(|b| parse_cgroup(&String::from_utf8_lossy(&b)))
+            .unwrap_or_default();
+        ProcessMeta {
+            pid,
+            comm: comm_now,
+            exe,
+            cmdline,
+            cgroup,
+        }
+    }
+}
+
+/// The cgroup path of a `/proc/PID/cgroup` file: the v2 `0::` line, else the first line's path.
+pub fn parse_cgroup(text: &str) -> String {
+    let mut first = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(_), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if id == "0" {
+            return path.to_string();
+        }
+        first.get_or_insert_with(|| path.to_string());
+    }
+    first.unwrap_or_default()
+}
+
+/// `service_name` when none is configured: the systemd unit (`nginx.service` → `nginx`), else
+/// the container id (docker/containerd/cri-o scopes, 12 characters), else the executable's
+/// file name, else the command name.
+pub fn derive_service_name(meta: &ProcessMeta) -> String {
+    let segments: Vec<&str> = meta.cgroup.split('/').filter(|s| !s.is_empty()).collect();
+    // Containers first: their scope may sit under a .service or .slice of the runtime.
+    for seg in segments.iter().rev() {
+        let id = seg.strip_suffix(".scope").unwrap_or(seg);
+        for prefix in ["docker-", "cri-containerd-", "crio-", "libpod-", ""] {
+            if let Some(rest) = id.strip_prefix(prefix)
+                && rest.len() == 64
+                && rest.bytes().all(|b| b.is_ascii_hexdigit())
+            {
+                return rest[..12].to_string();
+            }
+        }
+    }
+    for seg in segments.iter().rev() {
+        if let Some(unit) = seg.strip_suffix(".service") {
+            // user@1000.service holds a user's session; the process is not that unit.
+            if !unit.starts_with("user@") && !unit.is_empty() {
+                return unit.to_string();
+            }
+        }
+    }
+    let exe_name = meta
+        .exe
+        .trim_end_matches(" (deleted)")
+        .rsplit('/')
+        .next()
+        .unwrap_or("");
+    if !exe_name.is_empty() {
+        return exe_name.to_string();
+    }
+    if meta.comm.is_empty() {
+        "unknown_service".into()
+    } else {
+        meta.comm.clone()
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Splits a cut per process, labels, filters and queues each profile.
+fn emit(
+    rec: Recording,
+    symbolizer: &mut Symbolizer,
+    hostname: &str,
+    filter: &Filter,
+    rules: &[relabel::Rule],
+    outbox: &Outbox,
+    metrics: &Metrics,
+) {
+    metrics
+        .profiler
+        .samples
+        .fetch_add(rec.samples, Ordering::Relaxed);
+    metrics.profiler.lost.fetch_add(rec.lost, Ordering::Relaxed);
+    let Recording {
+        stacks,
+        maps,
+        frequency,
+        start_unix_ns,
+        duration_ns,
+        ..
+    } = rec;
+    let mut by_pid: HashMap<u32, Recording> = HashMap::new();
+    for (key, value) in stacks {
+        let sub = by_pid.entry(key.pid).or_insert_with(|| Recording {
+            maps: maps.clone(),
+            frequency,
+            start_unix_ns,
+            duration_ns,
+            ..Recording::default()
+        });
+        sub.samples += value.count;
+        sub.stacks.insert(key, value);
+    }
+    let mut filtered = 0;
+    for (pid, sub) in by_pid {
+        // pid 0 is the idle task: nothing to attribute.
+        if pid == 0 {
+            continue;
+        }
+        let comm = sub
+            .stacks
+            .keys()
+            .next()
+            .map(|k| k.comm.to_string())
+            .unwrap_or_default();
+        let meta = ProcessMeta::read(pid, &comm);
+        if !filter.matches(&meta) {
+            filtered += 1;
+            continue;
+        }
+        let mut labels = Labels::new();
+        labels.insert("__meta_process_pid".into(), pid.to_string());
+        labels.insert("__meta_process_comm".into(), meta.comm.clone());
+        labels.insert("__meta_process_exe".into(), meta.exe.clone());
+        labels.insert("__meta_process_cmdline".into(), meta.cmdline.clone());
+        labels.insert("__meta_process_cgroup".into(), meta.cgroup.clone());
+        labels.insert("__meta_system_hostname".into(), hostname.to_string());
+        labels.insert("service_name".into(), derive_service_name(&meta));
+        let (profile, _) = ember_sampler::build_profile(&sub, symbolizer);
+        let build_id = if meta.exe.is_empty() {
+            String::new()
+        } else {
+            let path: Arc<str> = Arc::from(meta.exe.as_str());
+            symbolizer
+                .binary(&path, pid)
+                .map(|b| b.build_id.clone())
+                .unwrap_or_default()
+        };
+        labels.insert("__meta_process_build_id".into(), build_id);
+        let Some(mut labels) = relabel::apply(rules, labels) else {
+            filtered += 1;
+            continue;
+        };
+        relabel::drop_meta(&mut labels);
+        labels.insert("__name__".into(), "process_cpu".into());
+        if labels.get("service_name").is_none_or(|s| s.is_empty()) {
+            labels.insert("service_name".into(), derive_service_name(&meta));
+        }
+        metrics.profiler.profiles.fetch_add(1, Ordering::Relaxed);
+        outbox.send(labels, ember_pprof::encode_gzip(&profile));
+    }
+    metrics
+        .profiler
+        .filtered_processes
+        .store(filtered, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(exe: &str, cgroup: &str) -> ProcessMeta {
+        ProcessMeta {
+            pid: 1,
+            comm: "c".into(),
+            exe: exe.into(),
+            cmdline: String::new(),
+            cgroup: cgroup.into(),
+        }
+    }
+
+    #[test]
+    fn service_names() {
+        assert_eq!(
+            derive_service_name(&meta("/usr/sbin/nginx", "/system.slice/nginx.service")),
+            "nginx"
+        );
+        let id = "4f1c0e9a7b2d3c4e5f60718293a4b5c6d7e8f90112233445566778899aabbccd";
+        assert_eq!(id.len(), 64);
+        assert_eq!(
+            derive_service_name(&meta("/app", &format!("/system.slice/docker-{id}.scope"))),
+            &id[..12]
+        );
+        assert_eq!(
+            derive_service_name(&meta(
+                "/usr/bin/bash",
+                "/user.slice/user-0.slice/user@0.service/app.slice/x.scope"
+            )),
+            "bash"
+        );
+        assert_eq!(derive_service_name(&meta("", "")), "c");
+        assert_eq!(
+            parse_cgroup("12:cpu:/a\n0::/system.slice/x.service\n"),
+            "/system.slice/x.service"
+        );
+        assert_eq!(parse_cgroup("4:memory:/docker/abc\n"), "/docker/abc");
+    }
+
+    #[test]
+    fn reads_own_process() {
+        let m = ProcessMeta::read(std::process::id(), "x");
+        assert!(!m.comm.is_empty());
+        assert!(m.exe.contains("ember_agent"), "{m:?}");
+        assert!(m.cmdline.contains("ember_agent"), "{m:?}");
+    }
+}

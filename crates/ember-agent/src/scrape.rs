@@ -1,0 +1,231 @@
+//! Pull scraping (the Grafana Alloy `pyroscope.scrape` model): every target of every job is
+//! fetched per profile type on its own timer; cumulative types are turned into deltas
+//! (the first scrape only primes them); results and errors land in [`Metrics`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ember_push::Url;
+
+use crate::Outbox;
+use crate::config::ScrapeConfig;
+use crate::metrics::Metrics;
+use crate::relabel::{self, Labels};
+
+/// Largest profile body accepted from a target.
+const MAX_SCRAPE_BYTES: usize = 64 << 20;
+
+/// One target of a job, after relabelling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// Job name.
+    pub job: String,
+    /// `host:port` (the `instance` label).
+    pub instance: String,
+    /// Base URL.
+    pub url: Url,
+    /// Labels sent with its profiles (meta labels removed).
+    pub labels: Labels,
+    /// Time between scrapes.
+    pub interval: Duration,
+    /// Time limit of one scrape.
+    pub timeout: Duration,
+    /// (profile name, type key, path, delta).
+    pub types: Vec<(String, String, String, bool)>,
+}
+
+/// The targets of a job (static targets, relabelled; dropped ones left out).
+pub fn targets(job: &ScrapeConfig) -> Vec<Target> {
+    let Ok(rules) = relabel::compile(&job.relabel_configs) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for sc in &job.static_configs {
+        for address in &sc.targets {
+            let mut labels: Labels = sc.labels.clone();
+            labels.insert("__address__".into(), address.clone());
+            labels.insert("job".into(), job.job_name.clone());
+            let Some(mut labels) = relabel::apply(&rules, labels) else {
+                continue;
+            };
+            let address = labels.get("__address__").cloned().unwrap_or_default();
+            let url = if address.contains("://") {
+                address.clone()
+            } else {
+                format!("http://{address}")
+            };
+            let Ok(url) = Url::parse(&url) else {
+                continue;
+            };
+            let instance = url.authority();
+            relabel::drop_meta(&mut labels);
+            labels
+                .entry("instance".into())
+                .or_insert_with(|| instance.clone());
+            labels
+                .entry("service_name".into())
+                .or_insert_with(|| job.job_name.clone());
+            out.push(Target {
+                job: job.job_name.clone(),
+                instance,
+                url,
+                labels,
+                interval: job.scrape_interval.0,
+                timeout: job.timeout(),
+                types: job.profiling_config.enabled(),
+            });
+        }
+    }
+    out
+}
+
+/// Starts one task per (target, profile type); abort the handles to stop.
+pub fn spawn(
+    target: &Target,
+    outbox: Arc<Outbox>,
+    metrics: Arc<Metrics>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    target
+        .types
+        .iter()
+        .cloned()
+        .map(|(name, key, path, delta)| {
+            let target = target.clone();
+            let outbox = outbox.clone();
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                scrape_loop(target, name, key, path, delta, outbox, metrics).await;
+            })
+        })
+        .collect()
+}
+
+enum Outcome {
+    Sent,
+    Primed,
+}
+
+async fn scrape_loop(
+    target: Target,
+    name: String,
+    key: String,
+    path: String,
+    delta: bool,
+    outbox: Arc<Outbox>,
+    metrics: Arc<Metrics>,
+) {
+    let seconds = target.interval.as_secs().saturating_sub(1).max(1);
+    let url = target
+        .url
+        .join(&path.replace("{seconds}", &seconds.to_string()));
+    let mut ticker = tokio::time::interval(target.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut previous: Option<ember_pprof::Profile> = None;
+    let mut labels = target.labels.clone();
+    labels.insert("__name__".into(), name.clone());
+    loop {
+        ticker.tick().await;
+        let started = Instant::now();
+        let result = scrape_once(&url, target.timeout, delta, &mut previous).await;
+        let elapsed = started.elapsed().as_secs_f64();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        let outcome = match result {
+            Ok((bytes, primed)) => {
+                if primed {
+                    Ok(Outcome::Primed)
+                } else {
+                    outbox.send(labels.clone(), bytes);
+                    Ok(Outcome::Sent)
+                }
+            }
+            Err(e) => Err(e),
+        };
+        metrics.scrape(&target.job, &target.instance, &key, |st| {
+            st.last_duration_seconds = elapsed;
+            st.last_scrape_unix = now;
+            match &outcome {
+                Ok(o) => {
+                    st.up = true;
+                    st.successes += 1;
+                    st.last_error = None;
+                    if let Outcome::Sent = o {
+                        st.profiles_sent += 1;
+                    }
+                }
+                Err(e) => {
+                    if st.up || st.failures == 0 {
+                        eprintln!(
+                            "ember agent: level=warn msg=\"scrape failed\" job={:?} instance={} profile_type={key} url={url} error={e:?}",
+                            target.job, target.instance
+                        );
+                    }
+                    st.up = false;
+                    st.failures += 1;
+                    st.last_error = Some(e.clone());
+                }
+            }
+        });
+    }
+}
+
+/// Fetches and checks one profile; returns (bytes to send, whether it only primed a delta).
+async fn scrape_once(
+    url: &Url,
+    timeout: Duration,
+    delta: bool,
+    previous: &mut Option<ember_pprof::Profile>,
+) -> Result<(Vec<u8>, bool), String> {
+    let response =
+        ember_push::http::request("GET", url, &[], Vec::new(), timeout, MAX_SCRAPE_BYTES)
+            .await
+            .map_err(|e| e.to_string())?;
+    if response.status != 200 {
+        let body = String::from_utf8_lossy(&response.body);
+        let body: String = body.trim().chars().take(200).collect();
+        return Err(format!("HTTP {}: {body}", response.status));
+    }
+    let profile = ember_pprof::decode(&response.body).map_err(|e| format!("bad pprof: {e}"))?;
+    if !delta {
+        return Ok((response.body, false));
+    }
+    let result = match previous.as_ref() {
+        None => Ok((Vec::new(), true)),
+        Some(prev) => match ember_pprof::delta(prev, &profile) {
+            Ok(d) => Ok((ember_pprof::encode_gzip(&d), false)),
+            // Sample types changed (target restarted as something else): start over.
+            Err(_) => Ok((Vec::new(), true)),
+        },
+    };
+    *previous = Some(profile);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_get_job_instance_and_service_labels() {
+        let job: ScrapeConfig = serde_norway::from_str(
+            "job_name: go\nstatic_configs:\n  - targets: ['127.0.0.1:6060', 'http://h:1']\n    labels: {env: dev}\n  - targets: ['x:2']\n    labels: {service_name: api}\nrelabel_configs:\n  - source_labels: [__address__]\n    regex: 'http://h:1'\n    action: drop\n",
+        )
+        .unwrap();
+        let t = targets(&job);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].instance, "127.0.0.1:6060");
+        assert_eq!(t[0].labels["job"], "go");
+        assert_eq!(t[0].labels["service_name"], "go");
+        assert_eq!(t[0].labels["env"], "dev");
+        assert!(!t[0].labels.contains_key("__address__"));
+        assert_eq!(t[1].labels["service_name"], "api");
+        assert_eq!(t[0].timeout, Duration::from_secs(18));
+        let keys: Vec<&str> = t[0].types.iter().map(|x| x.1.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["process_cpu", "memory", "block", "mutex", "goroutine"]
+        );
+    }
+}

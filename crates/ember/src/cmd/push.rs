@@ -1,0 +1,215 @@
+//! `ember push`: send pprof files to an Ember (or any Pyroscope-compatible) server with the
+//! `push.v1.PusherService/Push` call, after checking every file locally.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use ember_push::{Client, PushConfig, PushError, PushProfile};
+
+/// Options of `ember push`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Push pprof profiles (gzip'd or raw) to an Ember or Pyroscope-compatible server \
+                  with the push.v1 Push call over the Connect protocol (the call Grafana Alloy's \
+                  pyroscope.write makes).\n\n\
+                  Every file is decoded and validated locally first; if any is not a valid pprof \
+                  profile nothing is sent and the error names the file. Each file is then sent \
+                  as one profile of its own series, labelled service_name=SERVICE plus the \
+                  --label pairs. The server splits it into one series per sample type. Busy \
+                  answers (429, 503, other 5xx) and connection errors are retried --retries times \
+                  with exponential backoff, honouring Retry-After; 4xx answers are final.\n\n\
+                  Example: ember push cpu.pb.gz --service api --label region=eu-west \
+                  --server http://127.0.0.1:4040"
+)]
+pub struct Args {
+    /// pprof files to push (gzip'd or raw protobuf).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Service the profiles belong to (the `service_name` label).
+    #[arg(long, value_name = "S")]
+    service: String,
+    /// Extra series label `name=value`; repeat for more.
+    #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
+    labels: Vec<(String, String)>,
+    /// Server base URL (http:// only).
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:4040")]
+    server: String,
+    /// Profile name (the `__name__` label): process_cpu, memory, block, mutex, goroutine, ...
+    /// Default: chosen by the server from the first sample type (cpu -> process_cpu,
+    /// alloc_*/inuse_* -> memory, contentions/delay -> mutex, goroutine -> goroutine).
+    #[arg(long = "type", value_name = "NAME")]
+    profile_type: Option<String>,
+    /// Tenant, sent as the X-Scope-OrgID header. Default: none (the server's `anonymous`).
+    #[arg(long, value_name = "ID")]
+    tenant: Option<String>,
+    /// Bearer token for servers with auth enabled. Default: the EMBER_TOKEN environment
+    /// variable, else none.
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+    /// Read the bearer token from this file (first line) instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// Time limit of each request, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    timeout: f64,
+    /// Retries of a busy answer or connection error per file.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    retries: u32,
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("label {text:?} is not name=value"))?;
+    let name = name.trim();
+    let valid = name
+        .chars()
+        .enumerate()
+        .all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+    if name.is_empty() || !valid {
+        return Err(format!(
+            "label name {name:?} must match [a-zA-Z_][a-zA-Z0-9_]*"
+        ));
+    }
+    if name == "service_name" || name == "__name__" {
+        return Err(format!(
+            "use --service / --type instead of --label {name}=..."
+        ));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
+/// Validates every file, then pushes them one request each and reports what was accepted.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.service.trim().is_empty() {
+        bail!("--service must not be empty");
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        bail!("--timeout must be a positive number of seconds");
+    }
+    let token = match &args.token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading token file {}", path.display()))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+        ),
+        None => args
+            .token
+            .clone()
+            .or_else(|| std::env::var("EMBER_TOKEN").ok()),
+    };
+    let mut labels = vec![("service_name".to_string(), args.service.clone())];
+    if let Some(t) = &args.profile_type {
+        labels.push(("__name__".to_string(), t.clone()));
+    }
+    labels.extend(args.labels.iter().cloned());
+
+    // Check everything before sending anything: a batch is pushed whole or not at all.
+    let mut checked = Vec::new();
+    for path in &args.files {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let profile = ember_pprof::decode(&bytes)
+            .with_context(|| format!("{}: not a valid pprof profile", path.display()))?;
+        if profile.sample.is_empty() {
+            eprintln!("ember push: warning: {} has no samples", path.display());
+        }
+        let types: Vec<String> = profile
+            .sample_type
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}/{}",
+                    ember_pprof::string(&profile, t.r#type),
+                    ember_pprof::string(&profile, t.unit)
+                )
+            })
+            .collect();
+        checked.push((path, bytes, profile.sample.len(), types));
+    }
+
+    let config = PushConfig {
+        url: args.server.clone(),
+        tenant_id: args.tenant.clone(),
+        bearer_token: token,
+        timeout: Duration::from_secs_f64(args.timeout),
+        ..PushConfig::default()
+    };
+    let client = Client::new(&config).with_context(|| "--server".to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let total = checked.len();
+    let mut accepted = 0usize;
+    let mut bytes_sent = 0usize;
+    let mut first_error = None;
+    for (path, bytes, samples, types) in checked {
+        let size = bytes.len();
+        let profile = PushProfile {
+            labels: labels.clone(),
+            raw_profile: bytes,
+        };
+        match runtime.block_on(push_with_retries(&client, &profile, args.retries, &config)) {
+            Ok(()) => {
+                accepted += 1;
+                bytes_sent += size;
+                println!(
+                    "accepted {}: {samples} samples, {size} bytes, sample types {}",
+                    path.display(),
+                    types.join(", ")
+                );
+            }
+            Err(e) => {
+                eprintln!("ember push: {}: {e}", path.display());
+                first_error.get_or_insert_with(|| format!("{}: {e}", path.display()));
+            }
+        }
+    }
+    let label_text: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    println!(
+        "pushed {accepted} of {total} profiles ({bytes_sent} bytes) to {} as {{{}}}",
+        client.url(),
+        label_text.join(", ")
+    );
+    match first_error {
+        Some(e) => bail!(
+            "{} of {total} profiles not accepted; first: {e}",
+            total - accepted
+        ),
+        None => Ok(()),
+    }
+}
+
+async fn push_with_retries(
+    client: &Client,
+    profile: &PushProfile,
+    retries: u32,
+    config: &PushConfig,
+) -> Result<(), PushError> {
+    let mut attempt = 0;
+    loop {
+        match client.push(std::slice::from_ref(profile)).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_retryable() && attempt < retries => {
+                attempt += 1;
+                let mut delay =
+                    (config.min_backoff * (1 << attempt.min(10))).min(config.max_backoff);
+                if let PushError::Retry {
+                    retry_after: Some(r),
+                    ..
+                } = &e
+                {
+                    delay = delay.max(*r);
+                }
+                eprintln!("ember push: {e}; retrying in {delay:?} ({attempt}/{retries})");
+                tokio::time::sleep(delay).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
