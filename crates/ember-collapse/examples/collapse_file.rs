@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         threads,
         ..Default::default()
     };
-    let collapsed = ember_collapse::collapse(std::fs::File::open(path)?, &options)?;
+    let collapsed = ember_collapse::fold_stacks(std::fs::File::open(path)?, &options)?;
     let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     collapsed.write_folded(&mut out)?;
     out.flush()?;

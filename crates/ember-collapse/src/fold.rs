@@ -413,8 +413,8 @@ impl<'o> Folder<'o> {
             self.warn(WarningKind::WeirdStackLine, line);
             return;
         };
+        let rawfunc = tidy::strip_offset(rawfunc);
         let mut hints = tidy::scan_symbol(rawfunc);
-        let rawfunc = tidy::strip_offset(rawfunc, hints.last_plus);
         // A parenthesised "symbol" is a process name, not a frame.
         if rawfunc.starts_with('(') {
             return;

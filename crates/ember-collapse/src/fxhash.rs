@@ -3,8 +3,8 @@
 //!
 //! Keys are folded stacks we built ourselves from a trusted pipeline, so HashDoS resistance
 //! (what std's SipHash pays for) buys nothing here while costing a large share of the fold
-//! time. Stacks are hundreds of bytes long, so the stack hash runs two independent multiply
-//! chains (16 bytes each per step) rather than one serial chain of 8-byte steps.
+//! time. Keys can be long (C++ and Rust symbols, deep stacks), so the hash runs two
+//! independent multiply chains (16 bytes each per step) rather than one serial chain.
 
 use std::hash::Hasher;
 
@@ -27,6 +27,13 @@ fn word(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
+#[inline]
+fn half(bytes: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
 /// Hashes a whole byte string (a folded stack) to 64 well-mixed bits: both the low bits (the
 /// table index) and the top bits (the SwissTable tag) depend on every input byte.
 pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
@@ -39,13 +46,21 @@ pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
         b = fold_mul(word(block, 16) ^ b, word(block, 24) ^ K3);
     }
     let tail = blocks.remainder();
-    // The tail (< 32 bytes) is zero-padded; the length mixed into `a` keeps e.g. "x" and
-    // "x\0" apart.
-    let mut padded = [0u8; 32];
-    padded[..tail.len()].copy_from_slice(tail);
-    if !tail.is_empty() {
-        a = fold_mul(word(&padded, 0) ^ a, word(&padded, 8) ^ K2);
-        b = fold_mul(word(&padded, 16) ^ b, word(&padded, 24) ^ K3);
+    // The tail (< 32 bytes) is read as (possibly overlapping) words, without copying it: the
+    // length mixed into `a` keeps tails that read the same words apart.
+    let n = tail.len();
+    if n > 16 {
+        a = fold_mul(word(tail, 0) ^ a, word(tail, 8) ^ K2);
+        b = fold_mul(word(tail, n - 16) ^ b, word(tail, n - 8) ^ K3);
+    } else if n >= 8 {
+        a = fold_mul(word(tail, 0) ^ a, word(tail, n - 8) ^ K2);
+    } else if n >= 4 {
+        let lo = u64::from(half(tail, 0));
+        let hi = u64::from(half(tail, n - 4));
+        a = fold_mul(lo ^ a, hi ^ K2);
+    } else if n > 0 {
+        let bytes = u64::from(tail[0]) | u64::from(tail[n / 2]) << 8 | u64::from(tail[n - 1]) << 16;
+        a = fold_mul(bytes ^ a, K2);
     }
     fold_mul(a ^ K1, b ^ K0)
 }

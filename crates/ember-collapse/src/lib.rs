@@ -161,9 +161,12 @@ impl Collapsed {
 
 /// Writes `(stack, count)` pairs as folded lines (`stack count\n`).
 pub fn write_folded(stacks: &[(String, u64)], mut out: impl Write) -> io::Result<()> {
+    let mut line = Vec::with_capacity(4096);
     for (stack, count) in stacks {
-        out.write_all(stack.as_bytes())?;
-        writeln!(out, " {count}")?;
+        line.clear();
+        line.extend_from_slice(stack.as_bytes());
+        push_count(*count, &mut line);
+        out.write_all(&line)?;
     }
     out.flush()
 }
@@ -221,11 +224,117 @@ impl<R: Read> Read for Limited<R> {
 ///
 /// Input is streamed in chunks; with more than one thread, chunks are folded in parallel and
 /// the result is identical to a single-threaded run. Non-UTF-8 bytes are replaced by U+FFFD.
-/// Never panics on any input.
-pub fn collapse(
+/// Never panics on any input. To write folded text, [`fold_stacks`] and
+/// [`Folded::write_folded`] do the same work without converting every stack to a `String`.
+pub fn collapse(input: impl Read, options: &CollapseOptions) -> Result<Collapsed, CollapseError> {
+    Ok(fold_stacks(input, options)?.into_collapsed())
+}
+
+/// Sorted folded stacks as raw bytes, ready to be written. Made by [`fold_stacks`];
+/// [`Folded::into_collapsed`] turns it into a [`Collapsed`].
+#[derive(Debug)]
+pub struct Folded {
+    /// `(stack, count)`, sorted by the stack's bytes (always valid UTF-8).
+    stacks: Vec<(Box<[u8]>, u64)>,
+    warnings: Vec<Warning>,
+    event: Option<String>,
+}
+
+impl Folded {
+    fn from_outcome(outcome: stream::Outcome) -> Self {
+        let mut stacks: Vec<(Box<[u8]>, u64)> =
+            Vec::with_capacity(outcome.maps.iter().map(|m| m.len()).sum());
+        stacks.extend(
+            outcome
+                .maps
+                .into_iter()
+                .flatten()
+                .map(|(key, count)| (key.into_bytes(), count)),
+        );
+        stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Folded {
+            stacks,
+            warnings: outcome.warnings,
+            event: outcome.event,
+        }
+    }
+
+    /// Number of distinct stacks.
+    pub fn len(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// True when no sample was kept.
+    pub fn is_empty(&self) -> bool {
+        self.stacks.is_empty()
+    }
+
+    /// Malformed lines, one entry per kind, in order of first occurrence.
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// The event type that was kept (the filter given, or the first type seen).
+    pub fn event(&self) -> Option<&str> {
+        self.event.as_deref()
+    }
+
+    /// Writes the folded lines (`stack count\n`, sorted by byte order) to `out`: the same
+    /// bytes [`Collapsed::write_folded`] writes.
+    pub fn write_folded(&self, mut out: impl Write) -> io::Result<()> {
+        let mut line = Vec::with_capacity(4096);
+        for (stack, count) in &self.stacks {
+            line.clear();
+            line.extend_from_slice(stack);
+            push_count(*count, &mut line);
+            out.write_all(&line)?;
+        }
+        out.flush()
+    }
+
+    /// The stacks as strings.
+    pub fn into_collapsed(self) -> Collapsed {
+        let stacks = self
+            .stacks
+            .into_iter()
+            .map(|(key, count)| {
+                // Stacks are built from `&str` pieces, so this never actually replaces.
+                let key = String::from_utf8(key.into_vec())
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                (key, count)
+            })
+            .collect();
+        Collapsed {
+            stacks,
+            warnings: self.warnings,
+            event: self.event,
+        }
+    }
+}
+
+/// Appends ` <count>\n` (decimal), without going through `fmt`.
+fn push_count(count: u64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = count;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push(b' ');
+    out.extend_from_slice(&digits[at..]);
+    out.push(b'\n');
+}
+
+/// Like [`collapse`], but returns the compact [`Folded`] form: the way to write folded output.
+pub fn fold_stacks(
     mut input: impl Read,
     options: &CollapseOptions,
-) -> Result<Collapsed, CollapseError> {
+) -> Result<Folded, CollapseError> {
     let mut magic = [0u8; 2];
     let mut have = 0;
     while have < magic.len() {
@@ -244,20 +353,7 @@ pub fn collapse(
     } else {
         run_limited(joined, options)
     }?;
-
-    let mut stacks: Vec<(String, u64)> =
-        Vec::with_capacity(outcome.maps.iter().map(|m| m.len()).sum());
-    stacks.extend(outcome.maps.into_iter().flatten().map(|(key, count)| {
-        let key = String::from_utf8(key.into_bytes().into_vec())
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        (key, count)
-    }));
-    stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    Ok(Collapsed {
-        stacks,
-        warnings: outcome.warnings,
-        event: outcome.event,
-    })
+    Ok(Folded::from_outcome(outcome))
 }
 
 /// [`collapse`] over an in-memory buffer (plain or gzip); suitable for fuzzing.
@@ -281,4 +377,18 @@ fn run_limited<R: Read>(
         }
         other => other,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_count;
+
+    #[test]
+    fn counts_are_written_in_decimal() {
+        for n in [0u64, 7, 10, 123_456, u64::MAX] {
+            let mut out = Vec::new();
+            push_count(n, &mut out);
+            assert_eq!(out, format!(" {n}\n").into_bytes());
+        }
+    }
 }

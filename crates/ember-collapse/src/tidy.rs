@@ -11,8 +11,6 @@ const RUST_HASH_LEN: usize = 17;
 /// Every flag is an over-approximation for any substring of the scanned symbol.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SymbolScan {
-    /// Position of the last `+`.
-    pub(crate) last_plus: Option<usize>,
     /// Contains `'` or `"`.
     pub(crate) quotes: bool,
     /// Contains `-` (a possible `->` Java inlining separator).
@@ -26,7 +24,6 @@ pub(crate) struct SymbolScan {
 impl SymbolScan {
     /// Flags that make every later step do its full search (for text we did not scan).
     pub(crate) const ALL: SymbolScan = SymbolScan {
-        last_plus: None,
         quotes: true,
         dash: true,
         paren: true,
@@ -34,14 +31,12 @@ impl SymbolScan {
     };
 }
 
-const F_PLUS: u8 = 1;
 const F_QUOTE: u8 = 2;
 const F_DASH: u8 = 4;
 const F_PAREN: u8 = 8;
 const F_SEMI: u8 = 16;
 static SCAN_FLAGS: [u8; 256] = {
     let mut t = [0u8; 256];
-    t[b'+' as usize] = F_PLUS;
     t[b'\'' as usize] = F_QUOTE;
     t[b'"' as usize] = F_QUOTE;
     t[b'-' as usize] = F_DASH;
@@ -70,11 +65,6 @@ pub(crate) fn scan_symbol(symbol: &str) -> SymbolScan {
         flags |= SCAN_FLAGS[b as usize];
     }
     SymbolScan {
-        last_plus: if flags & F_PLUS != 0 {
-            bytes.iter().rposition(|&b| b == b'+')
-        } else {
-            None
-        },
         quotes: flags & F_QUOTE != 0,
         dash: flags & F_DASH != 0,
         paren: flags & F_PAREN != 0,
@@ -83,16 +73,20 @@ pub(crate) fn scan_symbol(symbol: &str) -> SymbolScan {
 }
 
 /// Strips a trailing `+0x<hex>` symbol offset (an empty hex tail counts, as in the reference).
-/// `last_plus` is the position of the last `+` in `func`.
-pub(crate) fn strip_offset(func: &str, last_plus: Option<usize>) -> &str {
+///
+/// The reference looks at the last `+` only; an offset `+0x<hex>` at the very end contains no
+/// other `+`, so scanning back over the hex digits and checking for `+0x` finds exactly that
+/// `+` without a pass over the whole symbol.
+pub(crate) fn strip_offset(func: &str) -> &str {
     let bytes = func.as_bytes();
-    // Only the last `+` can start a strippable offset: any earlier `+0x` would have this later
-    // `+` in its tail, and `+` is not a hex digit.
-    if let Some(plus) = last_plus {
-        let tail = &bytes[plus + 1..];
-        if tail.starts_with(b"0x") && tail[2..].iter().all(u8::is_ascii_hexdigit) {
-            return &func[..plus];
-        }
+    let digits = bytes
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_hexdigit())
+        .count();
+    let x = bytes.len() - digits;
+    if x >= 3 && &bytes[x - 3..x] == b"+0x" {
+        return &func[..x - 3];
     }
     func
 }
@@ -383,12 +377,15 @@ mod tests {
 
     #[test]
     fn offsets_are_stripped_only_when_hex() {
-        let strip = |s| strip_offset(s, scan_symbol(s).last_plus);
+        let strip = strip_offset;
         assert_eq!(strip("foo+0x1f"), "foo");
         assert_eq!(strip("foo+0x"), "foo");
         assert_eq!(strip("foo+0xzz"), "foo+0xzz");
         assert_eq!(strip("a+0x1+b"), "a+0x1+b");
         assert_eq!(strip("+"), "+");
+        assert_eq!(strip("+0x"), "");
+        assert_eq!(strip("a+0x+0x0"), "a+0x");
+        assert_eq!(strip("a+0xab0x1"), "a+0xab0x1");
         let scan = scan_symbol("a'b-c(d;e");
         assert!(scan.quotes && scan.dash && scan.paren && scan.semicolon);
         let scan = scan_symbol("plain::name");

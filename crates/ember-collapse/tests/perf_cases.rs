@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ember_collapse::{CollapseOptions, Collapsed, WarningKind, collapse};
+use ember_collapse::{CollapseOptions, Collapsed, WarningKind, collapse, fold_stacks};
 
 const YAMAKAKY: &str = "FlameGraph/test/perf-rust-Yamakaky-dcpu.txt";
 
@@ -200,4 +200,40 @@ fn every_perf_case_is_byte_identical() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The CLI writes through `fold_stacks` + `Folded::write_folded` (no `String` per stack): it
+/// must produce exactly the bytes, warnings and event of `collapse` on every input.
+#[test]
+fn fold_stacks_writes_what_collapse_writes() {
+    let root = corpora();
+    let mut compared = 0;
+    for row in rows() {
+        let input = root.join(&row.input);
+        for threads in [1, 2] {
+            let options = CollapseOptions {
+                threads,
+                ..options_for(&row.options)
+            };
+            let reference = run(&input, &options);
+            let file = fs::File::open(&input).expect("open input");
+            let compact = fold_stacks(file, &options).expect("fold_stacks");
+            let mut written = Vec::new();
+            compact.write_folded(&mut written).expect("write to a Vec");
+            assert_eq!(
+                written,
+                folded(&reference),
+                "{} [{}]",
+                row.input,
+                row.options
+            );
+            assert_eq!(compact.len(), reference.stacks.len());
+            assert_eq!(compact.is_empty(), reference.stacks.is_empty());
+            assert_eq!(compact.warnings(), reference.warnings.as_slice());
+            assert_eq!(compact.event(), reference.event.as_deref());
+            assert_eq!(compact.into_collapsed(), reference);
+            compared += 1;
+        }
+    }
+    assert!(compared >= 190, "only {compared} comparisons");
 }

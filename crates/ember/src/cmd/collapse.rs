@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use ember_collapse::{CollapseOptions, collapse};
+use ember_collapse::{CollapseOptions, fold_stacks};
 
 /// Options of `ember collapse`.
 #[derive(clap::Args)]
@@ -109,12 +109,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) if path.as_os_str() != "-" => {
             let file =
                 File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-            collapse(file, &options).with_context(|| format!("collapsing {}", path.display()))?
+            fold_stacks(file, &options).with_context(|| format!("collapsing {}", path.display()))?
         }
-        _ => collapse(io::stdin().lock(), &options).context("collapsing stdin")?,
+        _ => fold_stacks(io::stdin().lock(), &options).context("collapsing stdin")?,
     };
 
-    for warning in &collapsed.warnings {
+    for warning in collapsed.warnings() {
         eprintln!("ember collapse: warning: {warning}");
     }
 
