@@ -25,6 +25,7 @@
 //! | `GET /api/v1/profile_types` | profile type ids |
 //! | `GET /api/v1/series?query=&from=&until=` | label sets of matching series |
 //! | `GET /pyroscope/render-diff?leftQuery=&leftFrom=&leftUntil=&rightQuery=&rightFrom=&rightUntil=` | diff of two selections, flamebearer `double` format |
+//! | `GET /api/v1/diff?leftQuery=&rightQuery=&type=&from=&until=&format=` | diff of the right selection against the left (baseline): `svg` (differential flame graph: widths from the right side, red = grew, blue = shrank), `pprof` (gzip'd, right minus left per stack, like `pprof -diff_base`), `folded` (`stack left right` lines), `top` (of the pprof diff) or `flamebearer` (default, as render-diff). Every `left*`/`right*` key (`leftQuery`, `leftFrom`, `leftUntil`, `leftType`, ...) falls back to the plain key, so `?query=X&leftFrom=..&leftUntil=..&rightFrom=..&rightUntil=..` compares two time ranges of one selection |
 //! | `POST /querier.v1.QuerierService/{method}` | Connect unary (proto or JSON): `ProfileTypes`, `LabelNames`, `LabelValues`, `Series`, `SelectMergeStacktraces`, `SelectMergeProfile` (proto only), `SelectSeries`, `Diff` |
 //!
 //! `query` is a selector `{service_name="api", region=~"eu-.*", pod!="x", x!~"y"}`, optionally
@@ -44,9 +45,11 @@
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown) and `retention_days` (30; 0 keeps everything).
 
+pub mod client;
 pub mod flamebearer;
 mod grpc;
 mod ingest;
+pub mod loadgen;
 pub mod proto;
 pub mod querier;
 mod query;
@@ -438,6 +441,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/profile_types", get(query::profile_types))
         .route("/api/v1/series", get(query::series))
         .route("/pyroscope/render-diff", get(query::render_diff))
+        .route("/api/v1/diff", get(query::diff))
         .route(
             "/querier.v1.QuerierService/{method}",
             post(querier::querier),

@@ -57,7 +57,13 @@ fn store_query(params: &Params, prefix: &str) -> Result<ember_store::Query, ApiE
             format!("{prefix}{first}{}", c.as_str())
         }
     };
-    let get = |k: &str| params.get(&key(k)).map(String::as_str);
+    // A prefixed key falls back to the plain one: `leftFrom`, else `from`.
+    let get = |k: &str| {
+        params
+            .get(&key(k))
+            .or_else(|| params.get(k))
+            .map(String::as_str)
+    };
     let mut selector = ember_store::parse_selector(get("query").unwrap_or("{}"))?;
     let mut profile_type = get("type").filter(|t| !t.is_empty()).map(str::to_string);
     if let Some(name) = selector.name.take() {
@@ -329,6 +335,31 @@ pub(crate) async fn query(
     .await?
 }
 
+fn diff_flamebearer(l: &Merged, r: &Merged, title: &str) -> serde_json::Value {
+    let (_, sample_type, unit, _, _) = type_parts(if r.profiles > 0 { r } else { l });
+    let (units, sample_rate) = units(&sample_type, &unit);
+    let tree = crate::flamebearer::DiffTree::new(&l.stacks, &r.stacks);
+    let (levels, max_self) = tree.levels();
+    json!({
+        "version": 1,
+        "flamebearer": {
+            "names": tree.names,
+            "levels": levels,
+            "numTicks": tree.left_total().saturating_add(tree.right_total()),
+            "maxSelf": max_self,
+        },
+        "metadata": {
+            "format": "double",
+            "spyName": "",
+            "sampleRate": sample_rate,
+            "units": units,
+            "name": title,
+        },
+        "leftTicks": tree.left_total(),
+        "rightTicks": tree.right_total(),
+    })
+}
+
 /// `GET /pyroscope/render-diff`: `leftQuery`/`leftFrom`/`leftUntil` against the `right*` ones.
 pub(crate) async fn render_diff(
     State(s): State<Arc<AppState>>,
@@ -342,31 +373,133 @@ pub(crate) async fn render_diff(
     let body = blocking(&s, move |st| {
         let l = st.store.merge_stacks(&tenant, &left);
         let r = st.store.merge_stacks(&tenant, &right);
-        let (_, sample_type, unit, _, _) = type_parts(if r.profiles > 0 { &r } else { &l });
-        let (units, sample_rate) = units(&sample_type, &unit);
-        let tree = crate::flamebearer::DiffTree::new(&l.stacks, &r.stacks);
-        let (levels, max_self) = tree.levels();
-        json!({
-            "version": 1,
-            "flamebearer": {
-                "names": tree.names,
-                "levels": levels,
-                "numTicks": tree.left_total().saturating_add(tree.right_total()),
-                "maxSelf": max_self,
-            },
-            "metadata": {
-                "format": "double",
-                "spyName": "",
-                "sampleRate": sample_rate,
-                "units": units,
-                "name": title,
-            },
-            "leftTicks": tree.left_total(),
-            "rightTicks": tree.right_total(),
-        })
+        diff_flamebearer(&l, &r, &title)
     })
     .await?;
     Ok(Json(body).into_response())
+}
+
+/// `(stack, left value, right value)` over the union of both sides' stacks, sorted.
+fn diff_stacks<'a>(l: &'a Merged, r: &'a Merged) -> Vec<(&'a [String], i64, i64)> {
+    let mut map: std::collections::BTreeMap<&[String], (i64, i64)> =
+        std::collections::BTreeMap::new();
+    for (frames, v) in &l.stacks {
+        map.entry(frames.as_slice()).or_default().0 += *v;
+    }
+    for (frames, v) in &r.stacks {
+        map.entry(frames.as_slice()).or_default().1 += *v;
+    }
+    map.into_iter().map(|(k, (a, b))| (k, a, b)).collect()
+}
+
+/// The pprof form of a diff: right minus left per stack (negative where the right side
+/// spends less), like `pprof -diff_base=left right`.
+fn diff_profile(l: &Merged, r: &Merged) -> ember_pprof::Profile {
+    let (_, t, u, pt, pu) = type_parts(if r.profiles > 0 { r } else { l });
+    let mut b = ember_pprof::ProfileBuilder::new(&[(t.as_str(), u.as_str())]);
+    if !pt.is_empty() {
+        b.set_period((&pt, &pu), 0);
+    }
+    for (frames, left, right) in diff_stacks(l, r) {
+        let delta = right.saturating_sub(left);
+        if delta != 0 {
+            let f: Vec<&str> = frames.iter().map(String::as_str).collect();
+            b.add_folded_stack(&f, &[delta]);
+        }
+    }
+    b.build()
+}
+
+/// `GET /api/v1/diff`: the `right` selection against the `left` (baseline) one.
+pub(crate) async fn diff(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&s, &headers)?;
+    let left = store_query(&params, "left")?;
+    let right = store_query(&params, "right")?;
+    let format = params
+        .get("format")
+        .cloned()
+        .unwrap_or_else(|| "flamebearer".into());
+    if !matches!(
+        format.as_str(),
+        "flamebearer" | "json" | "folded" | "svg" | "pprof" | "top"
+    ) {
+        return Err(ApiError::bad_request(
+            "bad_query",
+            format!("format={format:?}: use pprof, folded, svg, top or flamebearer"),
+        ));
+    }
+    let title = params
+        .get("rightQuery")
+        .or_else(|| params.get("query"))
+        .cloned()
+        .unwrap_or_default();
+    blocking(&s, move |st| {
+        let l = st.store.merge_stacks(&tenant, &left);
+        let r = st.store.merge_stacks(&tenant, &right);
+        if l.stacks.is_empty() && r.stacks.is_empty() {
+            return Err(ApiError {
+                status: axum::http::StatusCode::NOT_FOUND,
+                code: "not_found",
+                reason: "not_found",
+                message: "no profiles match either side of the diff in its time range".into(),
+            });
+        }
+        let text =
+            |body: String| ([("content-type", "text/plain; charset=utf-8")], body).into_response();
+        Ok(match format.as_str() {
+            "folded" => {
+                let mut out = String::new();
+                for (frames, a, b) in diff_stacks(&l, &r) {
+                    out.push_str(&frames.join(";"));
+                    out.push_str(&format!(" {a} {b}\n"));
+                }
+                text(out)
+            }
+            "pprof" => (
+                [("content-type", "application/octet-stream")],
+                ember_pprof::encode_gzip(&diff_profile(&l, &r)),
+            )
+                .into_response(),
+            "top" => {
+                let table =
+                    ember_report::top(&diff_profile(&l, &r), &ember_report::TopOptions::default())
+                        .map_err(|e| ApiError::internal(e.to_string()))?;
+                text(table.render())
+            }
+            "svg" => {
+                let folded = ember_folded::Folded {
+                    lines: diff_stacks(&l, &r)
+                        .into_iter()
+                        .map(|(frames, a, b)| ember_folded::FoldedLine {
+                            stack: frames.join(";"),
+                            count: a as f64,
+                            second_count: Some(b as f64),
+                        })
+                        .collect(),
+                    ignored_lines: 0,
+                    has_fractional: false,
+                };
+                let options = ember_flamegraph::Options {
+                    title: if title.is_empty() {
+                        "Differential Flame Graph".into()
+                    } else {
+                        title
+                    },
+                    ..Default::default()
+                };
+                let mut svg = Vec::new();
+                ember_flamegraph::render(&folded, &options, &mut svg)
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                ([("content-type", "image/svg+xml")], svg).into_response()
+            }
+            _ => Json(diff_flamebearer(&l, &r, &title)).into_response(),
+        })
+    })
+    .await?
 }
 
 /// `GET /api/v1/timeseries`.

@@ -36,6 +36,11 @@ enum Command {
     Server(cmd::server::Args),
     /// Push pprof files to an Ember or Pyroscope-compatible server (push.v1).
     Push(cmd::push::Args),
+    /// Query a running server: merged profile (or diff) of a selection as top, SVG, pprof or folded.
+    Query(cmd::query::Args),
+    /// Load generator for server benchmarks: concurrent keep-alive pushes, rate and latency.
+    #[command(hide = true)]
+    Loadgen(cmd::loadgen::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +53,8 @@ fn main() -> ExitCode {
         Command::Convert(args) => cmd::convert::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Server(args) => cmd::server::run(args),
+        Command::Query(args) => cmd::query::run(args),
+        Command::Loadgen(args) => cmd::loadgen::run(args),
         Command::Push(args) => cmd::push::run(args),
     };
     match result {

@@ -6,5 +6,7 @@ pub mod diff;
 pub mod flamegraph;
 pub mod push;
 pub mod record;
+pub mod loadgen;
+pub mod query;
 pub mod server;
 pub mod top;

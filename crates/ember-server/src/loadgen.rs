@@ -1,0 +1,246 @@
+//! The load generator behind `ember loadgen`: pushes pprof files to a server from N
+//! concurrent workers, each on its own keep-alive connection, and measures the rate and
+//! latency of acknowledged pushes.
+//!
+//! Owns the two request shapes a benchmark needs: `push.v1` Connect pushes with a rotating
+//! set of distinct label sets (live ingest), and legacy `/ingest` requests with explicit
+//! `from`/`until` stepping through the past (back-filling a time range for query benchmarks).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use prost::Message;
+
+use crate::client::{ClientError, HttpClient, url_encode};
+use crate::proto;
+
+/// What each request carries.
+#[derive(Debug, Clone)]
+pub enum LoadMode {
+    /// `POST /push.v1.PusherService/Push` (Connect, protobuf): one profile per request,
+    /// labels `service_name=<service>` and `pod=pod-<i mod label_sets>`; the profile keeps
+    /// its own timestamp.
+    Push,
+    /// `POST /ingest?name=<service>.cpu&format=pprof&from=..&until=..`: request `i` covers
+    /// `[start + i*step, start + (i+1)*step)`, so a run fills a time range back to back.
+    Backfill {
+        /// Start of the first profile, unix seconds.
+        start_seconds: i64,
+        /// Seconds each profile covers.
+        step_seconds: i64,
+    },
+}
+
+/// Options of one load run.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Server base URL (`http://127.0.0.1:4040`).
+    pub server: String,
+    /// The pprof files' bytes (gzip'd or raw), used round-robin.
+    pub profiles: Vec<Vec<u8>>,
+    /// Concurrent workers, one connection each.
+    pub workers: usize,
+    /// Stop after this many requests (`None`: only the duration limits the run).
+    pub count: Option<u64>,
+    /// Stop starting requests after this long (`None`: only the count limits the run).
+    pub duration: Option<Duration>,
+    /// Distinct label sets (values of the `pod` label) in push mode.
+    pub label_sets: usize,
+    /// `service_name` of every profile.
+    pub service: String,
+    /// Request shape.
+    pub mode: LoadMode,
+    /// `X-Scope-OrgID` to send, if any.
+    pub tenant: Option<String>,
+}
+
+/// Results of a load run.
+#[derive(Debug, Clone, Default)]
+pub struct LoadReport {
+    /// Requests answered 2xx.
+    pub ok: u64,
+    /// Requests that failed (non-2xx or transport error).
+    pub errors: u64,
+    /// The first failure, for the report.
+    pub first_error: Option<String>,
+    /// Wall time of the run.
+    pub seconds: f64,
+    /// pprof bytes of the acknowledged profiles.
+    pub profile_bytes: u64,
+    /// Request body bytes of the acknowledged requests.
+    pub request_bytes: u64,
+    /// Latency percentiles of acknowledged requests, milliseconds: p50, p90, p99, max.
+    pub latency_ms: [f64; 4],
+}
+
+impl LoadReport {
+    /// Acknowledged profiles per second.
+    pub fn profiles_per_second(&self) -> f64 {
+        self.ok as f64 / self.seconds.max(1e-9)
+    }
+
+    /// Acknowledged pprof megabytes (10^6) per second.
+    pub fn megabytes_per_second(&self) -> f64 {
+        self.profile_bytes as f64 / 1e6 / self.seconds.max(1e-9)
+    }
+}
+
+fn request_for(
+    opts: &LoadOptions,
+    i: u64,
+) -> (String, Vec<(&'static str, String)>, Vec<u8>, usize) {
+    let profile = &opts.profiles[(i % opts.profiles.len() as u64) as usize];
+    match opts.mode {
+        LoadMode::Push => {
+            let mut labels = vec![proto::LabelPair {
+                name: "service_name".into(),
+                value: opts.service.clone(),
+            }];
+            if opts.label_sets > 1 {
+                labels.push(proto::LabelPair {
+                    name: "pod".into(),
+                    value: format!("pod-{}", i % opts.label_sets as u64),
+                });
+            }
+            let body = proto::PushRequest {
+                series: vec![proto::RawProfileSeries {
+                    labels,
+                    samples: vec![proto::RawSample {
+                        raw_profile: profile.clone(),
+                        id: String::new(),
+                    }],
+                }],
+            }
+            .encode_to_vec();
+            (
+                "/push.v1.PusherService/Push".to_string(),
+                vec![("Content-Type", "application/proto".to_string())],
+                body,
+                profile.len(),
+            )
+        }
+        LoadMode::Backfill {
+            start_seconds,
+            step_seconds,
+        } => {
+            let from = start_seconds + i as i64 * step_seconds;
+            let name = if opts.label_sets > 1 {
+                format!(
+                    "{}.cpu{{pod=pod-{}}}",
+                    opts.service,
+                    i % opts.label_sets as u64
+                )
+            } else {
+                format!("{}.cpu", opts.service)
+            };
+            (
+                format!(
+                    "/ingest?name={}&format=pprof&from={from}&until={}",
+                    url_encode(&name),
+                    from + step_seconds
+                ),
+                vec![("Content-Type", "application/octet-stream".to_string())],
+                profile.clone(),
+                profile.len(),
+            )
+        }
+    }
+}
+
+/// Runs the load and reports; fails only when the options are unusable.
+pub fn run(opts: &LoadOptions) -> Result<LoadReport, ClientError> {
+    if opts.profiles.is_empty() {
+        return Err(ClientError::Protocol {
+            addr: opts.server.clone(),
+            why: "no profiles to send".into(),
+        });
+    }
+    // Validates the URL before any worker starts.
+    HttpClient::new(&opts.server)?;
+    let next = AtomicU64::new(0);
+    let first_error: Mutex<Option<String>> = Mutex::new(None);
+    let started = Instant::now();
+    let results: Vec<(Vec<u32>, u64, u64, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..opts.workers.max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut latencies = Vec::new();
+                    let (mut errors, mut pbytes, mut rbytes) = (0u64, 0u64, 0u64);
+                    let Ok(mut client) = HttpClient::new(&opts.server) else {
+                        return (latencies, 1, 0, 0);
+                    };
+                    loop {
+                        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
+                            break;
+                        }
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if opts.count.is_some_and(|c| i >= c) {
+                            break;
+                        }
+                        let (path, headers, body, profile_len) = request_for(opts, i);
+                        let mut h: Vec<(&str, &str)> =
+                            headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                        if let Some(t) = &opts.tenant {
+                            h.push(("X-Scope-OrgID", t));
+                        }
+                        let t0 = Instant::now();
+                        let result = client.request("POST", &path, &h, &body);
+                        let micros = t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+                        let failure = match result {
+                            Ok(r) if (200..300).contains(&r.status) => None,
+                            Ok(r) => Some(format!(
+                                "HTTP {}: {}",
+                                r.status,
+                                String::from_utf8_lossy(&r.body)
+                            )),
+                            Err(e) => Some(e.to_string()),
+                        };
+                        match failure {
+                            None => {
+                                latencies.push(micros);
+                                pbytes += profile_len as u64;
+                                rbytes += body.len() as u64;
+                            }
+                            Some(f) => {
+                                errors += 1;
+                                let mut slot =
+                                    first_error.lock().unwrap_or_else(|e| e.into_inner());
+                                slot.get_or_insert(f);
+                            }
+                        }
+                    }
+                    (latencies, errors, pbytes, rbytes)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let mut report = LoadReport {
+        seconds,
+        first_error: first_error.into_inner().unwrap_or_else(|e| e.into_inner()),
+        ..Default::default()
+    };
+    let mut all = Vec::new();
+    for (lat, errors, pbytes, rbytes) in results {
+        report.ok += lat.len() as u64;
+        report.errors += errors;
+        report.profile_bytes += pbytes;
+        report.request_bytes += rbytes;
+        all.extend(lat);
+    }
+    all.sort_unstable();
+    let pct = |p: f64| -> f64 {
+        if all.is_empty() {
+            return 0.0;
+        }
+        let i = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
+        f64::from(all[i]) / 1e3
+    };
+    report.latency_ms = [pct(0.50), pct(0.90), pct(0.99), pct(1.0)];
+    Ok(report)
+}
