@@ -1,0 +1,495 @@
+//! The perfetto_daemon exporter: a byte-bounded ring buffer of recent
+//! samples and scheduler switches (`buffers.size_kb` of config_text); on a
+//! trigger (every `interval` ms, or a request to the HTTP endpoint) it waits
+//! the trigger's `stop_delay_ms`, drains the ring into a Perfetto trace, keeps
+//! it locally as `YYYYMMDDTHHMMSS-perfetto-trace.pb` (at most
+//! `max_retained_runs`) and uploads it to `BUCKET_SUBDIRECTORY/NODE_NAME/`.
+//! Also holds the small HTTP client behind `ember profiling
+//! perfetto-snapshot`.
+
+use crate::config::{PerfettoDaemonConfig, PerfettoTrigger};
+use crate::events::Event;
+use crate::perfetto::{TraceSummary, build_trace};
+use crate::sink::{ExportError, Spool, Uploader, default_node_name, unix_now};
+use crate::textproto::PerfettoTraceConfig;
+use std::collections::{HashSet, VecDeque};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// File-name suffix of the snapshots.
+pub const PERFETTO_TRACE_SUFFIX: &str = "perfetto-trace.pb";
+
+/// Path of the HTTP trigger endpoint.
+pub const TRIGGER_PATH: &str = "/trigger";
+
+/// A ring of events bounded by their approximate size in bytes: the oldest
+/// are overwritten, as in Perfetto's RING_BUFFER fill policy.
+#[derive(Debug)]
+pub struct EventRing {
+    events: VecDeque<Event>,
+    bytes: usize,
+    capacity: usize,
+    overwritten: u64,
+}
+
+impl EventRing {
+    /// A ring holding about `capacity_bytes` of events.
+    pub fn new(capacity_bytes: usize) -> Self {
+        EventRing {
+            events: VecDeque::new(),
+            bytes: 0,
+            capacity: capacity_bytes,
+            overwritten: 0,
+        }
+    }
+
+    /// Appends an event, overwriting the oldest while over capacity.
+    pub fn push(&mut self, event: Event) {
+        self.bytes += event.approx_bytes();
+        self.events.push_back(event);
+        while self.bytes > self.capacity {
+            match self.events.pop_front() {
+                Some(old) => {
+                    self.bytes -= old.approx_bytes();
+                    self.overwritten += 1;
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Events held.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Whether the ring is empty.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Approximate bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Events overwritten since creation.
+    pub fn overwritten(&self) -> u64 {
+        self.overwritten
+    }
+
+    /// Takes every event out, oldest first.
+    pub fn drain(&mut self) -> Vec<Event> {
+        self.bytes = 0;
+        self.events.drain(..).collect()
+    }
+}
+
+/// Counters of the daemon (for `/metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PerfettoDaemonStats {
+    /// Snapshots written.
+    pub snapshots: u64,
+    /// Snapshots uploaded.
+    pub uploaded: u64,
+    /// Failed upload attempts.
+    pub upload_errors: u64,
+    /// Events overwritten in the ring before a snapshot took them.
+    pub events_overwritten: u64,
+    /// Events in the ring now.
+    pub buffered_events: u64,
+}
+
+/// What one snapshot did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnapshotReport {
+    /// Local file name of the trace.
+    pub file: String,
+    /// Object key it was (or will be) uploaded to.
+    pub key: String,
+    /// Trace figures.
+    pub summary: TraceSummary,
+    /// Size of the trace in bytes.
+    pub bytes: usize,
+    /// Whether this snapshot reached the bucket.
+    pub uploaded: bool,
+    /// The upload error, if any.
+    pub upload_error: Option<String>,
+}
+
+impl SnapshotReport {
+    /// A one-line JSON object (the HTTP trigger's response).
+    pub fn to_json(&self) -> String {
+        let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        format!(
+            "{{\"file\":\"{}\",\"key\":\"{}\",\"bytes\":{},\"samples\":{},\"sched_switches\":{},\"callstacks\":{},\"processes\":{},\"uploaded\":{},\"upload_error\":{}}}",
+            esc(&self.file),
+            esc(&self.key),
+            self.bytes,
+            self.summary.samples,
+            self.summary.sched_switches,
+            self.summary.callstacks,
+            self.summary.processes,
+            self.uploaded,
+            self.upload_error
+                .as_deref()
+                .map_or("null".to_string(), |e| format!("\"{}\"", esc(e)))
+        )
+    }
+}
+
+/// The perfetto_daemon exporter.
+pub struct PerfettoDaemon {
+    config: PerfettoDaemonConfig,
+    trace_config: PerfettoTraceConfig,
+    stop_delay: Duration,
+    node_name: String,
+    uploader: Uploader,
+    runs: Spool,
+    ring: Mutex<EventRing>,
+    cycle: tokio::sync::Mutex<HashSet<String>>,
+    snapshots: AtomicU64,
+    uploaded: AtomicU64,
+    upload_errors: AtomicU64,
+}
+
+impl std::fmt::Debug for PerfettoDaemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerfettoDaemon")
+            .field("config", &self.config)
+            .field("node_name", &self.node_name)
+            .finish()
+    }
+}
+
+/// A started daemon: its task and, for the HTTP trigger, the bound address.
+#[derive(Debug)]
+pub struct RunningDaemon {
+    /// The trigger task (abort it to stop).
+    pub task: tokio::task::JoinHandle<()>,
+    /// Address of the HTTP trigger, when `trigger` is `PERFETTO_TRIGGER_HTTP`.
+    pub http_addr: Option<SocketAddr>,
+}
+
+impl PerfettoDaemon {
+    /// Validates `config` (including config_text and trigger_name) and sets
+    /// up the ring, the local runs folder and the store client.
+    pub fn new(config: PerfettoDaemonConfig) -> Result<Arc<Self>, ExportError> {
+        let trace_config = config.trace_config()?;
+        let stop_delay = trace_config
+            .triggers
+            .iter()
+            .find(|t| t.name == config.trigger_name)
+            .map_or(0, |t| t.stop_delay_ms);
+        let uploader = Uploader::new(&config.export_to)?;
+        let dir = config
+            .local_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("ember-perfetto-daemon"));
+        let runs = Spool::open(dir, PERFETTO_TRACE_SUFFIX)?;
+        let node_name = config.node_name.clone().unwrap_or_else(default_node_name);
+        let capacity =
+            usize::try_from(trace_config.buffer_size_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
+        Ok(Arc::new(PerfettoDaemon {
+            config,
+            stop_delay: Duration::from_millis(stop_delay),
+            trace_config,
+            node_name,
+            uploader,
+            runs,
+            ring: Mutex::new(EventRing::new(capacity)),
+            cycle: tokio::sync::Mutex::new(HashSet::new()),
+            snapshots: AtomicU64::new(0),
+            uploaded: AtomicU64::new(0),
+            upload_errors: AtomicU64::new(0),
+        }))
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &PerfettoDaemonConfig {
+        &self.config
+    }
+
+    /// The parsed config_text (the agent samples at its
+    /// `sampling_frequency_hz` when given).
+    pub fn trace_config(&self) -> &PerfettoTraceConfig {
+        &self.trace_config
+    }
+
+    /// The node name used in object keys.
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// The local runs folder.
+    pub fn local_dir(&self) -> &std::path::Path {
+        self.runs.dir()
+    }
+
+    /// Adds an event to the ring (never blocks on I/O).
+    pub fn push(&self, event: Event) {
+        self.ring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event);
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> PerfettoDaemonStats {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        PerfettoDaemonStats {
+            snapshots: self.snapshots.load(Ordering::Relaxed),
+            uploaded: self.uploaded.load(Ordering::Relaxed),
+            upload_errors: self.upload_errors.load(Ordering::Relaxed),
+            events_overwritten: ring.overwritten(),
+            buffered_events: ring.len() as u64,
+        }
+    }
+
+    /// Takes a snapshot now: waits the trigger's `stop_delay_ms`, drains the
+    /// ring into a trace, keeps it locally (trimming to `max_retained_runs`)
+    /// and uploads it together with retained runs that failed to upload
+    /// before.
+    pub async fn snapshot(&self) -> Result<SnapshotReport, ExportError> {
+        let mut uploaded_names = self.cycle.lock().await;
+        if !self.stop_delay.is_zero() {
+            tokio::time::sleep(self.stop_delay).await;
+        }
+        let events = self.ring.lock().unwrap_or_else(|e| e.into_inner()).drain();
+        let (bytes, summary) = build_trace(&events);
+        drop(events);
+        let file = self.runs.write(unix_now(), &bytes)?;
+        self.snapshots.fetch_add(1, Ordering::Relaxed);
+        let key_of = |name: &str| {
+            self.uploader
+                .target()
+                .key(&self.config.bucket_subdirectory, &self.node_name, name)
+        };
+        let mut report = SnapshotReport {
+            key: key_of(&file),
+            file,
+            summary,
+            bytes: bytes.len(),
+            ..Default::default()
+        };
+        for old in self.runs.trim(self.config.max_retained_runs)? {
+            uploaded_names.remove(&old);
+        }
+        for name in self.runs.files()? {
+            if uploaded_names.contains(&name) {
+                continue;
+            }
+            let data = if name == report.file {
+                bytes.clone()
+            } else {
+                self.runs.read(&name)?
+            };
+            match self.uploader.put(&key_of(&name), data).await {
+                Ok(()) => {
+                    self.uploaded.fetch_add(1, Ordering::Relaxed);
+                    if name == report.file {
+                        report.uploaded = true;
+                    }
+                    uploaded_names.insert(name);
+                }
+                Err(e) => {
+                    self.upload_errors.fetch_add(1, Ordering::Relaxed);
+                    report.upload_error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Starts the configured trigger on the current tokio runtime: a timer
+    /// every `interval` ms, or the HTTP endpoint (`POST` or `GET`
+    /// [`TRIGGER_PATH`], optional `?name=` must equal `trigger_name`) bound to
+    /// `http_listen`.
+    pub async fn start(self: &Arc<Self>) -> Result<RunningDaemon, ExportError> {
+        let this = Arc::clone(self);
+        match self.config.trigger {
+            PerfettoTrigger::TimeInterval => {
+                let period = Duration::from_millis(self.config.interval);
+                let task = tokio::spawn(async move {
+                    let mut tick =
+                        tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        tick.tick().await;
+                        log_snapshot(this.snapshot().await);
+                    }
+                });
+                Ok(RunningDaemon {
+                    task,
+                    http_addr: None,
+                })
+            }
+            PerfettoTrigger::Http => {
+                let listener = tokio::net::TcpListener::bind(&self.config.http_listen)
+                    .await
+                    .map_err(|e| {
+                        ExportError::Http(format!(
+                            "perfetto_daemon cannot listen on {}: {e}",
+                            self.config.http_listen
+                        ))
+                    })?;
+                let addr = listener.local_addr().map_err(|e| {
+                    ExportError::Http(format!("perfetto_daemon listener address: {e}"))
+                })?;
+                let app = axum::Router::new()
+                    .route(
+                        TRIGGER_PATH,
+                        axum::routing::post(trigger_handler).get(trigger_handler),
+                    )
+                    .with_state(this);
+                let task = tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, app).await {
+                        eprintln!("ember-export: error: perfetto_daemon HTTP trigger: {e}");
+                    }
+                });
+                Ok(RunningDaemon {
+                    task,
+                    http_addr: Some(addr),
+                })
+            }
+        }
+    }
+}
+
+fn log_snapshot(result: Result<SnapshotReport, ExportError>) {
+    match result {
+        Ok(r) => {
+            if let Some(e) = r.upload_error {
+                eprintln!("ember-export: warning: perfetto_daemon upload failed: {e}");
+            }
+        }
+        Err(e) => eprintln!("ember-export: error: perfetto_daemon snapshot: {e}"),
+    }
+}
+
+async fn trigger_handler(
+    axum::extract::State(daemon): axum::extract::State<Arc<PerfettoDaemon>>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> (axum::http::StatusCode, String) {
+    use axum::http::StatusCode;
+    let requested = query
+        .as_deref()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("name="));
+    if let Some(name) = requested
+        && name != daemon.config.trigger_name
+    {
+        return (
+            StatusCode::NOT_FOUND,
+            format!(
+                "{{\"error\":\"unknown trigger name; this daemon's trigger_name is {:?}\"}}\n",
+                daemon.config.trigger_name
+            ),
+        );
+    }
+    match daemon.snapshot().await {
+        Ok(r) => (StatusCode::OK, r.to_json() + "\n"),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "{{\"error\":\"{}\"}}\n",
+                e.to_string().replace('\\', "\\\\").replace('"', "\\\"")
+            ),
+        ),
+    }
+}
+
+/// Default URL of the HTTP trigger.
+pub const DEFAULT_TRIGGER_URL: &str = "http://127.0.0.1:3565/trigger";
+
+/// Calls the HTTP trigger at `url` (`http://host:port/path`) and returns the
+/// response body (the snapshot report as JSON). Non-2xx answers are errors
+/// carrying the body.
+pub fn request_snapshot(url: &str, timeout: Duration) -> Result<String, ExportError> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        ExportError::Http(format!(
+            "{url}: only http://host:port/path URLs are supported"
+        ))
+    })?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, TRIGGER_PATH),
+    };
+    let with_port = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .map_err(|e| ExportError::Http(format!("{url}: cannot resolve {authority}: {e}")))?
+        .next()
+        .ok_or_else(|| ExportError::Http(format!("{url}: {authority} has no address")))?;
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| {
+        ExportError::Http(format!(
+            "cannot reach the perfetto_daemon trigger at {url}: {e} (is the agent running \
+             with exporters.perfetto_daemon.trigger: PERFETTO_TRIGGER_HTTP?)"
+        ))
+    })?;
+    let io = |e: std::io::Error| ExportError::Http(format!("{url}: {e}"));
+    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(io)?;
+    let mut response = Vec::new();
+    stream
+        .take(16 << 20)
+        .read_to_end(&mut response)
+        .map_err(io)?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| ExportError::Http(format!("{url}: malformed HTTP response")))?;
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| ExportError::Http(format!("{url}: malformed HTTP status line")))?;
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase().starts_with("transfer-encoding:")
+            && l.to_ascii_lowercase().contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    if !(200..300).contains(&status) {
+        return Err(ExportError::Http(format!(
+            "{url}: HTTP {status}: {}",
+            body.trim()
+        )));
+    }
+    Ok(body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}

@@ -1,0 +1,314 @@
+//! Shared test helpers: real perf-script corpora parsed into exporter events,
+//! scheduler switches derived from them, python tool detection, and a real
+//! `moto_server` process on a free loopback port.
+#![allow(dead_code)]
+
+use ember_export::{Event, Frame, Sample, SchedSwitch};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Root of the shared corpora.
+pub fn corpora() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.join("../../../shared/corpora")
+}
+
+/// Parses `perf script` text (header `comm pid/tid [cpu] secs.frac: ...`,
+/// tab-indented frames `addr sym[+off] (module)`) into samples.
+pub fn parse_perf_script(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    let mut cur: Option<Sample> = None;
+    let mut names: HashMap<String, Arc<str>> = HashMap::new();
+    let mut intern = |s: &str| -> Arc<str> {
+        names
+            .entry(s.to_string())
+            .or_insert_with(|| Arc::from(s))
+            .clone()
+    };
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            if let Some(s) = cur.take() {
+                out.push(s);
+            }
+            continue;
+        }
+        if line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with(char::is_whitespace) {
+            let Some(s) = cur.as_mut() else { continue };
+            let t = line.trim();
+            let (addr, rest) = t.split_once(' ').unwrap_or((t, ""));
+            let address = u64::from_str_radix(addr, 16).unwrap_or(0);
+            let (sym, module) = match rest.rfind(" (") {
+                Some(i) => (&rest[..i], rest[i + 2..].trim_end_matches(')')),
+                None => (rest, "[unknown]"),
+            };
+            let frame = if sym == "[unknown]" || sym.is_empty() {
+                Frame::unknown(address, module)
+            } else {
+                match sym.rsplit_once("+0x") {
+                    Some((name, off)) if u64::from_str_radix(off, 16).is_ok() => Frame::known(
+                        address,
+                        name,
+                        u64::from_str_radix(off, 16).unwrap_or(0),
+                        module,
+                    ),
+                    _ => Frame {
+                        address,
+                        function: intern(sym),
+                        offset: None,
+                        module: intern(module),
+                    },
+                }
+            };
+            s.frames.push(frame);
+            continue;
+        }
+        // Header: comm may contain spaces; the pid/tid token is followed by
+        // "[cpu]" and then the time.
+        let toks: Vec<&str> = line.split_whitespace().collect();
+        let Some(i) = toks.iter().position(|t| {
+            let mut parts = t.split('/');
+            parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        }) else {
+            continue;
+        };
+        let (pid, tid) = match toks[i].split_once('/') {
+            Some((p, t)) => (p.parse().unwrap_or(0), t.parse().unwrap_or(0)),
+            None => {
+                let t = toks[i].parse().unwrap_or(0);
+                (t, t)
+            }
+        };
+        let mut cpu = 0;
+        let mut time_ns = 0;
+        for t in &toks[i + 1..] {
+            if let Some(c) = t.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+                cpu = c.parse().unwrap_or(0);
+            } else if let Some(ts) = t.strip_suffix(':')
+                && let Some((s, f)) = ts.split_once('.')
+                && let (Ok(s), Ok(_)) = (s.parse::<u64>(), f.parse::<u64>())
+            {
+                let frac = format!("{f:0<9}");
+                time_ns = s * 1_000_000_000 + frac[..9].parse::<u64>().unwrap_or(0);
+                break;
+            }
+        }
+        if let Some(s) = cur.take() {
+            out.push(s);
+        }
+        cur = Some(Sample {
+            time_ns,
+            cpu,
+            pid,
+            tid,
+            comm: intern(&toks[..i].join(" ")),
+            frames: Vec::new(),
+        });
+    }
+    if let Some(s) = cur.take() {
+        out.push(s);
+    }
+    out
+}
+
+/// The iperf corpus: 1 process, several threads, with cpu and timestamps.
+pub fn iperf_samples() -> Vec<Sample> {
+    let path = corpora().join("FlameGraph/test/perf-iperf-stacks-pidtid-01.txt");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let samples = parse_perf_script(&text);
+    assert!(
+        samples.len() > 100,
+        "corpus parsed into {} samples",
+        samples.len()
+    );
+    samples
+}
+
+/// Scheduler switches implied by the samples: whenever consecutive samples
+/// on one CPU come from different threads, one switched to the other.
+pub fn switches_from(samples: &[Sample]) -> Vec<SchedSwitch> {
+    let mut sorted: Vec<&Sample> = samples.iter().collect();
+    sorted.sort_by_key(|s| s.time_ns);
+    let mut last: HashMap<u32, &Sample> = HashMap::new();
+    let mut out = Vec::new();
+    for s in sorted {
+        if let Some(prev) = last.get(&s.cpu)
+            && prev.tid != s.tid
+        {
+            out.push(SchedSwitch {
+                time_ns: s.time_ns.saturating_sub(1),
+                cpu: s.cpu,
+                prev_pid: prev.tid as i32,
+                prev_comm: prev.comm.clone(),
+                prev_prio: Some(120),
+                prev_state: Some(1),
+                next_pid: s.tid as i32,
+                next_comm: s.comm.clone(),
+                next_prio: Some(120),
+            });
+        }
+        last.insert(s.cpu, s);
+    }
+    out
+}
+
+/// All events (samples and their switches).
+pub fn events_of(samples: &[Sample]) -> Vec<Event> {
+    let mut ev: Vec<Event> = samples.iter().cloned().map(Event::Sample).collect();
+    ev.extend(switches_from(samples).into_iter().map(Event::Switch));
+    ev
+}
+
+/// Folded stacks of samples: `comm;root;...;leaf` → count, the way
+/// `stackcollapse-perf.pl` names frames (function, or `[unknown]`).
+pub fn fold(samples: &[Sample], with_comm: bool) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for s in samples {
+        let mut parts: Vec<String> = Vec::new();
+        if with_comm {
+            parts.push(s.comm.replace(' ', "_"));
+        }
+        for f in s.frames.iter().rev() {
+            parts.push(collapse_name(f));
+        }
+        *out.entry(parts.join(";")).or_insert(0) += 1;
+    }
+    out
+}
+
+/// How stackcollapse-perf.pl names a frame: the function, or for an
+/// unsymbolized one the module's file name in brackets.
+pub fn collapse_name(f: &Frame) -> String {
+    if !f.function.is_empty() {
+        return f.function.to_string();
+    }
+    let m = f.module.rsplit('/').next().unwrap_or("");
+    if m.is_empty() || m == "[unknown]" {
+        "[unknown]".to_string()
+    } else {
+        format!("[{m}]")
+    }
+}
+
+/// Python import check. Missing modules skip the test locally (with a
+/// printed reason) but fail it under CI, which installs them.
+pub fn python_has(module_check: &str, pip_hint: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", module_check])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI must provide the python module ({module_check}): pip install {pip_hint}");
+        }
+        eprintln!("SKIPPED: python3 cannot `{module_check}`; install with: pip install {pip_hint}");
+    }
+    ok
+}
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// A plain HTTP/1.1 request to 127.0.0.1:port; returns (status, body).
+pub fn http(port: u16, method: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|b| b.1.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// A `moto_server` child process on 127.0.0.1:port.
+pub struct Moto {
+    child: Option<Child>,
+    /// Its port.
+    pub port: u16,
+}
+
+impl Moto {
+    /// Starts moto_server and waits until it answers (up to 60 s).
+    pub fn start(port: u16) -> Moto {
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server starts");
+        let moto = Moto {
+            child: Some(child),
+            port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok((status, _)) = http(port, "GET", "/")
+                && status != 0
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "moto_server did not come up on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        moto
+    }
+
+    /// Creates a bucket.
+    pub fn create_bucket(&self, bucket: &str) {
+        let (status, body) = http(self.port, "PUT", &format!("/{bucket}")).expect("PUT bucket");
+        assert_eq!(status, 200, "create bucket {bucket}: {body}");
+    }
+
+    /// Stops the server and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A fresh empty folder under the target dir.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ember-export-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
