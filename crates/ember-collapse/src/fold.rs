@@ -174,6 +174,9 @@ impl Sink for &SharedMap {
     }
 }
 
+/// Bytes of input validated as UTF-8 at a time (then parsed while still in the L1 cache).
+const VALIDATION_WINDOW: usize = 8 << 10;
+
 /// Whether stack lines of the current sample are kept.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum StackFilter {
@@ -251,37 +254,69 @@ impl<'o> Folder<'o> {
         map: &mut impl Sink,
         stop_once_filter_known: bool,
     ) -> usize {
-        // One validation for the whole chunk keeps the common (valid UTF-8) path free of
-        // per-line checks; invalid chunks fall back to lossy per-line decoding.
-        match std::str::from_utf8(text) {
-            Ok(s) => {
-                let mut pos = 0;
-                while pos < s.len() {
-                    let end = memchr::memchr(b'\n', &text[pos..]).map_or(s.len(), |i| pos + i);
-                    let next = (end + 1).min(s.len());
-                    let blank = self.line(&s[pos..end], map);
-                    pos = next;
-                    if blank && stop_once_filter_known && self.event_filter.is_some() {
-                        return pos;
-                    }
-                }
-                pos
-            }
-            Err(_) => {
-                let mut pos = 0;
-                while pos < text.len() {
-                    let end = memchr::memchr(b'\n', &text[pos..]).map_or(text.len(), |i| pos + i);
-                    let next = (end + 1).min(text.len());
-                    let line = String::from_utf8_lossy(&text[pos..end]);
-                    let blank = self.line(&line, map);
-                    pos = next;
-                    if blank && stop_once_filter_known && self.event_filter.is_some() {
-                        return pos;
-                    }
-                }
-                pos
+        // Validation runs over windows of a few KiB ending at a line end: the window is still
+        // in the L1 cache when its lines are parsed right after, and the common (valid UTF-8)
+        // path stays free of per-line checks; invalid windows fall back to lossy decoding.
+        let mut pos = 0;
+        while pos < text.len() {
+            let window_end = match text.get(pos + VALIDATION_WINDOW..) {
+                Some(after) => memchr::memchr(b'\n', after)
+                    .map_or(text.len(), |i| pos + VALIDATION_WINDOW + i + 1),
+                None => text.len(),
+            };
+            let window = &text[pos..window_end];
+            let (stopped, consumed) = match std::str::from_utf8(window) {
+                Ok(s) => self.fold_lines(s, map, stop_once_filter_known),
+                Err(_) => self.fold_lossy(window, map, stop_once_filter_known),
+            };
+            pos += consumed;
+            if stopped {
+                return pos;
             }
         }
+        pos
+    }
+
+    /// Folds the lines of `s`; returns whether it stopped early and the bytes consumed.
+    fn fold_lines(
+        &mut self,
+        s: &str,
+        map: &mut impl Sink,
+        stop_once_filter_known: bool,
+    ) -> (bool, usize) {
+        let bytes = s.as_bytes();
+        let mut pos = 0;
+        while pos < s.len() {
+            let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(s.len(), |i| pos + i);
+            let next = (end + 1).min(s.len());
+            let blank = self.line(&s[pos..end], map);
+            pos = next;
+            if blank && stop_once_filter_known && self.event_filter.is_some() {
+                return (true, pos);
+            }
+        }
+        (false, pos)
+    }
+
+    /// [`Folder::fold_lines`] for bytes that are not valid UTF-8 (decoded lossily per line).
+    fn fold_lossy(
+        &mut self,
+        text: &[u8],
+        map: &mut impl Sink,
+        stop_once_filter_known: bool,
+    ) -> (bool, usize) {
+        let mut pos = 0;
+        while pos < text.len() {
+            let end = memchr::memchr(b'\n', &text[pos..]).map_or(text.len(), |i| pos + i);
+            let next = (end + 1).min(text.len());
+            let line = String::from_utf8_lossy(&text[pos..end]);
+            let blank = self.line(&line, map);
+            pos = next;
+            if blank && stop_once_filter_known && self.event_filter.is_some() {
+                return (true, pos);
+            }
+        }
+        (false, pos)
     }
 
     /// Handles the end of input: a last sample without a trailing blank line still counts.
