@@ -139,8 +139,9 @@ impl Debuginfod {
 
     /// The cached or freshly downloaded debug file of `build_id` (lowercase
     /// hex), `Ok(None)` when no server has it (or it is a remembered miss,
-    /// or every server is unreachable). The first error of a server is
-    /// returned once; that server is then skipped for the rest of the run.
+    /// or every server is unreachable). When no server had the file, the
+    /// first error of a server is returned (once: that server is skipped for
+    /// the rest of the run); a miss is remembered only if no server failed.
     pub fn debuginfo(&mut self, build_id: &str) -> Result<Option<PathBuf>, DebuginfodError> {
         self.fetch(build_id, "debuginfo")
     }
@@ -174,6 +175,7 @@ impl Debuginfod {
             return Ok(None);
         }
         let mut asked = false;
+        let mut failed = None;
         for i in 0..self.urls.len() {
             if self.dead[i] {
                 continue;
@@ -181,7 +183,8 @@ impl Debuginfod {
             let base = self.urls[i].clone();
             if !base.to_ascii_lowercase().starts_with("http://") {
                 self.dead[i] = true;
-                return Err(DebuginfodError::Unsupported { url: base });
+                failed.get_or_insert(DebuginfodError::Unsupported { url: base });
+                continue;
             }
             let url = format!("{base}/buildid/{build_id}/{kind}");
             create_dir(&dir)?;
@@ -197,12 +200,16 @@ impl Debuginfod {
                 }
                 Ok(false) => asked = true,
                 Err(e) => {
-                    let _ = std::fs::remove_file(&tmp);
                     self.dead[i] = true;
-                    return Err(e);
+                    failed.get_or_insert(e);
                 }
             }
             let _ = std::fs::remove_file(&tmp);
+        }
+        // The other servers are still tried after one fails; its error is
+        // reported (once: it is skipped from now on) when none had the file.
+        if let Some(e) = failed {
+            return Err(e);
         }
         if asked {
             // Every reachable server said 404: remember it for a while.

@@ -238,3 +238,32 @@ fn misses_are_remembered_and_wrong_files_refused() {
     client.negative_ttl = std::time::Duration::ZERO;
     assert!(client.debuginfo(&build_id).is_err());
 }
+
+#[test]
+fn a_failing_server_does_not_hide_the_next_one() {
+    let dir = work_dir("servers");
+    let (_, debug, build_id) = stripped_program(&dir);
+    let served = dir.join("served");
+    let slot = served.join("buildid").join(&build_id);
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
+    // A port nobody listens on: bound, then released.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (server, url) = serve(&served);
+    let mut client = Debuginfod::new(
+        vec![
+            format!("http://127.0.0.1:{closed}"),
+            "https://example.invalid".to_string(),
+            url,
+        ],
+        dir.join("cache"),
+    );
+    let found = client.debuginfo(&build_id);
+    stop(server);
+    let path = found.expect("the live server answers").expect("file found");
+    assert_eq!(std::fs::read(path).unwrap(), std::fs::read(&debug).unwrap());
+}
