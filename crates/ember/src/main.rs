@@ -36,6 +36,10 @@ enum Command {
     Server(cmd::server::Args),
     /// Push pprof files to an Ember or Pyroscope-compatible server (push.v1).
     Push(cmd::push::Args),
+    /// The always-on agent: continuous profiling, scraping, exporters; describe/apply its config.
+    Agent(cmd::agent::Args),
+    /// Server plus an agent profiling this host, in one command.
+    Up(cmd::up::Args),
     /// Query a running server: merged profile (or diff) of a selection as top, SVG, pprof or folded.
     Query(cmd::query::Args),
     /// Load generator for server benchmarks: concurrent keep-alive pushes, rate and latency.
@@ -56,6 +60,8 @@ fn main() -> ExitCode {
         Command::Query(args) => cmd::query::run(args),
         Command::Loadgen(args) => cmd::loadgen::run(args),
         Command::Push(args) => cmd::push::run(args),
+        Command::Agent(args) => cmd::agent::run(args),
+        Command::Up(args) => cmd::up::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,275 @@
+//! `ember agent`: the always-on daemon (continuous profiling, scraping, exporters), plus
+//! `describe` and `apply` that talk to a running agent over its admin endpoint.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use ember_agent::{Agent, config};
+
+/// Options of `ember agent`.
+#[derive(clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    long_about = "Run the Ember agent: continuous CPU profiling of this host (perf_event, 19 Hz by \
+                  default), pull scraping of pprof endpoints, and exporters (push to an Ember or \
+                  Pyroscope server). Without --config the documented defaults apply (print them \
+                  with --print-default-config). SIGHUP re-reads the file; an invalid file is \
+                  rejected with the field path and reason and the running configuration stays. \
+                  SIGTERM/Ctrl-C cut a last profile and flush the push queue (at most 5 s)."
+)]
+pub struct Args {
+    /// Configuration file (YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the documented default configuration and exit.
+    #[arg(long)]
+    print_default_config: bool,
+    #[command(subcommand)]
+    action: Option<Action>,
+}
+
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Print the effective configuration of a running agent.
+    Describe {
+        /// Print JSON (default: YAML).
+        #[arg(long)]
+        json: bool,
+        /// Admin URL of the running agent.
+        #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:4041")]
+        admin: String,
+    },
+    /// Validate a configuration, show the diff against a running agent, confirm, hot-reload.
+    Apply {
+        /// The new configuration file.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// Apply without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Admin URL of the running agent.
+        #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:4041")]
+        admin: String,
+    },
+}
+
+/// Dispatches to the daemon or to a client action.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.print_default_config {
+        print!("{}", config::DEFAULT_CONFIG_YAML);
+        return Ok(());
+    }
+    match args.action {
+        Some(Action::Describe { json, admin }) => describe(&admin, json),
+        Some(Action::Apply { file, yes, admin }) => apply(&admin, &file, yes),
+        None => daemon(args.config),
+    }
+}
+
+fn load(path: &Option<PathBuf>) -> anyhow::Result<config::Config> {
+    match path {
+        Some(p) => config::load(p)
+            .map_err(|e| anyhow::anyhow!("invalid configuration {}:\n{e}", p.display())),
+        None => Ok(config::Config::default()),
+    }
+}
+
+fn daemon(path: Option<PathBuf>) -> anyhow::Result<()> {
+    let config = load(&path)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listen = config.admin.listen.clone();
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .with_context(|| format!("admin.listen {listen}"))?;
+        let admin_addr = listener.local_addr()?;
+        let agent = Agent::start(config).map_err(|e| anyhow::anyhow!("{e}"))?;
+        eprintln!("ember agent: admin on http://{admin_addr} (/metrics, /api/v1/config)");
+        run_until_signal(agent, listener, path, Duration::from_millis(4500)).await
+    })
+}
+
+/// Serves the admin endpoint, reloads on SIGHUP, and on SIGINT/SIGTERM shuts the agent down
+/// within `budget` (stop producers, last cut, flush the push queue).
+pub async fn run_until_signal(
+    agent: Arc<Agent>,
+    listener: tokio::net::TcpListener,
+    path: Option<PathBuf>,
+    budget: Duration,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let admin = tokio::spawn(ember_agent::admin::serve(agent.clone(), listener, async {
+        let _ = stop_rx.await;
+    }));
+    let mut hup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {
+                let Some(p) = &path else {
+                    eprintln!("ember agent: level=warn msg=\"SIGHUP ignored: started without --config\"");
+                    continue;
+                };
+                let result = config::load(p)
+                    .map_err(|e| e.to_string())
+                    .and_then(|c| {
+                        let a = agent.clone();
+                        tokio::task::block_in_place(|| a.apply(c)).map_err(|e| e.to_string())
+                    });
+                match result {
+                    Ok(()) => eprintln!("ember agent: level=info msg=\"configuration reloaded\" file={}", p.display()),
+                    Err(e) => {
+                        agent.metrics().reload_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        eprintln!("ember agent: level=error msg=\"reload rejected, running configuration kept\" file={} errors={e:?}", p.display());
+                    }
+                }
+            }
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    eprintln!("ember agent: level=info msg=\"shutting down\"");
+    let drained = agent.shutdown(budget).await;
+    let stats = agent.outbox().push_stats().unwrap_or_default();
+    eprintln!(
+        "ember agent: level=info msg=\"stopped\" flushed={drained} sent_profiles={} dropped_profiles={} queue_profiles={}",
+        stats.sent_profiles, stats.dropped_profiles, stats.queue_profiles
+    );
+    let _ = stop_tx.send(());
+    let _ = tokio::time::timeout(Duration::from_millis(300), admin).await;
+    Ok(())
+}
+
+fn admin_request(
+    admin: &str,
+    method: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> anyhow::Result<ember_push::http::Response> {
+    let url = ember_push::Url::parse(admin).context("--admin")?.join(path);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime
+        .block_on(ember_push::http::request(
+            method,
+            &url,
+            &[("content-type", "application/yaml")],
+            body,
+            Duration::from_secs(30),
+            16 << 20,
+        ))
+        .with_context(|| format!("asking the agent at {admin} (is it running? see --admin)"))
+}
+
+fn describe(admin: &str, json: bool) -> anyhow::Result<()> {
+    let path = if json {
+        "/api/v1/config"
+    } else {
+        "/api/v1/config?format=yaml"
+    };
+    let response = admin_request(admin, "GET", path, Vec::new())?;
+    if response.status != 200 {
+        bail!(
+            "agent answered {}: {}",
+            response.status,
+            String::from_utf8_lossy(&response.body)
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v: serde_json::Value = serde_json::from_slice(&response.body)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    } else {
+        out.write_all(&response.body)?;
+    }
+    Ok(())
+}
+
+fn errors_text(body: &[u8]) -> String {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(v) => v["errors"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| {
+                        format!(
+                            "  {}: {}",
+                            e["path"].as_str().unwrap_or(""),
+                            e["reason"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_else(|| v.to_string()),
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    }
+}
+
+fn apply(admin: &str, file: &PathBuf, yes: bool) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    // Validate locally first: the same rules the agent applies.
+    if let Err(e) = config::parse(&text) {
+        bail!(
+            "{} is invalid; the running configuration is unchanged:\n{e}",
+            file.display()
+        );
+    }
+    let response = admin_request(
+        admin,
+        "POST",
+        "/api/v1/config?dry_run=true",
+        text.clone().into_bytes(),
+    )?;
+    if response.status != 200 {
+        bail!(
+            "the agent rejected {}; the running configuration is unchanged:\n{}",
+            file.display(),
+            errors_text(&response.body)
+        );
+    }
+    let v: serde_json::Value = serde_json::from_slice(&response.body)?;
+    let diff = v["diff"].as_str().unwrap_or("");
+    if diff.is_empty() {
+        println!("no changes: the running agent already has this configuration");
+        return Ok(());
+    }
+    println!(
+        "changes to the running agent (- running, + {}):\n{diff}",
+        file.display()
+    );
+    if !yes {
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            bail!("not applied: confirm interactively or pass --yes");
+        }
+        print!("apply these changes? [y/N] ");
+        std::io::stdout().flush()?;
+        let mut answer = String::new();
+        stdin.lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("not applied");
+            return Ok(());
+        }
+    }
+    let response = admin_request(admin, "POST", "/api/v1/config", text.into_bytes())?;
+    if response.status != 200 {
+        bail!(
+            "the agent rejected {}; the running configuration is unchanged:\n{}",
+            file.display(),
+            errors_text(&response.body)
+        );
+    }
+    println!("applied");
+    Ok(())
+}
