@@ -7,6 +7,7 @@
 //! [`output::write_perf_script`] symbolize it with a [`symbolize::Symbolizer`]
 //! and emit pprof or `perf script` text.
 
+pub mod arch;
 pub mod debuginfod;
 pub mod launch;
 pub mod output;
@@ -15,12 +16,13 @@ pub mod process;
 pub mod session;
 pub mod symbolize;
 pub mod sys;
+pub mod tracepoint;
 pub mod unwind;
 
 pub use output::{FrameInfo, Summary, build_profile, write_perf_script};
 pub use session::{
-    CallGraph, Frame, Options, Progress, RawEvent, RawSample, RawSwitch, Recording, Session,
-    Status, Target, install_interrupt_handler, record,
+    CallGraph, Frame, OffCpuSource, Options, Progress, RawEvent, RawSample, RawSwitch, Recording,
+    Session, Status, Target, install_interrupt_handler, record,
 };
 pub use symbolize::Symbolizer;
 

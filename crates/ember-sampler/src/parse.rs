@@ -59,6 +59,8 @@ pub struct SampleRecord {
     /// Taken by the context-switch event (the task is leaving the CPU),
     /// not by cpu-clock. Set by the reader, which knows the ring's event.
     pub off_cpu: bool,
+    /// The tracepoint's raw record (PERF_SAMPLE_RAW), empty otherwise.
+    pub raw: Vec<u8>,
 }
 
 /// Which optional sample fields the events were opened with.
@@ -67,6 +69,8 @@ pub struct Layout {
     /// Number of user registers requested (bits set in the mask); 0 means
     /// neither PERF_SAMPLE_REGS_USER nor PERF_SAMPLE_STACK_USER.
     pub user_regs: usize,
+    /// Samples carry PERF_SAMPLE_RAW (tracepoint records).
+    pub raw: bool,
 }
 
 /// An executable mapping created in a process.
@@ -230,6 +234,13 @@ fn parse_sample(body: &[u8], layout: Layout) -> Option<SampleRecord> {
     for _ in 0..nr {
         callchain.push(c.u64()?);
     }
+    let mut raw = Vec::new();
+    if layout.raw {
+        // u32 size, then that many bytes (padded by the kernel so the
+        // sample stays 8-byte aligned).
+        let size = c.u32()?;
+        raw.extend_from_slice(c.bytes(usize::try_from(size).ok()?)?);
+    }
     let mut user_regs = Vec::new();
     let mut user_stack = Vec::new();
     if layout.user_regs > 0 {
@@ -259,6 +270,7 @@ fn parse_sample(body: &[u8], layout: Layout) -> Option<SampleRecord> {
         user_regs,
         user_stack,
         off_cpu: false,
+        raw,
     })
 }
 

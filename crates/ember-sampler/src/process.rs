@@ -90,6 +90,8 @@ pub struct ProcessTable {
     pub processes: HashMap<u32, Process>,
     /// Thread names by tid.
     pub threads: HashMap<u32, String>,
+    /// Process id of each known thread.
+    thread_pids: HashMap<u32, u32>,
     /// Interned paths, so identical binaries share one allocation.
     paths: HashMap<String, Arc<str>>,
     /// Pids whose /proc state we could not read (warned once).
@@ -144,9 +146,18 @@ impl ProcessTable {
                     .map(|s| s.trim_end().to_string())
                     .unwrap_or_else(|_| comm.clone());
                 self.threads.insert(tid, name);
+                self.thread_pids.insert(tid, pid);
             }
         }
         true
+    }
+
+    /// The process a thread belongs to, when known (0 for the idle task).
+    pub fn pid_of(&self, tid: u32) -> Option<u32> {
+        if tid == 0 {
+            return Some(0);
+        }
+        self.thread_pids.get(&tid).copied()
     }
 
     /// Applies an MMAP2 record.
@@ -172,6 +183,7 @@ impl ProcessTable {
             process.comm = comm.to_string();
         }
         self.threads.insert(tid, comm.to_string());
+        self.thread_pids.insert(tid, pid);
     }
 
     /// Applies a FORK record: a new process copies its parent's state, a
@@ -198,6 +210,7 @@ impl ProcessTable {
             .or_else(|| self.processes.get(&pid).map(|p| p.comm.clone()))
             .unwrap_or_default();
         self.threads.insert(tid, name);
+        self.thread_pids.insert(tid, pid);
     }
 
     /// Drops the state of a task that exited: its thread name and, for a
@@ -206,6 +219,7 @@ impl ProcessTable {
     /// the live tasks, not every task ever seen.
     pub fn forget(&mut self, tid: u32) -> bool {
         self.threads.remove(&tid);
+        self.thread_pids.remove(&tid);
         if self.processes.get(&tid).is_some_and(|p| p.exited) {
             self.processes.remove(&tid);
             return true;

@@ -8,6 +8,7 @@ use crate::launch::{self, ExitStatus};
 use crate::parse::{self, Record, SampleRecord};
 use crate::process::ProcessTable;
 use crate::sys::{self, EventConfig, EventKind, RingBuffer};
+use crate::tracepoint::{self, STATE_EXITING, SwitchFormat};
 use crate::unwind::DwarfUnwinder;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -35,7 +36,11 @@ pub enum CallGraph {
     Fp,
     /// CFI (`.eh_frame`/`.debug_frame`) over a copy of the user stack.
     Dwarf,
-    /// Both; per sample, whichever method recovers more frames.
+    /// Per binary: the first samples whose user instruction is in a binary
+    /// compare both methods; the binary keeps frame pointers when their
+    /// walk matched CFI's frames inside it in at least 80% of them, CFI
+    /// otherwise; binaries without CFI use frame pointers (see
+    /// [`crate::unwind::DwarfUnwinder::unwind_auto`]).
     Auto,
 }
 
@@ -65,6 +70,23 @@ pub struct Options {
     /// [`Recording::raw_events`] (for timeline exporters: Perfetto traces,
     /// `perf script` dumps). Costs memory proportional to the event count.
     pub raw_events: bool,
+    /// Where off-CPU switches come from.
+    pub off_cpu_source: OffCpuSource,
+}
+
+/// The event off-CPU time is measured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OffCpuSource {
+    /// The `sched:sched_switch` tracepoint when tracefs is there (mounted
+    /// by Ember when root and missing) and the kernel allows it, otherwise
+    /// context-switch events with a warning.
+    #[default]
+    Auto,
+    /// The tracepoint or an error.
+    Tracepoint,
+    /// The software `context-switches` event plus switch records (no task
+    /// state, no next task).
+    ContextSwitch,
 }
 
 impl Options {
@@ -81,6 +103,7 @@ impl Options {
             off_cpu: false,
             wall: false,
             raw_events: false,
+            off_cpu_source: OffCpuSource::Auto,
         }
     }
 }
@@ -205,6 +228,11 @@ pub struct Recording {
     /// [`RawSwitch::prev_stack`]; symbolize them with
     /// [`crate::output::Resolver`] over this recording.
     pub raw_stacks: Vec<Vec<Frame>>,
+    /// The source off-CPU switches came from (`None` without off-CPU).
+    pub off_cpu_source: Option<OffCpuSource>,
+    /// With `--call-graph auto`: the method settled on for each binary
+    /// sampled so far in the session.
+    pub auto_choices: Vec<crate::unwind::AutoChoice>,
 }
 
 /// One event of the ordered timeline kept with [`Options::raw_events`].
@@ -360,8 +388,10 @@ fn open_error(err: io::Error, what: &str) -> SamplerError {
 struct Events {
     rings: Vec<RingBuffer>,
     extra: Vec<OwnedFd>,
-    /// Rings from this index on belong to the context-switch event.
+    /// Rings from this index on belong to the off-CPU event.
     off_cpu_from: usize,
+    /// The off-CPU event is the tracepoint (its samples carry raw data).
+    switch_raw: bool,
 }
 
 impl Events {
@@ -370,27 +400,72 @@ impl Events {
     }
 }
 
-/// Opens cpu-clock events and, with `opts.off_cpu`, context-switch events
-/// (in rings of their own, so their samples can be told apart).
+/// Opens cpu-clock events and, with `opts.off_cpu`, the `sched_switch`
+/// tracepoint or context-switch events (in rings of their own, so their
+/// samples can be told apart). Returns the tracepoint layout when used.
 fn open_target_events(
     opts: &Options,
     tasks: &[i32],
     cfg: &mut EventConfig,
     warnings: &mut Vec<String>,
-) -> Result<Events, SamplerError> {
+) -> Result<(Events, Option<SwitchFormat>), SamplerError> {
     let mut events = open_events(opts, tasks, cfg, warnings)?;
-    if opts.off_cpu {
-        let mut cs = EventConfig {
-            kind: EventKind::ContextSwitch,
-            side_band: false,
-            ..*cfg
-        };
-        let more = open_events(opts, tasks, &mut cs, warnings)?;
-        events.off_cpu_from = events.rings.len();
-        events.rings.extend(more.rings);
-        events.extra.extend(more.extra);
+    if !opts.off_cpu {
+        return Ok((events, None));
     }
-    Ok(events)
+    let mut format = None;
+    let mut more = None;
+    if opts.off_cpu_source != OffCpuSource::ContextSwitch {
+        let tried = if cfg.exclude_kernel {
+            // A tracepoint fires in kernel mode: excluded for this user.
+            Err("kernel samples are not allowed for this user".to_string())
+        } else {
+            tracepoint::sched_switch().and_then(|ss| {
+                let tp = EventConfig {
+                    kind: EventKind::SchedSwitch {
+                        id: ss.id,
+                        switch_records: !tasks.contains(&-1),
+                    },
+                    side_band: false,
+                    ..*cfg
+                };
+                open_events_once(opts, tasks, &tp, warnings)
+                    .map(|e| (e, ss.format))
+                    .map_err(|e| e.to_string())
+            })
+        };
+        match tried {
+            Ok((e, f)) => {
+                more = Some(e);
+                format = Some(f);
+            }
+            Err(why) if opts.off_cpu_source == OffCpuSource::Auto => warnings.push(format!(
+                "sched:sched_switch tracepoint unavailable ({why}); off-CPU time from \
+                 context-switch events instead"
+            )),
+            Err(why) => {
+                return Err(SamplerError::Config(format!(
+                    "sched:sched_switch tracepoint unavailable: {why}"
+                )));
+            }
+        }
+    }
+    let more = match more {
+        Some(e) => e,
+        None => {
+            let mut cs = EventConfig {
+                kind: EventKind::ContextSwitch,
+                side_band: false,
+                ..*cfg
+            };
+            open_events(opts, tasks, &mut cs, warnings)?
+        }
+    };
+    events.off_cpu_from = events.rings.len();
+    events.switch_raw = format.is_some();
+    events.rings.extend(more.rings);
+    events.extra.extend(more.extra);
+    Ok((events, format))
 }
 
 /// Opens the events; when the kernel refuses kernel-mode sampling to an
@@ -428,6 +503,7 @@ fn open_events_once(
         rings: Vec::new(),
         extra: Vec::new(),
         off_cpu_from: usize::MAX,
+        switch_raw: false,
     };
     for cpu in sys::online_cpus() {
         let mut leader: Option<RingBuffer> = None;
@@ -520,6 +596,9 @@ struct Aggregator {
     /// cut after they died (late records of a dying task still find it).
     dead_now: HashSet<u32>,
     dead_prev: HashSet<u32>,
+    /// Layout of `sched_switch` records when off-CPU samples come from the
+    /// tracepoint.
+    switch_format: Option<SwitchFormat>,
 }
 
 impl Aggregator {
@@ -592,18 +671,37 @@ impl Aggregator {
             .cloned()
     }
 
-    fn dwarf_unwind(&mut self, pid: u32, s: &SampleRecord) -> Vec<(u64, bool)> {
-        if s.user_regs.is_empty() || pid == 0 {
+    /// User frames by CFI, or for `auto` by the rule of the sampled binary
+    /// (see [`DwarfUnwinder::unwind_auto`]); `fp` is the kernel's walk.
+    fn user_unwind(
+        &mut self,
+        pid: u32,
+        s: &SampleRecord,
+        fp: Vec<(u64, bool)>,
+    ) -> Vec<(u64, bool)> {
+        let Some(start) = crate::arch::start_regs(&s.user_regs) else {
+            // No user registers (kernel thread, or none requested).
+            return if self.call_graph == CallGraph::Auto {
+                fp
+            } else {
+                Vec::new()
+            };
+        };
+        if pid == 0 {
             return Vec::new();
         }
-        let ip = s.user_regs.last().copied().unwrap_or(0);
         // Make sure the mapping under the IP is known before unwinding.
-        let _ = self.refresh_if_missing(pid, ip);
+        let _ = self.refresh_if_missing(pid, start.pc);
         let Some(process) = self.table.processes.get(&pid) else {
-            return Vec::new();
+            return fp;
         };
-        self.unwinder
-            .unwind(pid, process, &s.user_regs, &s.user_stack)
+        if self.call_graph == CallGraph::Auto {
+            self.unwinder
+                .unwind_auto(pid, process, &s.user_regs, &s.user_stack, fp)
+        } else {
+            self.unwinder
+                .unwind(pid, process, &s.user_regs, &s.user_stack)
+        }
     }
 
     fn refresh_if_missing(&mut self, pid: u32, ip: u64) -> Option<crate::process::Map> {
@@ -659,12 +757,53 @@ impl Aggregator {
         i
     }
 
-    fn sample(&mut self, s: SampleRecord) {
+    fn sample(&mut self, mut s: SampleRecord) {
         let time = s.id.time;
         let cpu = s.id.cpu;
         let off_cpu = s.off_cpu;
         let period = s.period;
+        // (prev_comm, prev_state, next_tid, next_comm) from the tracepoint.
+        let mut switch: Option<(Arc<str>, u64, u32, Arc<str>)> = None;
         if off_cpu {
+            let raw = std::mem::take(&mut s.raw);
+            if let Some(format) = self.switch_format
+                && let Some(f) = format.decode(&raw)
+            {
+                // The task taking the CPU stops being off-CPU.
+                self.switch_in(f.next_tid, time);
+                if f.prev_state & STATE_EXITING != 0 {
+                    return;
+                }
+                switch = Some((
+                    self.name(&String::from_utf8_lossy(f.prev_comm)),
+                    f.prev_state,
+                    f.next_tid,
+                    self.name(&String::from_utf8_lossy(f.next_comm)),
+                ));
+            }
+            if s.id.tid == 0 {
+                // The idle task is never "blocked", but a timeline needs to
+                // see the CPU leave it.
+                if self.raw
+                    && let Some((prev_comm, state, next_tid, next_comm)) = switch
+                {
+                    let stack = self.raw_stack(&[]);
+                    let next_pid = self.table.pid_of(next_tid);
+                    self.rec.raw_events.push(RawEvent::Switch(RawSwitch {
+                        time_ns: time,
+                        cpu,
+                        prev_pid: 0,
+                        prev_tid: 0,
+                        prev_comm,
+                        prev_state: Some(state),
+                        prev_stack: stack,
+                        next_pid,
+                        next_tid: Some(next_tid),
+                        next_comm: Some(next_comm),
+                    }));
+                }
+                return;
+            }
             // A dying task's last switch-out: it never blocks, it is gone.
             if self.is_dead(s.id.tid) {
                 return;
@@ -677,17 +816,28 @@ impl Aggregator {
         if self.raw {
             let stack = self.raw_stack(&key.frames);
             let event = if off_cpu {
+                let (prev_comm, prev_state, next) = match switch {
+                    Some((prev_comm, state, next_tid, next_comm)) => {
+                        let next_pid = self.table.pid_of(next_tid);
+                        (
+                            prev_comm,
+                            Some(state),
+                            Some((next_pid, next_tid, next_comm)),
+                        )
+                    }
+                    None => (key.thread_name.clone(), None, None),
+                };
                 RawEvent::Switch(RawSwitch {
                     time_ns: time,
                     cpu,
                     prev_pid: key.pid,
                     prev_tid: key.tid,
-                    prev_comm: key.thread_name.clone(),
-                    prev_state: None,
+                    prev_comm,
+                    prev_state,
                     prev_stack: stack,
-                    next_pid: None,
-                    next_tid: None,
-                    next_comm: None,
+                    next_pid: next.as_ref().and_then(|n| n.0),
+                    next_tid: next.as_ref().map(|n| n.1),
+                    next_comm: next.map(|n| n.2),
                 })
             } else {
                 RawEvent::Sample(RawSample {
@@ -752,17 +902,7 @@ impl Aggregator {
         }
         let user_frames = match self.call_graph {
             CallGraph::Fp => fp_user,
-            CallGraph::Dwarf | CallGraph::Auto => {
-                let dwarf = self.dwarf_unwind(pid, &s);
-                // Auto: CFI where it gets further (binaries without frame
-                // pointers), the kernel's frame-pointer walk otherwise (code
-                // without CFI, or stacks deeper than the copied bytes).
-                if self.call_graph == CallGraph::Auto && fp_user.len() > dwarf.len() {
-                    fp_user
-                } else {
-                    dwarf
-                }
-            }
+            CallGraph::Dwarf | CallGraph::Auto => self.user_unwind(pid, &s, fp_user),
         };
         for (ip, ret) in user_frames {
             let frame = self.user_frame(pid, ip, ret);
@@ -875,9 +1015,11 @@ fn validate(opts: &Options) -> Result<(), SamplerError> {
             opts.user_stack_size
         )));
     }
-    if opts.call_graph != CallGraph::Fp && !cfg!(target_arch = "x86_64") {
+    if opts.call_graph != CallGraph::Fp && !crate::arch::CFI_SUPPORTED {
         return Err(SamplerError::Config(
-            "CFI (dwarf/auto) unwinding is only implemented for x86_64; use --call-graph fp".into(),
+            "CFI (dwarf/auto) unwinding is not implemented for this architecture; use \
+             --call-graph fp"
+                .into(),
         ));
     }
     Ok(())
@@ -906,6 +1048,7 @@ impl Session {
             } else {
                 sys::USER_REGS_MASK.count_ones() as usize
             },
+            raw: false,
         };
         let mut agg = Aggregator {
             table: ProcessTable::default(),
@@ -921,6 +1064,7 @@ impl Session {
             raw_index: HashMap::new(),
             dead_now: HashSet::new(),
             dead_prev: HashSet::new(),
+            switch_format: None,
         };
         let mut cfg = EventConfig {
             kind: EventKind::CpuClock,
@@ -945,13 +1089,13 @@ impl Session {
         let mut warnings = Vec::new();
         let mut child = None;
         let mut watched_pids = Vec::new();
-        let events = match &opts.target {
+        let (events, switch_format) = match &opts.target {
             Target::Command(argv) => {
                 let stopped = launch::spawn_stopped(argv)?;
                 cfg.enable_on_exec = true;
-                let events = open_target_events(&opts, &[stopped.pid()], &mut cfg, &mut warnings)?;
+                let opened = open_target_events(&opts, &[stopped.pid()], &mut cfg, &mut warnings)?;
                 child = Some(stopped);
-                events
+                opened
             }
             Target::Pids(pids) => {
                 let mut tasks = Vec::new();
@@ -968,15 +1112,21 @@ impl Session {
             }
             Target::AllCpus => {
                 cfg.inherit = false;
-                let events = open_target_events(&opts, &[-1], &mut cfg, &mut warnings)?;
+                let opened = open_target_events(&opts, &[-1], &mut cfg, &mut warnings)?;
                 // Snapshot existing processes; later changes arrive as records.
                 for pid in all_pids() {
                     agg.table.load_from_proc(pid);
                 }
                 agg.table.unreadable.clear();
-                events
+                opened
             }
         };
+        agg.switch_format = switch_format;
+        let off_cpu_source = opts.off_cpu.then_some(if switch_format.is_some() {
+            OffCpuSource::Tracepoint
+        } else {
+            OffCpuSource::ContextSwitch
+        });
 
         let started = Instant::now();
         let start_unix_ns = unix_now_ns();
@@ -1000,6 +1150,7 @@ impl Session {
             start_unix_ns,
             start_monotonic_ns: start_mono_ns,
             warnings,
+            off_cpu_source,
             ..Default::default()
         };
         let raw_fds = events.rings.iter().map(|r| r.fd().as_raw_fd()).collect();
@@ -1086,6 +1237,12 @@ impl Session {
         (self.agg.table.processes.len(), self.agg.table.threads.len())
     }
 
+    /// Binaries in the shared unwind-table cache, and how many times a
+    /// binary was loaded (a miss) since the start.
+    pub fn unwind_cache_stats(&self) -> (usize, u64) {
+        self.agg.unwinder.cache_stats()
+    }
+
     /// The pid of the launched command ([`Target::Command`]).
     pub fn child_pid(&self) -> Option<i32> {
         self.child_pid
@@ -1146,12 +1303,16 @@ impl Session {
             frequency: agg.rec.frequency,
             off_cpu: agg.rec.off_cpu,
             wall: agg.rec.wall,
+            off_cpu_source: agg.rec.off_cpu_source,
             start_monotonic_ns: end,
             start_unix_ns: self.start_unix_ns + (end - self.start_mono_ns) as i64,
             ..Default::default()
         };
         let mut rec = std::mem::replace(&mut agg.rec, next);
         rec.duration_ns = (end - start) as i64;
+        if agg.call_graph == CallGraph::Auto {
+            rec.auto_choices = agg.unwinder.auto_choices();
+        }
         // Ordered on arrival; a record later than the horizon margin would
         // be the only exception, so make the order a guarantee.
         rec.raw_events.sort_by_key(RawEvent::time_ns);
@@ -1224,6 +1385,10 @@ fn drain(
         bytes.clear();
         ring.drain_into(bytes);
         let off_cpu = i >= events.off_cpu_from;
+        let layout = parse::Layout {
+            raw: off_cpu && events.switch_raw,
+            ..layout
+        };
         pending.extend(
             parse::parse_records(bytes, layout)
                 .into_iter()

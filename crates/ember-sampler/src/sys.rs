@@ -30,6 +30,17 @@ pub enum EventKind {
     /// `context-switches`, every switch-out sampled with the stack of the
     /// task leaving the CPU, plus PERF_RECORD_SWITCH records: off-CPU time.
     ContextSwitch,
+    /// The `sched:sched_switch` tracepoint (id from tracefs), sampled on
+    /// every switch with the stack of the task leaving and the raw record
+    /// (prev/next task, prev state): off-CPU time.
+    SchedSwitch {
+        /// Tracepoint id.
+        id: u64,
+        /// Also ask for PERF_RECORD_SWITCH records: a per-task event only
+        /// fires when its task leaves the CPU, so these tell when it comes
+        /// back (a CPU-wide event sees that as `next_pid` of a later switch).
+        switch_records: bool,
+    },
 }
 
 /// What one `perf_event_open` call should measure.
@@ -60,16 +71,9 @@ pub struct EventConfig {
     pub wakeup_bytes: u32,
 }
 
-/// x86_64 `perf_regs` bits for BP (6), SP (7) and IP (8): what the CFI
-/// unwinder starts from. The kernel writes them in bit order.
-#[cfg(target_arch = "x86_64")]
-pub const USER_REGS_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
-/// aarch64 `perf_regs` bits for X29 (frame pointer), LR (30), SP (31) and PC (32).
-#[cfg(target_arch = "aarch64")]
-pub const USER_REGS_MASK: u64 = (1 << 29) | (1 << 30) | (1 << 31) | (1 << 32);
-/// No user-register unwinding on other architectures.
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub const USER_REGS_MASK: u64 = 0;
+/// The user registers sampled for CFI unwinding (architecture-specific,
+/// see [`crate::arch`]).
+pub use crate::arch::USER_REGS_MASK;
 
 fn build_attr(cfg: &EventConfig) -> b::perf_event_attr {
     let mut attr = b::perf_event_attr {
@@ -98,6 +102,13 @@ fn build_attr(cfg: &EventConfig) -> b::perf_event_attr {
             attr.config = b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64;
             attr.__bindgen_anon_1.sample_period = 1;
             attr.set_context_switch(1);
+        }
+        EventKind::SchedSwitch { id, switch_records } => {
+            attr.type_ = b::PERF_TYPE_TRACEPOINT;
+            attr.config = id;
+            attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
+            attr.__bindgen_anon_1.sample_period = 1;
+            attr.set_context_switch(u64::from(switch_records));
         }
     }
     attr.set_disabled(1);
@@ -299,23 +310,17 @@ pub fn monotonic_ns() -> u64 {
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
-/// CPU time this process has consumed so far, in nanoseconds: the sum of
-/// `/proc/self/task/*/schedstat` over its live threads.
+/// CPU time (user + system) this process has consumed so far, in
+/// nanoseconds, including threads that already exited (`getrusage`).
 pub fn own_cpu_ns() -> Option<u64> {
-    let mut total = 0u64;
-    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
-            continue;
-        };
-        if let Some(ns) = text
-            .split_whitespace()
-            .next()
-            .and_then(|n| n.parse::<u64>().ok())
-        {
-            total += ns;
-        }
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the call's duration.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return None;
     }
-    Some(total)
+    let ns = |t: libc::timeval| (t.tv_sec as u64) * 1_000_000_000 + (t.tv_usec as u64) * 1_000;
+    Some(ns(usage.ru_utime) + ns(usage.ru_stime))
 }
 
 /// Waits up to `timeout_ms` for any of `fds` to become readable.

@@ -512,6 +512,15 @@ fn unprivileged_inner() {
         println!("WARNING: {w}");
     }
     assert!(rec.samples > 0);
+    // Off-CPU: the sched_switch tracepoint is root-only; the run goes on
+    // with context-switch events and says so.
+    let mut opts = Options::new(Target::Command(vec!["sleep".into(), "0.1".into()]));
+    opts.off_cpu = true;
+    let rec = ember_sampler::record(&opts, |_| {}).expect("off-CPU recording");
+    println!("OFFCPU-SOURCE: {:?}", rec.off_cpu_source);
+    for w in &rec.warnings {
+        println!("OFFCPU-WARNING: {w}");
+    }
 }
 
 #[test]
@@ -550,6 +559,14 @@ fn unprivileged_user_gets_helpful_errors_and_user_mode_fallback() {
     assert!(
         out.status.success(),
         "inner run failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("OFFCPU-SOURCE: Some(ContextSwitch)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("sched:sched_switch tracepoint unavailable"),
+        "{stdout}"
     );
     if paranoid() >= 1 {
         assert!(

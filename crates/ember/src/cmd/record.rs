@@ -25,7 +25,7 @@ pub enum Format {
 /// How user-space stacks are unwound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CallGraphArg {
-    /// Both methods; per sample, whichever recovers more frames.
+    /// Per binary: frame pointers where they work, CFI where they do not (see --call-graph).
     Auto,
     /// Frame pointers, walked by the kernel.
     Fp,
@@ -70,7 +70,12 @@ pub struct Args {
     #[arg(long, value_enum)]
     format: Option<Format>,
 
-    /// User-stack unwinding.
+    /// User-stack unwinding. `auto` decides per binary (by build-id, else file): the first 16
+    /// samples whose user instruction is in a binary are unwound both ways; if the
+    /// frame-pointer walk found exactly CFI's frames inside that binary in at least 80% of
+    /// them, the binary keeps frame pointers (cheaper), otherwise CFI; a binary without
+    /// .eh_frame/.debug_frame uses frame pointers at once. The choice sticks for the run and
+    /// is printed at the end.
     #[arg(long, value_enum, default_value = "auto")]
     call_graph: CallGraphArg,
 
@@ -82,9 +87,11 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_name = "PAGES")]
     mmap_pages: usize,
 
-    /// Also record off-CPU time: each context switch of the targets is sampled with the
-    /// blocked stack and timed until the task runs again (sample type off_cpu/nanoseconds,
-    /// the default view of the profile; folded and SVG output show it).
+    /// Also record off-CPU time: the sched:sched_switch tracepoint samples each switch-out of
+    /// the targets with the blocked stack, timed until the task runs again (sample type
+    /// off_cpu/nanoseconds, the default view; folded and SVG output show it). Needs tracefs
+    /// (mounted at /sys/kernel/tracing when root and missing); otherwise context-switch
+    /// events are used, with a warning.
     #[arg(long)]
     off_cpu: bool,
 
@@ -213,11 +220,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     if recording.off_cpu {
         let blocked: u64 = recording.off_cpu_stacks.values().map(|v| v.period).sum();
+        let source = match recording.off_cpu_source {
+            Some(ember_sampler::OffCpuSource::Tracepoint) => "sched:sched_switch",
+            _ => "context-switch events",
+        };
         eprintln!(
-            "ember record: off-CPU: {} context switches, {:.3}s blocked in total",
+            "ember record: off-CPU ({source}): {} context switches, {:.3}s blocked in total",
             recording.off_cpu_switches,
             blocked as f64 / 1e9
         );
+    }
+    let fp_count = recording
+        .auto_choices
+        .iter()
+        .filter(|c| c.method == ember_sampler::unwind::Method::FramePointer)
+        .count();
+    if recording.auto_choices.len() > 8 {
+        eprintln!(
+            "ember record: auto unwinding: frame pointers for {fp_count} binaries, CFI for {}",
+            recording.auto_choices.len() - fp_count
+        );
+    } else {
+        for c in &recording.auto_choices {
+            let method = match c.method {
+                ember_sampler::unwind::Method::FramePointer => "frame pointers",
+                ember_sampler::unwind::Method::Cfi => "CFI",
+            };
+            eprintln!(
+                "ember record: auto unwinding: {method} for {} ({})",
+                c.path, c.reason
+            );
+        }
     }
     if let Some(ember_sampler::launch::ExitStatus::Code(c)) = recording.exit_status
         && c != 0
