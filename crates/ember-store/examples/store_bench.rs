@@ -6,7 +6,7 @@
 //! sample kept with probability 0.8, its values scaled by a random factor in [0.5, 1.5], then
 //! re-encoded), so no two stored profiles are byte-identical, as with a real fleet.
 //! Measures, printing wall and CPU (user+sys) time and the load average:
-//! - WAL append: profiles/s acknowledged durable with 32 concurrent writers (group commit),
+//! - WAL append: profiles/s acknowledged durable with 32 and 128 concurrent writers (group commit),
 //!   and full ingest (append + decode + head insert) with 8 writers;
 //! - one service's day: 8,640 profiles from 100 label sets at 10 s intervals; bytes of
 //!   blocks after flush versus the input pprof.gz bytes; reopen (load from blocks) time;
@@ -165,11 +165,23 @@ fn main() {
         .collect();
     let input_bytes: u64 = day.iter().map(|b| b.len() as u64).sum();
 
-    // 1. WAL append with concurrent writers: durable acks per second.
+    // 0. What decoding alone costs (the server decodes before the store sees a profile).
     {
-        let dir = base.join("wal");
+        let (c0, t0) = (cpu_seconds(), Instant::now());
+        for b in &day {
+            std::hint::black_box(ember_pprof::decode(b).unwrap());
+        }
+        println!(
+            "decode only (1 thread): {DAY} profiles in wall {:.2} s, cpu {:.2} s",
+            t0.elapsed().as_secs_f64(),
+            cpu_seconds() - c0
+        );
+    }
+
+    // 1. WAL append with concurrent writers: durable acks per second.
+    for writers in [32usize, 128] {
+        let dir = base.join(format!("wal-{writers}"));
         let store = Arc::new(Store::open(&dir, StoreOptions::default()).unwrap());
-        let writers = 32;
         let total = 20_000usize;
         let next = Arc::new(AtomicUsize::new(0));
         let day = Arc::new(day.clone());
@@ -205,6 +217,10 @@ fn main() {
             w.bytes as f64 / secs / 1e6,
             w.fsyncs,
             w.records as f64 / w.fsyncs.max(1) as f64
+        );
+        println!(
+            "  mean write+fsync per group: {:.2} ms",
+            w.sync_micros as f64 / 1e3 / w.fsyncs.max(1) as f64
         );
         store.close();
     }

@@ -14,9 +14,73 @@
 //! mappings) still add up by name. Both walk integers only and resolve symbols at the end.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use crate::selector::Selector;
+
+/// Multiply-rotate hasher (the rustc "Fx" scheme) for the symbol and stack maps: their keys
+/// are small integers and short strings from the tenant's own data, looked up once per
+/// frame of every ingested sample, where SipHash's DoS resistance is not worth its cost.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i.into());
+    }
+
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(i.into());
+    }
+
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    #[inline]
+    fn write_i64(&mut self, i: i64) {
+        self.add(i as u64);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A `HashMap` with [`FxHasher`].
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Sorted `(name, value)` label pairs identifying a series.
 pub type Labels = Vec<(String, String)>;
@@ -99,14 +163,14 @@ pub struct LocationSym {
 #[derive(Debug)]
 struct Interner<T> {
     items: Vec<T>,
-    ids: HashMap<T, u32>,
+    ids: FastMap<T, u32>,
 }
 
 impl<T: Hash + Eq + Clone> Interner<T> {
     fn new() -> Self {
         Interner {
             items: Vec::new(),
-            ids: HashMap::new(),
+            ids: FastMap::default(),
         }
     }
 
@@ -125,7 +189,7 @@ impl<T: Hash + Eq + Clone> Interner<T> {
 #[derive(Debug)]
 pub struct TenantHead {
     strings: Vec<Box<str>>,
-    string_ids: HashMap<Box<str>, u32>,
+    string_ids: FastMap<Box<str>, u32>,
     mappings: Interner<MappingSym>,
     functions: Interner<FunctionSym>,
     locations: Interner<LocationSym>,
@@ -133,12 +197,12 @@ pub struct TenantHead {
     location_frames: Vec<Box<[u32]>>,
     /// Stack tree: (parent node, location index); node 0 is the root.
     nodes: Vec<(u32, u32)>,
-    node_ids: HashMap<(u32, u32), u32>,
+    node_ids: FastMap<(u32, u32), u32>,
     /// Frame-name tree node of each stack node (flame graph merges).
     node_frame: Vec<u32>,
     /// Frame-name tree: (parent frame node, name string id); frame node 0 is the root.
     frames: Vec<(u32, u32)>,
-    frame_ids: HashMap<(u32, u32), u32>,
+    frame_ids: FastMap<(u32, u32), u32>,
     series: Vec<Series>,
     series_ids: HashMap<Labels, u32>,
     /// Label index: name → value → series ids.
@@ -158,16 +222,16 @@ impl TenantHead {
     pub fn new() -> Self {
         let mut h = TenantHead {
             strings: Vec::new(),
-            string_ids: HashMap::new(),
+            string_ids: FastMap::default(),
             mappings: Interner::new(),
             functions: Interner::new(),
             locations: Interner::new(),
             location_frames: Vec::new(),
             nodes: vec![(0, 0)],
-            node_ids: HashMap::new(),
+            node_ids: FastMap::default(),
             node_frame: vec![0],
             frames: vec![(0, 0)],
-            frame_ids: HashMap::new(),
+            frame_ids: FastMap::default(),
             series: Vec::new(),
             series_ids: HashMap::new(),
             postings: BTreeMap::new(),

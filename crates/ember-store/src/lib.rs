@@ -777,7 +777,7 @@ fn in_range<'a>(series: &'a Series, q: &Query) -> impl Iterator<Item = &'a Store
 /// sample type (unsorted, may hold zeros).
 fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
     let s = |i: i64| ember_pprof::string(profile, i);
-    let mappings: HashMap<u64, u32> = profile
+    let mappings: head::FastMap<u64, u32> = profile
         .mapping
         .iter()
         .map(|m| {
@@ -795,7 +795,7 @@ fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
             (m.id, head.mapping(sym) + 1)
         })
         .collect();
-    let functions: HashMap<u64, u32> = profile
+    let functions: head::FastMap<u64, u32> = profile
         .function
         .iter()
         .map(|f| {
@@ -808,7 +808,7 @@ fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
             (f.id, head.function(sym))
         })
         .collect();
-    let mut locations: HashMap<u64, u32> = HashMap::with_capacity(profile.location.len());
+    let mut locations: head::FastMap<u64, u32> = head::FastMap::default();
     for loc in &profile.location {
         let lines: Box<[(u32, i64)]> = loc
             .line
@@ -824,7 +824,7 @@ fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
         locations.insert(loc.id, head.location(sym));
     }
     let n_types = profile.sample_type.len();
-    let mut sums: HashMap<u32, usize> = HashMap::new();
+    let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
     let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
     for sample in &profile.sample {
         if sample.value.iter().all(|v| *v == 0) {
