@@ -36,6 +36,8 @@ enum Command {
     Server(cmd::server::Args),
     /// Push pprof files to an Ember or Pyroscope-compatible server (push.v1).
     Push(cmd::push::Args),
+    /// On-demand actions against a running agent (e.g. a Perfetto snapshot).
+    Profiling(cmd::profiling::Args),
     /// The always-on agent: continuous profiling, scraping, exporters; describe/apply its config.
     Agent(cmd::agent::Args),
     /// Server plus an agent profiling this host, in one command.
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         Command::Query(args) => cmd::query::run(args),
         Command::Loadgen(args) => cmd::loadgen::run(args),
         Command::Push(args) => cmd::push::run(args),
+        Command::Profiling(args) => cmd::profiling::run(args),
         Command::Agent(args) => cmd::agent::run(args),
         Command::Up(args) => cmd::up::run(args),
     };

@@ -5,6 +5,7 @@ pub mod convert;
 pub mod diff;
 pub mod flamegraph;
 pub mod agent;
+pub mod profiling;
 pub mod push;
 pub mod up;
 pub mod record;
