@@ -1,0 +1,187 @@
+//! `ember agent` configuration: defaults, describe, apply (diff, confirmation, rejection with
+//! field path), SIGHUP reload, clean SIGTERM.
+
+mod agent_util;
+mod server_util;
+
+use agent_util::{AgentProc, metric, wait_for};
+use server_util::temp_dir;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn ember(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const BASE: &str =
+    "admin: {listen: '127.0.0.1:0'}\nprofiling: {enabled: false}\nexporters: {server: null}\n";
+
+#[test]
+fn default_config_is_documented_and_valid() {
+    let (ok, out, _) = ember(&["agent", "--print-default-config"]);
+    assert!(ok);
+    let parsed = ember_agent::config::parse(&out).unwrap();
+    assert_eq!(parsed, ember_agent::config::Config::default());
+    for field in [
+        "sample_rate_hz: 19",
+        "upload_interval: 15s",
+        "queue_bytes: 67108864",
+        "relabel_configs",
+    ] {
+        assert!(out.contains(field), "{field}");
+    }
+    // Every line holding a key is preceded somewhere by comments: at least one comment per section.
+    assert!(
+        out.lines()
+            .filter(|l| l.trim_start().starts_with('#'))
+            .count()
+            > 40
+    );
+}
+
+#[test]
+fn invalid_config_file_names_the_field() {
+    let dir = temp_dir("agent-badconfig");
+    let file = dir.join("bad.yaml");
+    std::fs::write(
+        &file,
+        "profiling:\n  upload_interval: 0s\nscrape_configs:\n  - job_name: ''\n",
+    )
+    .unwrap();
+    let (ok, _, err) = ember(&["agent", "--config", file.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("profiling.upload_interval"), "{err}");
+    assert!(
+        err.contains("scrape_configs[0].job_name: required"),
+        "{err}"
+    );
+}
+
+#[test]
+fn describe_apply_and_sighup() {
+    let dir = temp_dir("agent-config");
+    let file = dir.join("agent.yaml");
+    std::fs::write(&file, BASE).unwrap();
+    let agent = AgentProc::start(&file);
+    let admin = agent.url();
+
+    let describe = || {
+        let (ok, out, err) = ember(&["agent", "describe", "--json", "--admin", &admin]);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let d = describe();
+    assert_eq!(d["profiling"]["enabled"], false);
+    assert_eq!(d["profiling"]["cpu"]["sample_rate_hz"], 19);
+    assert!(d["exporters"]["server"].is_null());
+
+    // Invalid: rejected with the path, nothing changes.
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, format!("{BASE}external_labels: {{'1x': y}}\n")).unwrap();
+    let (ok, _, err) = ember(&[
+        "agent",
+        "apply",
+        "-f",
+        bad.to_str().unwrap(),
+        "--yes",
+        "--admin",
+        &admin,
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("external_labels.1x") && err.contains("unchanged"),
+        "{err}"
+    );
+    assert_eq!(describe(), d);
+
+    // Valid: diff shown; without --yes and no terminal it refuses; with --yes it applies.
+    let good = dir.join("good.yaml");
+    std::fs::write(&good, format!("{BASE}external_labels: {{env: test}}\n")).unwrap();
+    let (ok, out, err) = ember(&[
+        "agent",
+        "apply",
+        "-f",
+        good.to_str().unwrap(),
+        "--admin",
+        &admin,
+    ]);
+    assert!(!ok && err.contains("--yes"), "{out}{err}");
+    assert!(out.contains("+   env: test"), "{out}");
+    assert_eq!(describe(), d);
+    let (ok, out, err) = ember(&[
+        "agent",
+        "apply",
+        "-f",
+        good.to_str().unwrap(),
+        "--yes",
+        "--admin",
+        &admin,
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("applied"), "{out}");
+    assert_eq!(describe()["external_labels"]["env"], "test");
+    let (ok, out, _) = ember(&[
+        "agent",
+        "apply",
+        "-f",
+        good.to_str().unwrap(),
+        "--yes",
+        "--admin",
+        &admin,
+    ]);
+    assert!(ok && out.contains("no changes"), "{out}");
+
+    // SIGHUP with a broken file: rejected, the running config (env: test) stays.
+    std::fs::write(
+        &file,
+        format!("{BASE}profiling:\n  cpu: {{sample_rate_hz: 0}}\n"),
+    )
+    .unwrap();
+    agent.signal("-HUP");
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            metric(&agent.metrics(), "ember_agent_config_reload_failures_total") >= Some(1.0)
+        }),
+        "{}",
+        agent.log()
+    );
+    assert!(agent.log().contains("profiling"), "{}", agent.log());
+    assert_eq!(describe()["external_labels"]["env"], "test");
+    // SIGHUP with a good file: applied.
+    std::fs::write(&file, format!("{BASE}external_labels: {{env: hup}}\n")).unwrap();
+    agent.signal("-HUP");
+    assert!(
+        wait_for(
+            Duration::from_secs(10),
+            || describe()["external_labels"]["env"] == "hup"
+        ),
+        "{}",
+        agent.log()
+    );
+    let metrics = agent.metrics();
+    for name in [
+        "ember_agent_samples_total",
+        "ember_agent_lost_samples_total",
+        "ember_agent_push_sent_profiles_total",
+        "ember_agent_push_queue_bytes",
+        "ember_agent_push_errors_total",
+        "ember_agent_cpu_seconds_total",
+    ] {
+        assert!(
+            metric(&metrics, name).is_some(),
+            "{name} missing:\n{metrics}"
+        );
+    }
+    assert!(metric(&metrics, "ember_agent_resident_memory_bytes").unwrap() > 1e6);
+    let (ok, secs) = agent.terminate();
+    assert!(ok && secs < 5.0, "exit ok={ok} after {secs}s");
+}
