@@ -148,6 +148,43 @@ fn request_for(
     }
 }
 
+/// Makes `per_file` distinct variants of each profile, so a benchmark does not store the
+/// same few profiles over and over (which would flatter de-duplication and compression):
+/// every sample value is scaled by its own pseudo-random factor in [0.5, 1.5), zero values
+/// stay zero, and the variant is stamped with the current time. Returns gzip'd pprof.
+pub fn variants(
+    profiles: &[Vec<u8>],
+    per_file: usize,
+) -> Result<Vec<Vec<u8>>, ember_pprof::PprofError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    // xorshift64*: deterministic, dependency-free, plenty for spreading values.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let mut out = Vec::with_capacity(profiles.len() * per_file.max(1));
+    for v in 0..per_file.max(1) {
+        for bytes in profiles {
+            let mut p = ember_pprof::decode(bytes)?;
+            for sample in &mut p.sample {
+                for value in &mut sample.value {
+                    let factor = 0.5 + (next() >> 11) as f64 / (1u64 << 53) as f64;
+                    *value = ((*value as f64) * factor).round() as i64;
+                }
+            }
+            p.time_nanos = now - v as i64 * 1_000_000;
+            out.push(ember_pprof::encode_gzip(&p));
+        }
+    }
+    Ok(out)
+}
+
 /// Runs the load and reports; fails only when the options are unusable.
 pub fn run(opts: &LoadOptions) -> Result<LoadReport, ClientError> {
     if opts.profiles.is_empty() {

@@ -39,6 +39,11 @@ pub struct Args {
     /// Seconds each back-filled profile covers.
     #[arg(long, default_value_t = 10)]
     pub step: i64,
+    /// Send N distinct variants of each file (sample values scaled by per-sample random
+    /// factors, timestamps set to now) instead of the files' exact bytes; 0 sends the files
+    /// unchanged.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub vary: usize,
     /// Tenant (X-Scope-OrgID).
     #[arg(long)]
     pub tenant: Option<String>,
@@ -54,6 +59,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|f| std::fs::read(f).with_context(|| format!("reading {}", f.display())))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let profiles = if args.vary > 0 {
+        ember_server::loadgen::variants(&profiles, args.vary).context("making profile variants")?
+    } else {
+        profiles
+    };
     if args.step <= 0 {
         bail!("--step must be positive");
     }
