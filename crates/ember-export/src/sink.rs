@@ -338,17 +338,24 @@ pub fn unix_now() -> u64 {
 
 /// A local folder of files named `YYYYMMDDTHHMMSS-<suffix>`, oldest first by
 /// name.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Spool {
     dir: PathBuf,
     suffix: &'static str,
+    // Last second used for a name: uploaded files are deleted locally, so
+    // the folder alone cannot tell which names the bucket already holds.
+    last: std::sync::atomic::AtomicU64,
 }
 
 impl Spool {
     /// Opens (creating) `dir` for files ending in `suffix`.
     pub fn open(dir: PathBuf, suffix: &'static str) -> Result<Self, ExportError> {
         std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
-        Ok(Spool { dir, suffix })
+        Ok(Spool {
+            dir,
+            suffix,
+            last: std::sync::atomic::AtomicU64::new(0),
+        })
     }
 
     /// The folder.
@@ -374,10 +381,12 @@ impl Spool {
     }
 
     /// Writes a new file for the time `unix_secs` and returns its name. Two
-    /// files in the same second get the next free second, so names stay in
-    /// the documented layout and in order.
+    /// files in the same second get the next free second (never one this
+    /// spool used before), so names stay in the documented layout, in order,
+    /// and never overwrite an uploaded object.
     pub fn write(&self, unix_secs: u64, bytes: &[u8]) -> Result<String, ExportError> {
-        let mut t = unix_secs;
+        use std::sync::atomic::Ordering;
+        let mut t = unix_secs.max(self.last.load(Ordering::Relaxed).saturating_add(1));
         let existing = self.files()?;
         let name = loop {
             let name = format!("{}-{}", timestamp_utc(t), self.suffix);
@@ -386,6 +395,7 @@ impl Spool {
             }
             t += 1;
         };
+        self.last.store(t, Ordering::Relaxed);
         let tmp = self.dir.join(format!(".{name}.tmp"));
         std::fs::write(&tmp, bytes).map_err(io_err("cannot write", &tmp))?;
         let path = self.dir.join(&name);

@@ -209,6 +209,8 @@ async fn http_trigger_snapshots_upload_and_retain() {
     let stats = daemon.stats();
     assert_eq!((stats.snapshots, stats.uploaded), (3, 3));
     running.task.abort();
+    // The listener closes when the cancelled task is dropped: wait for it.
+    let _ = running.task.await;
 
     // Nothing listening: a clear error, not a hang.
     let e = request_snapshot(&url, Duration::from_secs(5)).unwrap_err();
