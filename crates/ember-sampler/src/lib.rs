@@ -6,6 +6,13 @@
 //! [`session::Recording`]; [`output::build_profile`] and
 //! [`output::write_perf_script`] symbolize it with a [`symbolize::Symbolizer`]
 //! and emit pprof or `perf script` text.
+//!
+//! Long-running collectors (the agent) use a [`session::Session`] instead:
+//! `start`, `poll` in a loop, `cut` a [`session::Recording`] per interval;
+//! `record` is that loop run once. Off-CPU samples come from the
+//! `sched:sched_switch` tracepoint ([`tracepoint`]); user stacks are unwound
+//! by the kernel's frame-pointer walk or by CFI ([`unwind`]), whose
+//! architecture-specific parts live in [`arch`].
 
 pub mod arch;
 pub mod debuginfod;

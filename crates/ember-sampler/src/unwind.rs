@@ -243,6 +243,25 @@ impl Default for CacheLimits {
     }
 }
 
+/// The unwinder of one process for one state of its mappings, and the
+/// binary behind each mapping (so `auto` needs no `stat` per sample).
+struct ProcessUnwinder {
+    version: u64,
+    unwinder: arch::Unwinder<Data>,
+    /// (start, end, binary) per mapping, sorted by start.
+    binaries: Vec<(u64, u64, Option<BinaryId>)>,
+}
+
+impl ProcessUnwinder {
+    fn binary_at(&self, addr: u64) -> Option<&BinaryId> {
+        let i = self
+            .binaries
+            .partition_point(|&(start, _, _)| start <= addr);
+        let (_, end, id) = self.binaries.get(i.checked_sub(1)?)?;
+        (addr < *end).then_some(id.as_ref()?)
+    }
+}
+
 /// CFI unwinder with per-binary (shared across processes) and
 /// per-process caches.
 pub struct DwarfUnwinder {
@@ -250,7 +269,7 @@ pub struct DwarfUnwinder {
     /// Which binary a file is (stat → identity), so identical files at
     /// different paths (containers) share one entry.
     files: HashMap<FileKey, BinaryId>,
-    processes: HashMap<u32, (u64, arch::Unwinder<Data>)>,
+    processes: HashMap<u32, ProcessUnwinder>,
     cache: arch::Cache,
     limits: CacheLimits,
     clock: u64,
@@ -414,9 +433,37 @@ impl DwarfUnwinder {
         }
     }
 
-    fn sections_for(&mut self, path: &Arc<str>, pid: u32) -> Option<Arc<Sections>> {
-        let id = self.binary_for(path, pid)?;
-        self.binaries.get(&id)?.sections.clone()
+    /// (Re)builds the unwinder of `pid` when its mappings changed.
+    fn refresh_process(&mut self, pid: u32, process: &Process) {
+        let fresh = self
+            .processes
+            .get(&pid)
+            .is_some_and(|p| p.version == process.version);
+        if fresh {
+            return;
+        }
+        let mut unwinder = arch::Unwinder::new();
+        let mut binaries = Vec::with_capacity(process.maps.len());
+        for map in &process.maps {
+            let id = self.binary_for(&map.path, pid);
+            if let Some(sections) = id
+                .as_ref()
+                .and_then(|id| self.binaries.get(id))
+                .and_then(|c| c.sections.clone())
+                && let Some(module) = sections.module(&map.path, map.start..map.end, map.pgoff)
+            {
+                unwinder.add_module(module);
+            }
+            binaries.push((map.start, map.end, id));
+        }
+        self.processes.insert(
+            pid,
+            ProcessUnwinder {
+                version: process.version,
+                unwinder,
+                binaries,
+            },
+        );
     }
 
     /// Unwinds one user stack of process `pid` from `regs` (in
@@ -433,22 +480,8 @@ impl DwarfUnwinder {
         let Some(start) = arch::start_regs(regs) else {
             return Vec::new();
         };
-        let stale = self
-            .processes
-            .get(&pid)
-            .is_none_or(|(version, _)| *version != process.version);
-        if stale {
-            let mut unwinder = arch::Unwinder::new();
-            for map in &process.maps {
-                if let Some(sections) = self.sections_for(&map.path, pid)
-                    && let Some(module) = sections.module(&map.path, map.start..map.end, map.pgoff)
-                {
-                    unwinder.add_module(module);
-                }
-            }
-            self.processes.insert(pid, (process.version, unwinder));
-        }
-        let Some((_, unwinder)) = self.processes.get(&pid) else {
+        self.refresh_process(pid, process);
+        let Some(ProcessUnwinder { unwinder, .. }) = self.processes.get(&pid) else {
             return Vec::new();
         };
         let sp = start.sp;
@@ -492,7 +525,8 @@ impl DwarfUnwinder {
     ) -> Vec<UnwoundFrame> {
         let leaf = arch::start_regs(regs).map(|r| r.pc);
         let map = leaf.and_then(|pc| process.find(pc));
-        let id = map.and_then(|m| self.binary_for(&m.path, pid));
+        self.refresh_process(pid, process);
+        let id = leaf.and_then(|pc| self.processes.get(&pid)?.binary_at(pc).cloned());
         let state = id
             .as_ref()
             .and_then(|id| self.binaries.get_mut(id))
