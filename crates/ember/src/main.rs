@@ -36,14 +36,14 @@ enum Command {
     Server(cmd::server::Args),
     /// Push pprof files to an Ember or Pyroscope-compatible server (push.v1).
     Push(cmd::push::Args),
-    /// On-demand actions against a running agent (e.g. a Perfetto snapshot).
-    Profiling(cmd::profiling::Args),
+    /// Query a running server: merged profile (or diff) of a selection as top, SVG, pprof or folded.
+    Query(cmd::query::Args),
     /// The always-on agent: continuous profiling, scraping, exporters; describe/apply its config.
     Agent(cmd::agent::Args),
     /// Server plus an agent profiling this host, in one command.
     Up(cmd::up::Args),
-    /// Query a running server: merged profile (or diff) of a selection as top, SVG, pprof or folded.
-    Query(cmd::query::Args),
+    /// On-demand actions against a running agent (e.g. a Perfetto snapshot).
+    Profiling(cmd::profiling::Args),
     /// Load generator for server benchmarks: concurrent keep-alive pushes, rate and latency.
     #[command(hide = true)]
     Loadgen(cmd::loadgen::Args),
@@ -59,12 +59,12 @@ fn main() -> ExitCode {
         Command::Convert(args) => cmd::convert::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Server(args) => cmd::server::run(args),
-        Command::Query(args) => cmd::query::run(args),
-        Command::Loadgen(args) => cmd::loadgen::run(args),
         Command::Push(args) => cmd::push::run(args),
-        Command::Profiling(args) => cmd::profiling::run(args),
+        Command::Query(args) => cmd::query::run(args),
         Command::Agent(args) => cmd::agent::run(args),
         Command::Up(args) => cmd::up::run(args),
+        Command::Profiling(args) => cmd::profiling::run(args),
+        Command::Loadgen(args) => cmd::loadgen::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
