@@ -10,7 +10,8 @@
 #   4. reports agent CPU % of one core, peak RSS, profiles sent, samples/lost (agent
 #      /metrics), and the same CPU/RSS for the server (not part of the target).
 # Writes bench/agent/RESULTS.md. Environment: EMBER (binary; default: cargo build --release),
-# WARMUP (seconds, default 20), WINDOW (seconds, default 120), RESULTS (output file).
+# WARMUP (seconds, default 20), WINDOW (seconds, default 120), RESULTS (output file),
+# PERF (file: also `perf record -g` the agent over the window).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -83,6 +84,10 @@ a0=$(ticks "$agent_pid"); s0=$(ticks "$server_pid"); h0=$(host_ticks); i0=$(host
 samples0=$(metric ember_agent_samples_total); lost0=$(metric ember_agent_lost_samples_total)
 sent0=$(metric ember_agent_push_sent_profiles_total)
 t0=$(date +%s.%N)
+if [[ -n "${PERF:-}" ]]; then
+  # PERF=FILE: also record the agent's call graphs over the window (perf report -i FILE).
+  perf record -q -g -F 999 -p "$agent_pid" -o "$PERF" -- sleep "$window" 2>/dev/null &
+fi
 max_rss=0
 end=$(( $(date +%s) + window ))
 while (( $(date +%s) < end )); do
