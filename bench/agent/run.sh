@@ -11,7 +11,7 @@
 #      /metrics), and the same CPU/RSS for the server (not part of the target).
 # Writes bench/agent/RESULTS.md. Environment: EMBER (binary; default: cargo build --release),
 # WARMUP (seconds, default 20), WINDOW (seconds, default 120), RESULTS (output file),
-# PERF (file: also `perf record -g` the agent over the window).
+# PERF (file: also `perf record -g` the agent over the window), SPAWN=0 (no short-lived processes).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -46,8 +46,10 @@ ncpu=$(nproc)
 gcc -O2 -g -fno-omit-frame-pointer -o "$work/busy" "$here/busy.c"
 setsid "$work/busy" "$ncpu" &
 busy_pgid=$!
-( while :; do sh -c 'ls /proc >/dev/null; cat /proc/loadavg >/dev/null' ; sleep 0.1; done ) &
-pids+=("$!")
+if [[ "${SPAWN:-1}" != 0 ]]; then
+  ( while :; do sh -c 'ls /proc >/dev/null; cat /proc/loadavg >/dev/null' ; sleep 0.1; done ) &
+  pids+=("$!")
+fi
 
 # --- agent ---
 cat > "$work/agent.yaml" <<YAML
