@@ -501,10 +501,12 @@ impl ProfilingTypes {
 pub struct ExportersConfig {
     /// Push to an Ember or Pyroscope server (default: `http://127.0.0.1:4040`; null disables).
     pub server: Option<ServerExporterConfig>,
-    /// Chalk-style perf collector dumps to a bucket (schema owned by `ember-export`; default null).
-    pub perf_collector: Option<serde_json::Value>,
-    /// Chalk-style Perfetto daemon snapshots (schema owned by `ember-export`; default null).
-    pub perfetto_daemon: Option<serde_json::Value>,
+    /// Chalk-style perf collector dumps to a bucket (schema owned by `ember-export`; present =
+    /// enabled, default null).
+    pub perf_collector: Option<ember_export::PerfCollectorConfig>,
+    /// Chalk-style Perfetto daemon snapshots (schema owned by `ember-export`; present = enabled,
+    /// default null).
+    pub perfetto_daemon: Option<ember_export::PerfettoDaemonConfig>,
 }
 
 impl Default for ExportersConfig {
@@ -825,6 +827,17 @@ impl Config {
                 ));
             }
         }
+        // ember-export reports full paths from the config root, so they are kept as they are.
+        if let Some(pc) = &self.exporters.perf_collector
+            && let Err(e) = pc.validate()
+        {
+            errors_ext.push(ConfigError::new(e.path, e.reason));
+        }
+        if let Some(pd) = &self.exporters.perfetto_daemon
+            && let Err(e) = pd.validate()
+        {
+            errors_ext.push(ConfigError::new(e.path, e.reason));
+        }
         errors.extend(errors_ext);
         if errors.is_empty() {
             Ok(())
@@ -965,6 +978,39 @@ mod tests {
             text.contains("profiling.relabel_configs[0].target_label: required"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn exporter_sections_are_typed_and_validated() {
+        let cfg = parse(
+            "exporters:\n  perf_collector:\n    export_to: file:///tmp/x\n    dump_duration_seconds: 5\n  perfetto_daemon:\n    export_to: file:///tmp/y\n",
+        )
+        .unwrap();
+        let pc = cfg.exporters.perf_collector.as_ref().unwrap();
+        assert_eq!(pc.dump_duration_seconds, 5);
+        assert_eq!(
+            pc.perf_polling_frequency_hz,
+            ember_export::PerfCollectorConfig::default().perf_polling_frequency_hz
+        );
+        assert_eq!(parse(&cfg.to_yaml()).unwrap(), cfg);
+        let err =
+            parse("exporters:\n  perf_collector:\n    dump_duration_seconds: 5\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("exporters.perf_collector.export_to"),
+            "{err}"
+        );
+        let err = parse(
+            "exporters:\n  perfetto_daemon:\n    export_to: file:///tmp/y\n    trigger_name: nope\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("exporters.perfetto_daemon.trigger_name"),
+            "{err}"
+        );
+        let err = parse("exporters:\n  perf_collector:\n    bogus: 1\n").unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
     }
 
     #[test]
