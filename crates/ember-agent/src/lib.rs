@@ -164,6 +164,26 @@ impl Agent {
     fn reconfigure(&self, new: Config, first: bool) -> Result<(), AgentError> {
         let mut running = self.lock();
         let old = running.config.clone();
+        // The bucket exporters are configured and validated here, but the agent does not run
+        // them yet: say so loudly instead of accepting them in silence.
+        for (name, set, was_set) in [
+            (
+                "perf_collector",
+                new.exporters.perf_collector.is_some(),
+                old.exporters.perf_collector.is_some(),
+            ),
+            (
+                "perfetto_daemon",
+                new.exporters.perfetto_daemon.is_some(),
+                old.exporters.perfetto_daemon.is_some(),
+            ),
+        ] {
+            if set && (first || !was_set) {
+                eprintln!(
+                    "ember agent: level=warn msg=\"exporters.{name} is validated but not run by the agent yet; no files will be written\""
+                );
+            }
+        }
         // The exporter first, so the restarted producers find it.
         if first || old.exporters.server != new.exporters.server {
             let pusher = match &new.exporters.server {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ember_sampler::{CallGraph, Options, Recording, Session, Symbolizer, Target};
+use ember_sampler::{CallGraph, Frame, Options, Recording, Session, Symbolizer, Target};
 use regex::Regex;
 
 use crate::Outbox;
@@ -334,6 +334,18 @@ fn emit(
         duration_ns,
         ..
     } = rec;
+    // One pass over /proc/kallsyms for the whole cut. Each per-process profile below would
+    // otherwise re-read the whole file for the kernel addresses it brings: that was ~80 % of
+    // the agent's CPU on a busy host (bench/agent/RESULTS.md).
+    let kernel: Vec<u64> = stacks
+        .keys()
+        .flat_map(|k| &k.frames)
+        .filter_map(|frame| match *frame {
+            Frame::Kernel { addr, ret } => Some(if ret { addr.wrapping_sub(1) } else { addr }),
+            _ => None,
+        })
+        .collect();
+    symbolizer.prepare_kernel(&kernel);
     let mut by_pid: HashMap<u32, Recording> = HashMap::new();
     for (key, value) in stacks {
         let sub = by_pid.entry(key.pid).or_insert_with(|| Recording {
