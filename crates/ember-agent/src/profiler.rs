@@ -164,6 +164,8 @@ fn run(
     );
     let hostname = hostname();
     let mut symbolizer = Symbolizer::new();
+    // A pass over /proc/kallsyms per cut was most of the agent's own CPU; the table costs a few MB once.
+    symbolizer.keep_kernel_table();
     let mut last_cut = Instant::now();
     loop {
         session.poll(Duration::from_millis(100));

@@ -1281,11 +1281,16 @@ impl Symbolizer {
         }
     }
 
-    /// Kernel symbol for `addr`.
-    pub fn kernel(&mut self, addr: u64) -> Option<Symbol> {
-        if let Some(hit) = self.kernel_cache.get(&addr) {
-            return hit.clone();
-        }
+    /// Loads the whole kernel symbol table now and keeps it, so later kernel
+    /// lookups never read `/proc/kallsyms` again. For long-running callers (the
+    /// agent): a one-shot recording is cheaper with the streaming pass of
+    /// [`Symbolizer::prepare_kernel`], a daemon that symbolizes every few
+    /// seconds is cheaper with the table (a few MB).
+    pub fn keep_kernel_table(&mut self) {
+        self.load_kernel_table();
+    }
+
+    fn load_kernel_table(&mut self) {
         if self.kernel.is_none() {
             // Streamed: the file is ~10 MB of text, the table a fraction.
             let table = std::fs::File::open("/proc/kallsyms")
@@ -1296,6 +1301,14 @@ impl Symbolizer {
             }
             self.kernel = Some(table);
         }
+    }
+
+    /// Kernel symbol for `addr`.
+    pub fn kernel(&mut self, addr: u64) -> Option<Symbol> {
+        if let Some(hit) = self.kernel_cache.get(&addr) {
+            return hit.clone();
+        }
+        self.load_kernel_table();
         self.kernel.as_ref().and_then(|k| k.lookup(addr))
     }
 
