@@ -19,6 +19,9 @@ struct Cli {
 // The enum is built once per run; boxing the larger option sets would buy nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
+// Each subcommand's options are declared only when that subcommand is the one being run: a
+// single command then does not build (and fault in the code of) every other command's options.
+#[command(defer = true)]
 enum Command {
     /// Fold `perf script` output into folded stacks (like stackcollapse-perf.pl).
     Collapse(cmd::collapse::Args),
