@@ -174,6 +174,9 @@ impl Sink for &SharedMap {
     }
 }
 
+/// Finished stacks collected before they are added to the sink together (see `Folder::flush`).
+const PENDING_STACKS: usize = 64;
+
 /// Bytes of input validated as UTF-8 at a time (then parsed while still in the L1 cache).
 const VALIDATION_WINDOW: usize = 8 << 10;
 
@@ -211,7 +214,10 @@ pub(crate) struct Folder<'o> {
     frames: Vec<u8>,
     /// `(start, end)` of each frame in `frames`, leaf first.
     frame_ranges: Vec<(usize, usize)>,
-    key: Vec<u8>,
+    /// Finished stacks not yet added to the sink, back to back (see [`PENDING_STACKS`]).
+    pending: Vec<u8>,
+    /// `(hash, end offset in pending, weight)` of each pending stack.
+    pending_stacks: Vec<(u64, usize, u64)>,
     scratch_quotes: String,
     scratch_rust: String,
     scratch_unknown: String,
@@ -233,7 +239,8 @@ impl<'o> Folder<'o> {
             pname: String::new(),
             frames: Vec::with_capacity(4096),
             frame_ranges: Vec::with_capacity(128),
-            key: Vec::with_capacity(4096),
+            pending: Vec::with_capacity(16 << 10),
+            pending_stacks: Vec::with_capacity(PENDING_STACKS),
             scratch_quotes: String::new(),
             scratch_rust: String::new(),
             scratch_unknown: String::new(),
@@ -320,10 +327,28 @@ impl<'o> Folder<'o> {
     }
 
     /// Handles the end of input: a last sample without a trailing blank line still counts.
+    /// Must be called before the sink is read: it also flushes the pending stacks.
     pub(crate) fn finish(&mut self, map: &mut impl Sink) {
         if !self.frame_ranges.is_empty() {
             self.after_event(map);
         }
+        self.flush(map);
+    }
+
+    /// Adds the pending stacks to the sink.
+    ///
+    /// Why batches: each addition is a probe of a large table plus a comparison with the stored
+    /// key, i.e. a few cache misses. Done right after parsing each sample, those misses are
+    /// waited for one at a time; done back to back, the probes are independent of each other
+    /// and the CPU overlaps their misses.
+    fn flush(&mut self, map: &mut impl Sink) {
+        let mut start = 0;
+        for &(hash, end, weight) in &self.pending_stacks {
+            map.add(hash, &self.pending[start..end], weight);
+            start = end;
+        }
+        self.pending.clear();
+        self.pending_stacks.clear();
     }
 
     /// Processes one line (without its `\n`); returns true when it was a blank line.
@@ -568,18 +593,22 @@ impl<'o> Folder<'o> {
     /// Ends a sample: counts its stack (root first) and resets the per-sample state.
     fn after_event(&mut self, map: &mut impl Sink) {
         if !self.frame_ranges.is_empty() {
-            self.key.clear();
+            let key_start = self.pending.len();
             if self.stack_filter != StackFilter::SkipRemaining {
-                self.key.extend_from_slice(self.pname.as_bytes());
-                self.key.push(b';');
+                self.pending.extend_from_slice(self.pname.as_bytes());
+                self.pending.push(b';');
             }
             for &(start, end) in self.frame_ranges.iter().rev() {
-                self.key.extend_from_slice(&self.frames[start..end]);
-                self.key.push(b';');
+                self.pending.extend_from_slice(&self.frames[start..end]);
+                self.pending.push(b';');
             }
-            self.key.pop();
+            self.pending.pop();
             let weight = self.period.unwrap_or(1);
-            map.add(hash_bytes(&self.key), &self.key, weight);
+            let hash = hash_bytes(&self.pending[key_start..]);
+            self.pending_stacks.push((hash, self.pending.len(), weight));
+            if self.pending_stacks.len() >= PENDING_STACKS {
+                self.flush(map);
+            }
         }
         self.in_event = false;
         self.stack_filter = StackFilter::Keep;
@@ -633,10 +662,13 @@ fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> {
 /// A missing symbol (two spaces before the module) is reported as a single space, matching
 /// what the reference implementation emits.
 fn stack_line_parts(line: &str) -> Option<(&str, &str, &str)> {
-    let line = tidy::trim_start(line);
-    // The pc is a short word right at the start, where a plain loop beats a vectorised
-    // search's setup cost.
-    let sp = line.bytes().position(|b| b == b' ')?;
+    let (line, sp) = match pc_fast_path(line.as_bytes()) {
+        Some((start, end)) => (&line[start..], end - start),
+        None => {
+            let line = tidy::trim_start(line);
+            (line, line.bytes().position(|b| b == b' ')?)
+        }
+    };
     let pc = tidy::trim_end(&line[..sp]);
     let rest = &line[sp + 1..];
     // The module is at the end of a line that can be hundreds of bytes long (C++ and Rust
@@ -654,9 +686,118 @@ fn stack_line_parts(line: &str) -> Option<(&str, &str, &str)> {
     Some((pc, func, module))
 }
 
+/// Every byte of a word set to `b`.
+const fn splat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+/// The 8 bytes at `at` as a little-endian word (the first byte is the lowest), if present.
+fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let chunk = bytes.get(at..)?.first_chunk::<8>()?;
+    Some(u64::from_le_bytes(*chunk))
+}
+
+/// Index within `word` of its first byte equal to `b`, or 8.
+fn first_byte_eq(word: u64, b: u8) -> usize {
+    let x = word ^ splat(b);
+    // High bit set in each zero byte of `x`; a borrow can only flag bytes after a real zero
+    // byte, so the lowest flag is exact.
+    let zeros = x.wrapping_sub(splat(1)) & !x & splat(0x80);
+    (zeros.trailing_zeros() / 8) as usize
+}
+
+/// Index within `word` of its first byte not equal to `b`, or 8.
+fn first_byte_ne(word: u64, b: u8) -> usize {
+    ((word ^ splat(b)).trailing_zeros() / 8) as usize
+}
+
+/// `(start, end)` of the pc of a frame line in the shape `perf script` prints it: an optional
+/// tab, spaces, then the pc up to the next space. Looks at 8 bytes at a time instead of one.
+///
+/// Returns `None` whenever the line is not in that shape (other leading whitespace, non-ASCII,
+/// no space within reach), and the caller then takes the general path; when it returns a
+/// range, it is exactly the one the general path (`trim_start`, then the first space) finds.
+fn pc_fast_path(bytes: &[u8]) -> Option<(usize, usize)> {
+    let mut at = usize::from(bytes.first() == Some(&b'\t'));
+    // Leading spaces (perf right-aligns the pc in 16 columns).
+    loop {
+        let n = first_byte_ne(word_at(bytes, at)?, b' ');
+        at += n;
+        if n < 8 {
+            break;
+        }
+    }
+    let start = at;
+    // `at` is a non-space byte; any other whitespace or non-ASCII byte there would be
+    // trimmed (or need Unicode rules): leave those lines to the general path.
+    if matches!(bytes[start], b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) || !bytes[start].is_ascii() {
+        return None;
+    }
+    loop {
+        let n = first_byte_eq(word_at(bytes, at)?, b' ');
+        at += n;
+        if n < 8 {
+            return Some((start, at));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pc_fast_path_agrees_with_the_general_path() {
+        let general = |line: &str| {
+            let trimmed = tidy::trim_start(line);
+            let start = line.len() - trimmed.len();
+            trimmed
+                .bytes()
+                .position(|b| b == b' ')
+                .map(|sp| (start, start + sp))
+        };
+        for line in [
+            "\t ffffffff8103ce3b native_safe_halt+0x5 ([kernel.kallsyms])",
+            "\t         8b10acf llvm::GlobalOptPass::run+0xeb3 (/lib/libLLVM.so)",
+            "\t               0 [unknown] ([unknown])",
+            "    7f0001 x (y)",
+            "7f0001 x (y)",
+            "\t\t  7f0001 x (y)",
+            "\t \u{3000} 7f0001 x (y)",
+            "\t \r7f0001 x (y)",
+            "\t 7f0001\tx (y)",
+            "\t                        12345678901234567890123456 x (y)",
+            "\t 12345678",
+            "\t 1234567 ",
+            "",
+            "\t",
+            "        ",
+            "         ",
+        ] {
+            if let Some(fast) = pc_fast_path(line.as_bytes()) {
+                assert_eq!(Some(fast), general(line), "{line:?}");
+            }
+        }
+        // The common shapes do take the fast path.
+        assert_eq!(
+            pc_fast_path(b"\t         8b10acf llvm::GlobalOptPass::run+0xeb3 (/lib/libLLVM.so)"),
+            Some((10, 17))
+        );
+        assert_eq!(
+            pc_fast_path(b"\t ffffffff8103ce3b native_safe_halt+0x5 ([kernel.kallsyms])"),
+            Some((2, 18))
+        );
+        // It reads whole words, so a short tail after the pc leaves it to the general path.
+        assert_eq!(pc_fast_path(b"\t ffffffff8103ce3b f (m)"), None);
+        // Byte-level helpers.
+        assert_eq!(first_byte_eq(u64::from_le_bytes(*b"ab cd ef"), b' '), 2);
+        assert_eq!(first_byte_eq(u64::from_le_bytes(*b"abcdefgh"), b' '), 8);
+        assert_eq!(first_byte_ne(u64::from_le_bytes(*b"   x    "), b' '), 3);
+        assert_eq!(first_byte_ne(u64::from_le_bytes(*b"        "), b' '), 8);
+        // A byte 0x21 right after a space must not be mistaken for a space (borrow case).
+        assert_eq!(first_byte_eq(u64::from_le_bytes(*b"a \x21bcdef"), b' '), 1);
+        assert_eq!(first_byte_eq(u64::from_le_bytes(*b"a\x21 bcdef"), b' '), 2);
+    }
 
     #[test]
     fn event_lines() {
