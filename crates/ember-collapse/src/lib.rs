@@ -79,7 +79,8 @@ pub struct CollapseOptions {
     /// exceeds this many bytes. `None` (the default) means no limit: input is streamed with
     /// bounded memory, so a decompression bomb costs time, not memory.
     pub max_input_bytes: Option<u64>,
-    /// Size of the chunks handed to worker threads (a tuning knob; default 128 KiB).
+    /// Size of the chunks read and handed to worker threads (a tuning knob; default 64 KiB:
+    /// with two threads, 128 KiB chunks cost ~0.4 MB more peak memory and no measurable time).
     pub chunk_bytes: usize,
 }
 
@@ -95,7 +96,7 @@ impl Default for CollapseOptions {
             skip_after: Vec::new(),
             threads: 0,
             max_input_bytes: None,
-            chunk_bytes: 128 << 10,
+            chunk_bytes: 64 << 10,
         }
     }
 }
