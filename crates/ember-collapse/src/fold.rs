@@ -479,6 +479,26 @@ impl<'o> Folder<'o> {
         if rawfunc.starts_with('(') {
             return;
         }
+        // The common cases: no quotes to drop, no Java inlining, no Rust symbol to demangle
+        // again; a known symbol, or `[unknown]` in a known module. They get the frame the
+        // general path below would give, with less bookkeeping.
+        if !hints.quotes && !hints.dash && !tidy::has_rust_hash(rawfunc) {
+            let unknown = rawfunc == "[unknown]";
+            let handled = if !unknown || (module == "[unknown]" && !self.options.include_addrs) {
+                self.push_frame(rawfunc, &hints, module, false);
+                true
+            } else if module != "[unknown]" && !self.options.include_addrs {
+                self.push_module_frame(module)
+            } else {
+                false
+            };
+            if handled {
+                if self.options.skip_after.iter().any(|s| s == rawfunc) {
+                    self.stack_filter = StackFilter::SkipRemaining;
+                }
+                return;
+            }
+        }
 
         // Take the scratch buffers out so the borrowed symbol can outlive `&mut self` calls.
         let mut quotes = std::mem::take(&mut self.scratch_quotes);
@@ -570,11 +590,38 @@ impl<'o> Folder<'o> {
         Some(buf)
     }
 
+    /// Pushes the frame `[<module file name>]` that stands for an unknown symbol in `module`
+    /// (as [`Folder::module_fallback`] then [`Folder::push_frame`] would), without building
+    /// the name first. Returns false, pushing nothing, when the file name contains `(` or
+    /// `;`, which tidying could rewrite: the general path handles those.
+    fn push_module_frame(&mut self, module: &str) -> bool {
+        let name = match memchr::memrchr(b'/', module.as_bytes()) {
+            Some(slash) => &module[slash + 1..],
+            None => module,
+        };
+        let hints = tidy::scan_symbol(name);
+        if hints.paren || hints.semicolon {
+            return false;
+        }
+        let start = self.frames.len();
+        self.frames.push(b'[');
+        self.frames.extend_from_slice(name.as_bytes());
+        self.frames.push(b']');
+        self.annotate_frame(start, module, false);
+        true
+    }
+
     /// Tidies `func` into the frame buffer and annotates it.
     fn push_frame(&mut self, func: &str, hints: &tidy::SymbolScan, module: &str, inlined: bool) {
         let start = self.frames.len();
         let java = self.pname.starts_with("java");
         tidy::push_tidy_generic(&mut self.frames, func, hints, java);
+        self.annotate_frame(start, module, inlined);
+    }
+
+    /// Appends the `_[i]`, `_[k]` or `_[j]` marker the frame starting at `start` needs, and
+    /// records the frame.
+    fn annotate_frame(&mut self, start: usize, module: &str, inlined: bool) {
         if inlined {
             if !has_marker(&self.frames[start..], b'i') {
                 self.frames.extend_from_slice(b"_[i]");

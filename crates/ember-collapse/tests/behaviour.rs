@@ -278,3 +278,48 @@ fn empty_input_gives_nothing() {
     let c = collapse_bytes(b"\n\n# comment\n", &CollapseOptions::default()).unwrap();
     assert!(c.stacks.is_empty() && c.warnings.is_empty());
 }
+
+#[test]
+fn unknown_symbols_take_the_module_file_name() {
+    // `[unknown]` frames in the shapes that have their own fast path in the folder, and a
+    // module name that must fall back to the general tidy rules (`(` and `;`). Expected
+    // output: what the general path alone produced before the fast path existed.
+    let input = b"\
+prog 1/1 [000] 1.0: 1 cycles:
+\t    7f0001 [unknown] (/usr/lib/libfoo.so.1)
+\t    7f0002 [unknown] ([unknown])
+\t    7f0003 [unknown] (/opt/odd;dir/lib(x)y;z.so)
+\t    7f0004 [unknown] (/tmp/perf-1.map)
+\t    7f0005 [unknown] ([kernel.kallsyms])
+\t    7f0006 [unknown] (plainname)
+\t    7f0007 main+0x1 (/bin/prog)
+";
+    let stack = |options: &CollapseOptions| {
+        let collapsed = collapse_bytes(input, options).unwrap();
+        assert_eq!(collapsed.stacks.len(), 1);
+        collapsed.stacks[0].0.clone()
+    };
+    assert_eq!(
+        stack(&CollapseOptions::default()),
+        "prog;main;[plainname];[[kernel.kallsyms]];[perf-1.map];[lib(x)y:z.so];[unknown];[libfoo.so.1]"
+    );
+    let annotated = CollapseOptions {
+        annotate_kernel: true,
+        annotate_jit: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        stack(&annotated),
+        "prog;main;[plainname];[[kernel.kallsyms]]_[k];[perf-1.map]_[j];[lib(x)y:z.so];[unknown];\
+         [libfoo.so.1]"
+    );
+    let addrs = CollapseOptions {
+        include_addrs: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        stack(&addrs),
+        "prog;main;[plainname <7f0006>];[[kernel.kallsyms] <7f0005>];[perf-1.map <7f0004>];\
+         [lib(x)y:z.so <7f0003>];[unknown <7f0002>];[libfoo.so.1 <7f0001>]"
+    );
+}
