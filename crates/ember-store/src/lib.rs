@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use ember_pprof::Profile;
+use ember_pprof::{DecodeLimits, Profile, ProfileView};
 
 /// The `object_store` crate blocks are written through, re-exported so callers build
 /// backends with the same version.
@@ -237,8 +237,8 @@ pub fn normalize_labels(mut labels: Labels) -> Labels {
 }
 
 /// The series label sets (one per sample type) that `base` labels plus `profile` produce.
-pub fn series_labels(base: &[(String, String)], profile: &Profile) -> Vec<Labels> {
-    let s = |i: i64| ember_pprof::string(profile, i).to_string();
+pub fn series_labels(base: &[(String, String)], profile: &ProfileView<'_>) -> Vec<Labels> {
+    let s = |i: i64| profile.string(i).into_owned();
     let mut base: Labels = base
         .iter()
         .filter(|(n, _)| n != "__delta__" && !n.is_empty())
@@ -334,12 +334,12 @@ impl Store {
             }
         })?;
         for record in replayed {
-            match ember_pprof::decode(&record.profile) {
-                Ok(p) => {
-                    let head = heads.entry(record.tenant.clone()).or_default();
-                    apply_to(head, &record, &p);
-                }
-                Err(_) => replay_errors += 1,
+            let applied = with_view(&record.profile, |p| {
+                let head = heads.entry(record.tenant.clone()).or_default();
+                apply_to(head, &record, p);
+            });
+            if applied.is_err() {
+                replay_errors += 1;
             }
         }
         let tenants = heads
@@ -466,20 +466,20 @@ impl Store {
         self.wal.append(prost::Message::encode_to_vec(record), ack);
     }
 
-    /// [`Store::append`] then [`Store::apply`], blocking until durable.
-    pub fn ingest_blocking(
-        &self,
-        record: &IngestRecord,
-        profile: &Profile,
-    ) -> Result<usize, StoreError> {
+    /// Decodes the record's profile, then [`Store::append`] and [`Store::apply`], blocking
+    /// until durable. A profile that does not decode is refused before anything is logged.
+    pub fn ingest_blocking(&self, record: &IngestRecord) -> Result<usize, StoreError> {
+        let raw = ember_pprof::decompress(&record.profile, &DecodeLimits::default())
+            .map_err(|e| StoreError::Profile(e.to_string()))?;
+        let profile = ProfileView::parse(&raw).map_err(|e| StoreError::Profile(e.to_string()))?;
         self.wal
             .append_blocking(prost::Message::encode_to_vec(record))?;
-        Ok(self.apply(record, profile))
+        Ok(self.apply(record, &profile))
     }
 
     /// Adds the decoded `profile` of `record` to the head: one series per sample type.
     /// Returns the number of series written to.
-    pub fn apply(&self, record: &IngestRecord, profile: &Profile) -> usize {
+    pub fn apply(&self, record: &IngestRecord, profile: &ProfileView<'_>) -> usize {
         let t = self.tenant_or_create(&record.tenant);
         let mut head = t.write().unwrap_or_else(|e| e.into_inner());
         apply_to(&mut head, record, profile)
@@ -734,8 +734,23 @@ impl Store {
     }
 }
 
+/// Decodes a logged profile (gzip'd or raw) and runs `f` on it; the error says why it could
+/// not be decoded.
+pub(crate) fn with_view<T>(
+    bytes: &[u8],
+    f: impl FnOnce(&ProfileView<'_>) -> T,
+) -> Result<T, ember_pprof::PprofError> {
+    let raw = ember_pprof::decompress(bytes, &DecodeLimits::default())?;
+    let view = ProfileView::parse(&raw)?;
+    Ok(f(&view))
+}
+
 /// Adds one record's profile to `head`: one series per sample type.
-pub(crate) fn apply_to(head: &mut TenantHead, record: &IngestRecord, profile: &Profile) -> usize {
+pub(crate) fn apply_to(
+    head: &mut TenantHead,
+    record: &IngestRecord,
+    profile: &ProfileView<'_>,
+) -> usize {
     let label_sets = series_labels(&record_labels(record), profile);
     let time = if record.time_nanos != 0 {
         record.time_nanos
@@ -775,9 +790,10 @@ fn in_range<'a>(series: &'a Series, q: &Query) -> impl Iterator<Item = &'a Store
 /// Interns the profile's mappings, functions and locations, then every sample's stack into
 /// the head's stack tree, and sums values per leaf node: one `(node, value)` list per
 /// sample type (unsorted, may hold zeros).
-fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
-    let s = |i: i64| ember_pprof::string(profile, i);
-    let mappings: head::FastMap<u64, u32> = profile
+fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, i64)>> {
+    let s = |i: i64| profile.string(i);
+    // Interned ids by table position (the view resolves pprof ids to positions).
+    let mappings: Vec<u32> = profile
         .mapping
         .iter()
         .map(|m| {
@@ -785,54 +801,66 @@ fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
                 start: m.memory_start,
                 limit: m.memory_limit,
                 offset: m.file_offset,
-                filename: head.intern(s(m.filename)),
-                build_id: head.intern(s(m.build_id)),
+                filename: head.intern(&s(m.filename)),
+                build_id: head.intern(&s(m.build_id)),
                 flags: u8::from(m.has_functions)
                     | u8::from(m.has_filenames) << 1
                     | u8::from(m.has_line_numbers) << 2
                     | u8::from(m.has_inline_frames) << 3,
             };
-            (m.id, head.mapping(sym) + 1)
+            head.mapping(sym) + 1
         })
         .collect();
-    let functions: head::FastMap<u64, u32> = profile
+    let functions: Vec<u32> = profile
         .function
         .iter()
         .map(|f| {
             let sym = head::FunctionSym {
-                name: head.intern(s(f.name)),
-                system_name: head.intern(s(f.system_name)),
-                filename: head.intern(s(f.filename)),
+                name: head.intern(&s(f.name)),
+                system_name: head.intern(&s(f.system_name)),
+                filename: head.intern(&s(f.filename)),
                 start_line: f.start_line,
             };
-            (f.id, head.function(sym))
+            head.function(sym)
         })
         .collect();
-    let mut locations: head::FastMap<u64, u32> = head::FastMap::default();
+    let mut locations: Vec<u32> = Vec::with_capacity(profile.location.len());
     for loc in &profile.location {
-        let lines: Box<[(u32, i64)]> = loc
-            .line
+        let lines: Box<[(u32, i64)]> = profile
+            .location_lines(loc)
             .iter()
-            .filter_map(|l| Some((*functions.get(&l.function_id)?, l.line)))
+            .filter_map(|l| {
+                let f = functions.get(profile.function_position(l.function_id)?)?;
+                Some((*f, l.line))
+            })
             .collect();
+        let mapping = profile
+            .mapping_position(loc.mapping_id)
+            .and_then(|i| mappings.get(i))
+            .copied()
+            .unwrap_or(0);
         let sym = head::LocationSym {
-            mapping: mappings.get(&loc.mapping_id).copied().unwrap_or(0),
+            mapping,
             address: loc.address,
             lines,
             is_folded: loc.is_folded,
         };
-        locations.insert(loc.id, head.location(sym));
+        locations.push(head.location(sym));
     }
     let n_types = profile.sample_type.len();
     let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
     let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
     for sample in &profile.sample {
-        if sample.value.iter().all(|v| *v == 0) {
+        let (ids, values) = profile.sample_data(sample);
+        if values.iter().all(|v| *v == 0) {
             continue;
         }
         let mut node = 0u32;
-        for id in sample.location_id.iter().rev() {
-            if let Some(&loc) = locations.get(id) {
+        for id in ids.iter().rev() {
+            if let Some(&loc) = profile
+                .location_position(*id)
+                .and_then(|i| locations.get(i))
+            {
                 node = head.child(node, loc);
             }
         }
@@ -843,7 +871,7 @@ fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
             }
             out.first().map_or(0, |o| o.len() - 1)
         });
-        for (i, v) in sample.value.iter().enumerate().take(n_types) {
+        for (i, v) in values.iter().enumerate().take(n_types) {
             if let Some(e) = out.get_mut(i).and_then(|o| o.get_mut(slot)) {
                 e.1 = e.1.saturating_add(*v);
             }
