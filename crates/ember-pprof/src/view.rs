@@ -311,7 +311,19 @@ impl<'a> Wire<'a> {
     }
 
     /// A base-128 varint of at most 10 bytes whose value fits 64 bits (prost's rule).
+    #[inline]
     fn varint(&mut self) -> Walk<u64> {
+        // Most keys, ids and string indices fit one byte.
+        if let Some(&byte) = self.b.get(self.pos)
+            && byte < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(byte));
+        }
+        self.varint_slow()
+    }
+
+    fn varint_slow(&mut self) -> Walk<u64> {
         let mut v = 0u64;
         for i in 0..10 {
             let byte = *self.b.get(self.pos).ok_or("truncated varint")?;

@@ -850,20 +850,26 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
     let n_types = profile.sample_type.len();
     let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
     let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
+    // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
+    // walk each distinct stack down the tree once.
+    let mut stack_nodes: head::FastMap<&[u64], u32> = head::FastMap::default();
     for sample in &profile.sample {
         let (ids, values) = profile.sample_data(sample);
         if values.iter().all(|v| *v == 0) {
             continue;
         }
-        let mut node = 0u32;
-        for id in ids.iter().rev() {
-            if let Some(&loc) = profile
-                .location_position(*id)
-                .and_then(|i| locations.get(i))
-            {
-                node = head.child(node, loc);
+        let node = *stack_nodes.entry(ids).or_insert_with(|| {
+            let mut node = 0u32;
+            for id in ids.iter().rev() {
+                if let Some(&loc) = profile
+                    .location_position(*id)
+                    .and_then(|i| locations.get(i))
+                {
+                    node = head.child(node, loc);
+                }
             }
-        }
+            node
+        });
         // Samples with the same stack (differing only in labels) add up.
         let slot = *sums.entry(node).or_insert_with(|| {
             for o in out.iter_mut() {
