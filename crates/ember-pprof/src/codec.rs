@@ -55,9 +55,20 @@ pub fn decompress<'a>(bytes: &'a [u8], limits: &DecodeLimits) -> Result<Cow<'a, 
         }
         return Ok(Cow::Borrowed(bytes));
     }
-    // Guess 4x expansion, but never reserve more than the limit or 64 MiB
-    // up front: the guess must not become the allocation a bomb wants.
-    let guess = bytes.len().saturating_mul(4).min(64 << 20);
+    // Size the output once: the gzip trailer's ISIZE is the (single-member) uncompressed
+    // size mod 2^32. It is only a hint from the client, so it is capped by what deflate can
+    // expand to (1032:1), by the limit and by 64 MiB: it must not become the allocation a
+    // bomb wants. Without a usable hint, guess 4x expansion.
+    let isize_hint = bytes
+        .len()
+        .checked_sub(4)
+        .and_then(|at| bytes.get(at..))
+        .and_then(|t| <[u8; 4]>::try_from(t).ok())
+        .map(|t| u32::from_le_bytes(t) as usize)
+        .filter(|&n| n > 0 && n <= bytes.len().saturating_mul(1032));
+    let guess = isize_hint
+        .unwrap_or_else(|| bytes.len().saturating_mul(4))
+        .min(64 << 20);
     let mut out = Vec::with_capacity(guess.min(usize::try_from(limit).unwrap_or(usize::MAX)));
     // Reading one byte past the limit tells "exactly at" from "over".
     flate2::read::MultiGzDecoder::new(bytes)

@@ -194,12 +194,12 @@ async fn store_all(
         check_shape(s, &item.what, view.sample_type.len(), view.sample.len())?;
         views.push(view);
     }
-    let mut all_series = Vec::new();
+    let mut series = Vec::with_capacity(items.len());
     for (item, view) in items.iter().zip(&views) {
         check_labels(s, &item.labels)?;
-        all_series.extend(ember_store::series_labels(&item.labels, view));
+        series.push(ember_store::series_labels(&item.labels, view));
     }
-    s.store.check_limits(&tenant, &all_series)?;
+    s.store.check_limits(&tenant, series.iter().flatten())?;
     let received = now_nanos();
     let records: Vec<IngestRecord> = items
         .iter()
@@ -233,8 +233,8 @@ async fn store_all(
         w.await
             .map_err(|_| ApiError::internal("write-ahead log writer stopped"))??;
     }
-    for (r, view) in records.iter().zip(&views) {
-        s.store.apply(r, view);
+    for ((r, view), labels) in records.iter().zip(&views).zip(series) {
+        s.store.apply(r, view, labels);
     }
     let m = &s.metrics;
     m.ingested_profiles

@@ -336,7 +336,7 @@ impl Store {
         for record in replayed {
             let applied = with_view(&record.profile, |p| {
                 let head = heads.entry(record.tenant.clone()).or_default();
-                apply_to(head, &record, p);
+                apply_record(head, &record, p);
             });
             if applied.is_err() {
                 replay_errors += 1;
@@ -437,14 +437,21 @@ impl Store {
             .clone()
     }
 
-    /// Refuses the ingest if it would push the tenant past its series limit.
-    pub fn check_limits(&self, tenant: &str, series: &[Labels]) -> Result<(), StoreError> {
+    /// Refuses the ingest if it would push the tenant past its series limit; `series` are the
+    /// label sets ([`series_labels`]) of every profile of the ingest.
+    pub fn check_limits<'l>(
+        &self,
+        tenant: &str,
+        series: impl IntoIterator<Item = &'l Labels>,
+    ) -> Result<(), StoreError> {
+        let series: Vec<&Labels> = series.into_iter().collect();
+        let refuse = || StoreError::SeriesLimit {
+            tenant: tenant.into(),
+            limit: self.options.max_series_per_tenant,
+        };
         let Some(t) = self.tenant(tenant) else {
             return if series.len() > self.options.max_series_per_tenant {
-                Err(StoreError::SeriesLimit {
-                    tenant: tenant.into(),
-                    limit: self.options.max_series_per_tenant,
-                })
+                Err(refuse())
             } else {
                 Ok(())
             };
@@ -452,10 +459,7 @@ impl Store {
         let head = t.read().unwrap_or_else(|e| e.into_inner());
         let new = series.iter().filter(|l| !head.has_series(l)).count();
         if new > 0 && head.series_count() + new > self.options.max_series_per_tenant {
-            return Err(StoreError::SeriesLimit {
-                tenant: tenant.into(),
-                limit: self.options.max_series_per_tenant,
-            });
+            return Err(refuse());
         }
         Ok(())
     }
@@ -474,15 +478,23 @@ impl Store {
         let profile = ProfileView::parse(&raw).map_err(|e| StoreError::Profile(e.to_string()))?;
         self.wal
             .append_blocking(prost::Message::encode_to_vec(record))?;
-        Ok(self.apply(record, &profile))
+        let series = series_labels(&record_labels(record), &profile);
+        Ok(self.apply(record, &profile, series))
     }
 
-    /// Adds the decoded `profile` of `record` to the head: one series per sample type.
+    /// Adds the decoded `profile` of `record` to the head under `series`, the label sets
+    /// [`series_labels`] gives for the record's labels and the profile (one per sample type,
+    /// computed once by the caller, which needs them for [`Store::check_limits`] first).
     /// Returns the number of series written to.
-    pub fn apply(&self, record: &IngestRecord, profile: &ProfileView<'_>) -> usize {
+    pub fn apply(
+        &self,
+        record: &IngestRecord,
+        profile: &ProfileView<'_>,
+        series: Vec<Labels>,
+    ) -> usize {
         let t = self.tenant_or_create(&record.tenant);
         let mut head = t.write().unwrap_or_else(|e| e.into_inner());
-        apply_to(&mut head, record, profile)
+        apply_to(&mut head, record, profile, series)
     }
 
     /// Writes out everything queued in the log and stops accepting appends.
@@ -745,13 +757,23 @@ pub(crate) fn with_view<T>(
     Ok(f(&view))
 }
 
-/// Adds one record's profile to `head`: one series per sample type.
-pub(crate) fn apply_to(
+/// Adds one logged record's profile to `head` (replay, flush): one series per sample type.
+pub(crate) fn apply_record(
     head: &mut TenantHead,
     record: &IngestRecord,
     profile: &ProfileView<'_>,
 ) -> usize {
-    let label_sets = series_labels(&record_labels(record), profile);
+    let series = series_labels(&record_labels(record), profile);
+    apply_to(head, record, profile, series)
+}
+
+/// Adds one record's profile to `head` under `label_sets` (one per sample type).
+fn apply_to(
+    head: &mut TenantHead,
+    record: &IngestRecord,
+    profile: &ProfileView<'_>,
+    label_sets: Vec<Labels>,
+) -> usize {
     let time = if record.time_nanos != 0 {
         record.time_nanos
     } else if profile.time_nanos != 0 {
