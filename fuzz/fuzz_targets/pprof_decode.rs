@@ -1,8 +1,11 @@
-//! Fuzz target: `ember_pprof::decode` on arbitrary bytes, raw and gzip-wrapped.
+//! Fuzz target: `ember_pprof::decode` and the ingest decoder `ProfileView` on arbitrary bytes,
+//! raw and gzip-wrapped.
 //!
 //! Beyond "no panic", it checks the properties the rest of Ember relies on for anything `decode`
 //! accepts: the profile validates, its folded view can be computed for every sample type, and
-//! encoding it (raw and gzip) and decoding again gives the same profile back.
+//! encoding it (raw and gzip) and decoding again gives the same profile back. `ProfileView`
+//! must accept exactly what `decode` accepts, hold the same content, and fail with the same
+//! error.
 #![no_main]
 
 use std::io::Write;
@@ -32,10 +35,38 @@ fn check(profile: &ember_pprof::Profile) {
     );
 }
 
+/// `ProfileView` (after `decompress`) agrees with `decode` on `bytes`.
+fn check_view(bytes: &[u8], limits: &ember_pprof::DecodeLimits) {
+    let owned = ember_pprof::decode_with_limits(bytes, limits);
+    let viewed = ember_pprof::decompress(bytes, limits).and_then(|raw| {
+        ember_pprof::ProfileView::parse(&raw).map(|v| {
+            // Exercise the accessors the store uses on every location and sample.
+            for loc in &v.location {
+                let _ = v.location_lines(loc);
+                let _ = v.mapping_position(loc.mapping_id);
+            }
+            for s in &v.sample {
+                let (ids, _) = v.sample_data(s);
+                for id in ids {
+                    assert!(v.location_position(*id).is_some(), "validated id not found");
+                }
+            }
+            v.to_profile()
+        })
+    });
+    match (owned, viewed) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "ProfileView content differs from decode"),
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "different errors"),
+        (Ok(_), Err(e)) => panic!("ProfileView rejected what decode accepts: {e}"),
+        (Err(e), Ok(_)) => panic!("ProfileView accepted what decode rejects: {e}"),
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     if let Ok(profile) = ember_pprof::decode(data) {
         check(&profile);
     }
+    check_view(data, &ember_pprof::DecodeLimits::default());
     // Most real profiles arrive gzip'd: the same bytes behind a gzip header must behave the same
     // way (decoding through the decompressor, and the size limit, are separate code paths).
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -51,4 +82,5 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(profile) = ember_pprof::decode_with_limits(&wrapped, &limits) {
         check(&profile);
     }
+    check_view(&wrapped, &limits);
 });

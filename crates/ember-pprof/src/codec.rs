@@ -1,6 +1,7 @@
 //! Reading and writing profile.proto bytes: gzip detection, size limits,
 //! legacy-format detection, and file helpers.
 
+use std::borrow::Cow;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -40,29 +41,48 @@ pub fn decode(bytes: &[u8]) -> Result<Profile, PprofError> {
 /// `limits` and validates it. Invalid UTF-8 in the string table is replaced
 /// by U+FFFD rather than rejected, because Go producers may emit it.
 pub fn decode_with_limits(bytes: &[u8], limits: &DecodeLimits) -> Result<Profile, PprofError> {
+    decode_raw(&decompress(bytes, limits)?)
+}
+
+/// Undoes gzip (detected by the magic bytes) under `limits`; raw input is borrowed as is
+/// (and must itself be within the limit). Decompression stops one byte past the limit, so
+/// a gzip bomb costs at most that much memory.
+pub fn decompress<'a>(bytes: &'a [u8], limits: &DecodeLimits) -> Result<Cow<'a, [u8]>, PprofError> {
     let limit = limits.max_decompressed_bytes;
-    let decompressed;
-    let raw: &[u8] = if bytes.starts_with(&GZIP_MAGIC) {
-        // Guess 4x expansion, but never reserve more than the limit or 64 MiB
-        // up front: the guess must not become the allocation a bomb wants.
-        let guess = bytes.len().saturating_mul(4).min(64 << 20);
-        let mut out = Vec::with_capacity(guess.min(usize::try_from(limit).unwrap_or(usize::MAX)));
-        // Reading one byte past the limit tells "exactly at" from "over".
-        flate2::read::MultiGzDecoder::new(bytes)
-            .take(limit.saturating_add(1))
-            .read_to_end(&mut out)
-            .map_err(PprofError::Gzip)?;
-        if out.len() as u64 > limit {
-            return Err(PprofError::TooLarge { limit });
-        }
-        decompressed = out;
-        &decompressed
-    } else {
+    if !bytes.starts_with(&GZIP_MAGIC) {
         if bytes.len() as u64 > limit {
             return Err(PprofError::TooLarge { limit });
         }
-        bytes
-    };
+        return Ok(Cow::Borrowed(bytes));
+    }
+    // Size the output once: the gzip trailer's ISIZE is the (single-member) uncompressed
+    // size mod 2^32. It is only a hint from the client, so it is capped by what deflate can
+    // expand to (1032:1), by the limit and by 64 MiB: it must not become the allocation a
+    // bomb wants. Without a usable hint, guess 4x expansion.
+    let isize_hint = bytes
+        .len()
+        .checked_sub(4)
+        .and_then(|at| bytes.get(at..))
+        .and_then(|t| <[u8; 4]>::try_from(t).ok())
+        .map(|t| u32::from_le_bytes(t) as usize)
+        .filter(|&n| n > 0 && n <= bytes.len().saturating_mul(1032));
+    let guess = isize_hint
+        .unwrap_or_else(|| bytes.len().saturating_mul(4))
+        .min(64 << 20);
+    let mut out = Vec::with_capacity(guess.min(usize::try_from(limit).unwrap_or(usize::MAX)));
+    // Reading one byte past the limit tells "exactly at" from "over".
+    flate2::read::MultiGzDecoder::new(bytes)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(PprofError::Gzip)?;
+    if out.len() as u64 > limit {
+        return Err(PprofError::TooLarge { limit });
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// Decodes and validates a raw (not gzip'd) profile.proto message.
+pub(crate) fn decode_raw(raw: &[u8]) -> Result<Profile, PprofError> {
     if let Some(kind) = legacy_kind(raw) {
         return Err(PprofError::LegacyFormat { kind });
     }
@@ -87,7 +107,7 @@ pub fn decode_with_limits(bytes: &[u8], limits: &DecodeLimits) -> Result<Profile
 /// byte (field number 0 is invalid), and the known legacy text headers cannot
 /// begin a valid message (their second byte breaks the wire type of the
 /// field named by the first).
-fn legacy_kind(raw: &[u8]) -> Option<&'static str> {
+pub(crate) fn legacy_kind(raw: &[u8]) -> Option<&'static str> {
     if raw.len() >= 8 && raw[..4] == [0, 0, 0, 0] {
         return Some("binary CPU profile");
     }

@@ -67,6 +67,7 @@ pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 /// Maps an entity id (mapping, function or location) to its position in the
 /// profile's table. Most producers number ids 1..=n in table order, which we
 /// detect and serve without hashing.
+#[derive(Debug)]
 pub(crate) enum IdIndex {
     /// `id == position + 1` for every entry.
     Dense(usize),

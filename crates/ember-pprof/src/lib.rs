@@ -42,10 +42,12 @@ mod merge;
 mod query;
 mod transform;
 mod validate;
+mod view;
 
 pub use builder::{ProfileBuilder, SampleLabel};
 pub use codec::{
-    DecodeLimits, decode, decode_with_limits, encode, encode_gzip, read_file, write_file,
+    DecodeLimits, decode, decode_with_limits, decompress, encode, encode_gzip, read_file,
+    write_file,
 };
 pub use error::PprofError;
 pub use merge::{Merger, compact, delta, merge};
@@ -53,3 +55,4 @@ pub use proto::{Function, Label, Line, Location, Mapping, Profile, Sample, Value
 pub use query::{folded_stacks, folded_to_string, sample_index, string};
 pub use transform::{filter_sample_types, focus, hide, ignore, prune_from, scale};
 pub use validate::validate;
+pub use view::{LocationView, ProfileView, SampleView};

@@ -6,7 +6,8 @@ mod common;
 use std::io::Write;
 
 use ember_pprof::{
-    DecodeLimits, PprofError, Profile, decode, decode_with_limits, encode, encode_gzip, validate,
+    DecodeLimits, PprofError, Profile, ProfileView, decode, decode_with_limits, encode,
+    encode_gzip, validate,
 };
 
 const SAMPLE_CPU: &str = "pprof/internal/report/testdata/sample.cpu";
@@ -25,6 +26,8 @@ fn expect_malformed(expected: &str, corrupt: impl FnOnce(&mut Profile)) {
     let decoded = decode(&encode(&p)).expect_err(expected);
     assert!(matches!(decoded, PprofError::Malformed { .. }));
     assert_eq!(decoded.to_string(), direct);
+    let viewed = ProfileView::parse(&encode(&p)).expect_err(expected);
+    assert_eq!(viewed.to_string(), direct);
 }
 
 #[test]

@@ -14,18 +14,20 @@ use axum::body::Body;
 use axum::extract::{Query, Request, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use ember_pprof::{DecodeLimits, PprofError, Profile, ProfileBuilder};
+use ember_pprof::{DecodeLimits, PprofError, Profile, ProfileBuilder, ProfileView};
 use ember_store::{IngestRecord, LabelPair, Labels};
 use prost::Message;
 
 use crate::{ApiError, AppState, proto, tenant};
 
-/// One profile ready to store: base labels, timestamp override, bytes for the log, decoded form.
+/// One profile to store: base labels, timestamp override, and the pprof bytes (gzip'd or
+/// raw) exactly as they go into the log; `what` names it in errors (`series[0].samples[1]`).
+/// It is decoded (and refused when invalid) by [`store_all`], once, before anything is logged.
 struct Accepted {
     labels: Labels,
     time_nanos: i64,
     bytes: Vec<u8>,
-    profile: Profile,
+    what: String,
 }
 
 pub(crate) fn now_nanos() -> i64 {
@@ -74,32 +76,53 @@ async fn read_body(s: &AppState, headers: &HeaderMap, body: Body) -> Result<Vec<
     }
 }
 
-fn decode_profile(s: &AppState, bytes: &[u8], what: &str) -> Result<Profile, ApiError> {
-    let limits = DecodeLimits {
+fn decode_limits(s: &AppState) -> DecodeLimits {
+    DecodeLimits {
         max_decompressed_bytes: s.limits.max_decompressed_bytes,
-    };
-    let profile = ember_pprof::decode_with_limits(bytes, &limits).map_err(|e| match e {
+    }
+}
+
+/// The API error for a profile that failed to decode: 413 past the size limit, else 400
+/// naming the profile and what is wrong with it.
+fn profile_error(what: &str, e: PprofError) -> ApiError {
+    match e {
         PprofError::TooLarge { .. } => {
             ApiError::too_large("decompressed_too_large", format!("{what}: {e}"))
         }
         e => ApiError::bad_request("bad_profile", format!("{what}: invalid pprof: {e}")),
-    })?;
-    if profile.sample_type.is_empty() {
+    }
+}
+
+/// Refuses decoded profiles the store cannot use: no sample types, too many samples.
+fn check_shape(
+    s: &AppState,
+    what: &str,
+    sample_types: usize,
+    samples: usize,
+) -> Result<(), ApiError> {
+    if sample_types == 0 {
         return Err(ApiError::bad_request(
             "bad_profile",
             format!("{what}: invalid pprof: profile has no sample types"),
         ));
     }
-    if profile.sample.len() > s.limits.max_samples_per_profile {
+    if samples > s.limits.max_samples_per_profile {
         return Err(ApiError::bad_request(
             "too_many_samples",
             format!(
-                "{what}: {} samples exceed the limit of {} per profile",
-                profile.sample.len(),
+                "{what}: {samples} samples exceed the limit of {} per profile",
                 s.limits.max_samples_per_profile
             ),
         ));
     }
+    Ok(())
+}
+
+/// Decodes into an owned profile, for the routes that edit it before storing (legacy).
+fn decode_profile(s: &AppState, bytes: &[u8], what: &str) -> Result<Profile, ApiError> {
+    let profile = ember_pprof::decode_with_limits(bytes, &decode_limits(s))
+        .map_err(|e| profile_error(what, e))?;
+    check_shape(s, what, profile.sample_type.len(), profile.sample.len())?;
     Ok(profile)
 }
 
@@ -155,12 +178,28 @@ async fn store_all(
     items: Vec<Accepted>,
     body_bytes: usize,
 ) -> Result<(), ApiError> {
-    let mut all_series = Vec::new();
+    // Decoded once, straight from the request bytes (the views borrow them), and kept until
+    // the store has interned them after the log acknowledged.
+    let limits = decode_limits(s);
+    let mut raws = Vec::with_capacity(items.len());
     for item in &items {
-        check_labels(s, &item.labels)?;
-        all_series.extend(ember_store::series_labels(&item.labels, &item.profile));
+        raws.push(
+            ember_pprof::decompress(&item.bytes, &limits)
+                .map_err(|e| profile_error(&item.what, e))?,
+        );
     }
-    s.store.check_limits(&tenant, &all_series)?;
+    let mut views = Vec::with_capacity(items.len());
+    for (item, raw) in items.iter().zip(&raws) {
+        let view = ProfileView::parse(raw).map_err(|e| profile_error(&item.what, e))?;
+        check_shape(s, &item.what, view.sample_type.len(), view.sample.len())?;
+        views.push(view);
+    }
+    let mut series = Vec::with_capacity(items.len());
+    for (item, view) in items.iter().zip(&views) {
+        check_labels(s, &item.labels)?;
+        series.push(ember_store::series_labels(&item.labels, view));
+    }
+    s.store.check_limits(&tenant, series.iter().flatten())?;
     let received = now_nanos();
     let records: Vec<IngestRecord> = items
         .iter()
@@ -194,8 +233,8 @@ async fn store_all(
         w.await
             .map_err(|_| ApiError::internal("write-ahead log writer stopped"))??;
     }
-    for (r, item) in records.iter().zip(&items) {
-        s.store.apply(r, &item.profile);
+    for ((r, view), labels) in records.iter().zip(&views).zip(series) {
+        s.store.apply(r, view, labels);
     }
     let m = &s.metrics;
     m.ingested_profiles
@@ -292,16 +331,11 @@ pub(crate) async fn ingest_push(
             .map(|l| (l.name.clone(), l.value.clone()))
             .collect();
         for (pi, sample) in series.samples.into_iter().enumerate() {
-            let profile = decode_profile(
-                s,
-                &sample.raw_profile,
-                &format!("series[{si}].samples[{pi}]"),
-            )?;
             items.push(Accepted {
                 labels: labels.clone(),
                 time_nanos: 0,
                 bytes: sample.raw_profile,
-                profile,
+                what: format!("series[{si}].samples[{pi}]"),
             });
         }
     }
@@ -529,7 +563,7 @@ async fn legacy_inner(
         labels,
         time_nanos: from.unwrap_or_else(now_nanos),
         bytes,
-        profile,
+        what: "profile".into(),
     };
     store_all(s, tenant, vec![item], body_len).await?;
     Ok((axum::http::StatusCode::OK, "").into_response())

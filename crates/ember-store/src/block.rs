@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 
 use crate::head::TenantHead;
 use crate::objects::{Listed, Objects};
-use crate::{FlushStats, IngestRecord, StoreError, apply_to};
+use crate::{FlushStats, IngestRecord, StoreError, apply_record};
 
 const MAGIC: &[u8] = b"EMBERBLK1\n";
 
@@ -132,9 +132,11 @@ pub(crate) fn flush(
         let Ok(record) = <IngestRecord as prost::Message>::decode(payload) else {
             return;
         };
-        if let Ok(profile) = ember_pprof::decode(&record.profile) {
+        let applied = crate::with_view(&record.profile, |profile| {
             let head = heads.entry(record.tenant.clone()).or_default();
-            apply_to(head, &record, &profile);
+            apply_record(head, &record, profile);
+        });
+        if applied.is_ok() {
             records += 1;
         }
     })?;

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use ember_pprof::Profile;
+use ember_pprof::{DecodeLimits, Profile, ProfileView};
 
 /// The `object_store` crate blocks are written through, re-exported so callers build
 /// backends with the same version.
@@ -237,8 +237,8 @@ pub fn normalize_labels(mut labels: Labels) -> Labels {
 }
 
 /// The series label sets (one per sample type) that `base` labels plus `profile` produce.
-pub fn series_labels(base: &[(String, String)], profile: &Profile) -> Vec<Labels> {
-    let s = |i: i64| ember_pprof::string(profile, i).to_string();
+pub fn series_labels(base: &[(String, String)], profile: &ProfileView<'_>) -> Vec<Labels> {
+    let s = |i: i64| profile.string(i).into_owned();
     let mut base: Labels = base
         .iter()
         .filter(|(n, _)| n != "__delta__" && !n.is_empty())
@@ -334,12 +334,12 @@ impl Store {
             }
         })?;
         for record in replayed {
-            match ember_pprof::decode(&record.profile) {
-                Ok(p) => {
-                    let head = heads.entry(record.tenant.clone()).or_default();
-                    apply_to(head, &record, &p);
-                }
-                Err(_) => replay_errors += 1,
+            let applied = with_view(&record.profile, |p| {
+                let head = heads.entry(record.tenant.clone()).or_default();
+                apply_record(head, &record, p);
+            });
+            if applied.is_err() {
+                replay_errors += 1;
             }
         }
         let tenants = heads
@@ -437,14 +437,21 @@ impl Store {
             .clone()
     }
 
-    /// Refuses the ingest if it would push the tenant past its series limit.
-    pub fn check_limits(&self, tenant: &str, series: &[Labels]) -> Result<(), StoreError> {
+    /// Refuses the ingest if it would push the tenant past its series limit; `series` are the
+    /// label sets ([`series_labels`]) of every profile of the ingest.
+    pub fn check_limits<'l>(
+        &self,
+        tenant: &str,
+        series: impl IntoIterator<Item = &'l Labels>,
+    ) -> Result<(), StoreError> {
+        let series: Vec<&Labels> = series.into_iter().collect();
+        let refuse = || StoreError::SeriesLimit {
+            tenant: tenant.into(),
+            limit: self.options.max_series_per_tenant,
+        };
         let Some(t) = self.tenant(tenant) else {
             return if series.len() > self.options.max_series_per_tenant {
-                Err(StoreError::SeriesLimit {
-                    tenant: tenant.into(),
-                    limit: self.options.max_series_per_tenant,
-                })
+                Err(refuse())
             } else {
                 Ok(())
             };
@@ -452,10 +459,7 @@ impl Store {
         let head = t.read().unwrap_or_else(|e| e.into_inner());
         let new = series.iter().filter(|l| !head.has_series(l)).count();
         if new > 0 && head.series_count() + new > self.options.max_series_per_tenant {
-            return Err(StoreError::SeriesLimit {
-                tenant: tenant.into(),
-                limit: self.options.max_series_per_tenant,
-            });
+            return Err(refuse());
         }
         Ok(())
     }
@@ -466,23 +470,31 @@ impl Store {
         self.wal.append(prost::Message::encode_to_vec(record), ack);
     }
 
-    /// [`Store::append`] then [`Store::apply`], blocking until durable.
-    pub fn ingest_blocking(
-        &self,
-        record: &IngestRecord,
-        profile: &Profile,
-    ) -> Result<usize, StoreError> {
+    /// Decodes the record's profile, then [`Store::append`] and [`Store::apply`], blocking
+    /// until durable. A profile that does not decode is refused before anything is logged.
+    pub fn ingest_blocking(&self, record: &IngestRecord) -> Result<usize, StoreError> {
+        let raw = ember_pprof::decompress(&record.profile, &DecodeLimits::default())
+            .map_err(|e| StoreError::Profile(e.to_string()))?;
+        let profile = ProfileView::parse(&raw).map_err(|e| StoreError::Profile(e.to_string()))?;
         self.wal
             .append_blocking(prost::Message::encode_to_vec(record))?;
-        Ok(self.apply(record, profile))
+        let series = series_labels(&record_labels(record), &profile);
+        Ok(self.apply(record, &profile, series))
     }
 
-    /// Adds the decoded `profile` of `record` to the head: one series per sample type.
+    /// Adds the decoded `profile` of `record` to the head under `series`, the label sets
+    /// [`series_labels`] gives for the record's labels and the profile (one per sample type,
+    /// computed once by the caller, which needs them for [`Store::check_limits`] first).
     /// Returns the number of series written to.
-    pub fn apply(&self, record: &IngestRecord, profile: &Profile) -> usize {
+    pub fn apply(
+        &self,
+        record: &IngestRecord,
+        profile: &ProfileView<'_>,
+        series: Vec<Labels>,
+    ) -> usize {
         let t = self.tenant_or_create(&record.tenant);
         let mut head = t.write().unwrap_or_else(|e| e.into_inner());
-        apply_to(&mut head, record, profile)
+        apply_to(&mut head, record, profile, series)
     }
 
     /// Writes out everything queued in the log and stops accepting appends.
@@ -734,9 +746,34 @@ impl Store {
     }
 }
 
-/// Adds one record's profile to `head`: one series per sample type.
-pub(crate) fn apply_to(head: &mut TenantHead, record: &IngestRecord, profile: &Profile) -> usize {
-    let label_sets = series_labels(&record_labels(record), profile);
+/// Decodes a logged profile (gzip'd or raw) and runs `f` on it; the error says why it could
+/// not be decoded.
+pub(crate) fn with_view<T>(
+    bytes: &[u8],
+    f: impl FnOnce(&ProfileView<'_>) -> T,
+) -> Result<T, ember_pprof::PprofError> {
+    let raw = ember_pprof::decompress(bytes, &DecodeLimits::default())?;
+    let view = ProfileView::parse(&raw)?;
+    Ok(f(&view))
+}
+
+/// Adds one logged record's profile to `head` (replay, flush): one series per sample type.
+pub(crate) fn apply_record(
+    head: &mut TenantHead,
+    record: &IngestRecord,
+    profile: &ProfileView<'_>,
+) -> usize {
+    let series = series_labels(&record_labels(record), profile);
+    apply_to(head, record, profile, series)
+}
+
+/// Adds one record's profile to `head` under `label_sets` (one per sample type).
+fn apply_to(
+    head: &mut TenantHead,
+    record: &IngestRecord,
+    profile: &ProfileView<'_>,
+    label_sets: Vec<Labels>,
+) -> usize {
     let time = if record.time_nanos != 0 {
         record.time_nanos
     } else if profile.time_nanos != 0 {
@@ -775,9 +812,10 @@ fn in_range<'a>(series: &'a Series, q: &Query) -> impl Iterator<Item = &'a Store
 /// Interns the profile's mappings, functions and locations, then every sample's stack into
 /// the head's stack tree, and sums values per leaf node: one `(node, value)` list per
 /// sample type (unsorted, may hold zeros).
-fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
-    let s = |i: i64| ember_pprof::string(profile, i);
-    let mappings: head::FastMap<u64, u32> = profile
+fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, i64)>> {
+    let s = |i: i64| profile.string(i);
+    // Interned ids by table position (the view resolves pprof ids to positions).
+    let mappings: Vec<u32> = profile
         .mapping
         .iter()
         .map(|m| {
@@ -785,57 +823,75 @@ fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
                 start: m.memory_start,
                 limit: m.memory_limit,
                 offset: m.file_offset,
-                filename: head.intern(s(m.filename)),
-                build_id: head.intern(s(m.build_id)),
+                filename: head.intern(&s(m.filename)),
+                build_id: head.intern(&s(m.build_id)),
                 flags: u8::from(m.has_functions)
                     | u8::from(m.has_filenames) << 1
                     | u8::from(m.has_line_numbers) << 2
                     | u8::from(m.has_inline_frames) << 3,
             };
-            (m.id, head.mapping(sym) + 1)
+            head.mapping(sym) + 1
         })
         .collect();
-    let functions: head::FastMap<u64, u32> = profile
+    let functions: Vec<u32> = profile
         .function
         .iter()
         .map(|f| {
             let sym = head::FunctionSym {
-                name: head.intern(s(f.name)),
-                system_name: head.intern(s(f.system_name)),
-                filename: head.intern(s(f.filename)),
+                name: head.intern(&s(f.name)),
+                system_name: head.intern(&s(f.system_name)),
+                filename: head.intern(&s(f.filename)),
                 start_line: f.start_line,
             };
-            (f.id, head.function(sym))
+            head.function(sym)
         })
         .collect();
-    let mut locations: head::FastMap<u64, u32> = head::FastMap::default();
+    let mut locations: Vec<u32> = Vec::with_capacity(profile.location.len());
     for loc in &profile.location {
-        let lines: Box<[(u32, i64)]> = loc
-            .line
+        let lines: Box<[(u32, i64)]> = profile
+            .location_lines(loc)
             .iter()
-            .filter_map(|l| Some((*functions.get(&l.function_id)?, l.line)))
+            .filter_map(|l| {
+                let f = functions.get(profile.function_position(l.function_id)?)?;
+                Some((*f, l.line))
+            })
             .collect();
+        let mapping = profile
+            .mapping_position(loc.mapping_id)
+            .and_then(|i| mappings.get(i))
+            .copied()
+            .unwrap_or(0);
         let sym = head::LocationSym {
-            mapping: mappings.get(&loc.mapping_id).copied().unwrap_or(0),
+            mapping,
             address: loc.address,
             lines,
             is_folded: loc.is_folded,
         };
-        locations.insert(loc.id, head.location(sym));
+        locations.push(head.location(sym));
     }
     let n_types = profile.sample_type.len();
     let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
     let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
+    // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
+    // walk each distinct stack down the tree once.
+    let mut stack_nodes: head::FastMap<&[u64], u32> = head::FastMap::default();
     for sample in &profile.sample {
-        if sample.value.iter().all(|v| *v == 0) {
+        let (ids, values) = profile.sample_data(sample);
+        if values.iter().all(|v| *v == 0) {
             continue;
         }
-        let mut node = 0u32;
-        for id in sample.location_id.iter().rev() {
-            if let Some(&loc) = locations.get(id) {
-                node = head.child(node, loc);
+        let node = *stack_nodes.entry(ids).or_insert_with(|| {
+            let mut node = 0u32;
+            for id in ids.iter().rev() {
+                if let Some(&loc) = profile
+                    .location_position(*id)
+                    .and_then(|i| locations.get(i))
+                {
+                    node = head.child(node, loc);
+                }
             }
-        }
+            node
+        });
         // Samples with the same stack (differing only in labels) add up.
         let slot = *sums.entry(node).or_insert_with(|| {
             for o in out.iter_mut() {
@@ -843,7 +899,7 @@ fn stacks_of(head: &mut TenantHead, profile: &Profile) -> Vec<Vec<(u32, i64)>> {
             }
             out.first().map_or(0, |o| o.len() - 1)
         });
-        for (i, v) in sample.value.iter().enumerate().take(n_types) {
+        for (i, v) in values.iter().enumerate().take(n_types) {
             if let Some(e) = out.get_mut(i).and_then(|o| o.get_mut(slot)) {
                 e.1 = e.1.saturating_add(*v);
             }

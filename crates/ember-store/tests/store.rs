@@ -47,7 +47,7 @@ fn ingest(store: &Store, file: &str, service: &str, pod: &str, time_nanos: i64) 
     let bytes = std::fs::read(corpus(file)).unwrap();
     let profile = ember_pprof::decode(&bytes).unwrap();
     store
-        .ingest_blocking(&record(&bytes, service, pod, time_nanos), &profile)
+        .ingest_blocking(&record(&bytes, service, pod, time_nanos))
         .unwrap();
     profile
 }

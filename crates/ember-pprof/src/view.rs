@@ -1,0 +1,624 @@
+//! A borrowed, flat view of a profile.proto message, for hot ingest paths.
+//!
+//! [`decode`](crate::decode) builds an owned [`Profile`]: one `String` per string-table entry
+//! and three `Vec`s per sample, which is most of the cost of ingesting a small CPU profile.
+//! [`ProfileView`] walks the same bytes once and keeps strings as slices of the input and
+//! every sample's location ids, values and labels in three shared columns, so decoding costs
+//! a handful of allocations however many samples the profile has.
+//!
+//! The contract is parity with the owned decoder, so callers can switch without changing
+//! what they accept: [`ProfileView::parse`] succeeds exactly when [`decode`](crate::decode)
+//! of the same raw bytes would, the view holds the same data ([`ProfileView::to_profile`]
+//! equals the decoded profile), and it has passed the same [`validate`](crate::validate)
+//! rules. On failure the error is the owned decoder's, so messages name the offending field
+//! the same way on both paths.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use crate::codec::{decode_raw, legacy_kind};
+use crate::error::PprofError;
+use crate::ids::IdIndex;
+use crate::proto::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
+
+/// Deepest nesting of protobuf groups skipped in unknown fields (prost's recursion limit).
+const MAX_GROUP_DEPTH: u32 = 100;
+
+/// Why the fast walk stopped; only used to decide to ask the owned decoder for the error.
+type Walk<T> = Result<T, &'static str>;
+
+/// A location of a [`ProfileView`]: `line` is a range of [`ProfileView::lines`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocationView {
+    /// Unique nonzero id.
+    pub id: u64,
+    /// Id of the mapping (0 = none).
+    pub mapping_id: u64,
+    /// Instruction address.
+    pub address: u64,
+    /// The (inlined) lines, innermost first, as a range of [`ProfileView::lines`].
+    pub line: Range<usize>,
+    /// pprof's `is_folded`.
+    pub is_folded: bool,
+}
+
+/// A sample of a [`ProfileView`]: ranges of the view's shared columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleView {
+    /// Location ids, leaf first, as a range of [`ProfileView::sample_location_ids`].
+    pub location_id: Range<usize>,
+    /// One value per sample type, as a range of [`ProfileView::sample_values`].
+    pub value: Range<usize>,
+    /// Labels, as a range of [`ProfileView::sample_labels`].
+    pub label: Range<usize>,
+}
+
+/// A decoded and validated profile that borrows its strings from the input bytes.
+#[derive(Debug)]
+pub struct ProfileView<'a> {
+    strings: Vec<&'a [u8]>,
+    /// Sample types (string indices).
+    pub sample_type: Vec<ValueType>,
+    /// Samples; their data lives in the shared columns below.
+    pub sample: Vec<SampleView>,
+    /// Mappings.
+    pub mapping: Vec<Mapping>,
+    /// Locations; their lines live in [`ProfileView::lines`].
+    pub location: Vec<LocationView>,
+    /// Functions.
+    pub function: Vec<Function>,
+    /// Lines of every location, concatenated.
+    pub lines: Vec<Line>,
+    /// Location ids of every sample, concatenated.
+    pub sample_location_ids: Vec<u64>,
+    /// Values of every sample, concatenated.
+    pub sample_values: Vec<i64>,
+    /// Labels of every sample, concatenated.
+    pub sample_labels: Vec<Label>,
+    /// `drop_frames` string index.
+    pub drop_frames: i64,
+    /// `keep_frames` string index.
+    pub keep_frames: i64,
+    /// Time of collection, unix nanoseconds.
+    pub time_nanos: i64,
+    /// Duration of the profile.
+    pub duration_nanos: i64,
+    /// The kind of events between sampled occurrences.
+    pub period_type: Option<ValueType>,
+    /// Events between sampled occurrences.
+    pub period: i64,
+    /// Comment string indices.
+    pub comment: Vec<i64>,
+    /// Default sample type string index.
+    pub default_sample_type: i64,
+    /// Documentation link string index.
+    pub doc_url: i64,
+    mapping_ids: IdIndex,
+    function_ids: IdIndex,
+    location_ids: IdIndex,
+}
+
+impl<'a> ProfileView<'a> {
+    /// Decodes and validates a raw (not gzip'd) profile.proto message.
+    ///
+    /// Succeeds exactly when [`decode`](crate::decode) of `raw` would; on failure returns the
+    /// error that decoder gives (wire errors, legacy formats, validation errors naming the
+    /// field). Inputs the walk does not understand are handed to the owned decoder so that
+    /// the error is the canonical one.
+    pub fn parse(raw: &'a [u8]) -> Result<ProfileView<'a>, PprofError> {
+        if let Some(kind) = legacy_kind(raw) {
+            return Err(PprofError::LegacyFormat { kind });
+        }
+        let walked = walk(raw).and_then(|mut v| {
+            v.index_and_validate()?;
+            Ok(v)
+        });
+        match walked {
+            Ok(v) => Ok(v),
+            Err(why) => match decode_raw(raw) {
+                Err(e) => Err(e),
+                // Parity is the contract (the fuzz target checks it); should a gap remain,
+                // refuse clearly instead of storing something the walk did not read.
+                Ok(_) => Err(PprofError::malformed(
+                    "profile",
+                    format!("encoding not supported by the ingest decoder ({why})"),
+                )),
+            },
+        }
+    }
+
+    /// Number of string-table entries.
+    pub fn string_count(&self) -> usize {
+        self.strings.len()
+    }
+
+    /// String `index` of the string table ("" when out of range); invalid UTF-8 becomes
+    /// U+FFFD as in [`decode`](crate::decode). Borrowed unless it had to be repaired.
+    pub fn string(&self, index: i64) -> Cow<'a, str> {
+        let bytes = usize::try_from(index)
+            .ok()
+            .and_then(|i| self.strings.get(i))
+            .copied()
+            .unwrap_or(b"");
+        String::from_utf8_lossy(bytes)
+    }
+
+    /// Position of the mapping with `id` in [`ProfileView::mapping`].
+    pub fn mapping_position(&self, id: u64) -> Option<usize> {
+        self.mapping_ids.get(id)
+    }
+
+    /// Position of the function with `id` in [`ProfileView::function`].
+    pub fn function_position(&self, id: u64) -> Option<usize> {
+        self.function_ids.get(id)
+    }
+
+    /// Position of the location with `id` in [`ProfileView::location`].
+    pub fn location_position(&self, id: u64) -> Option<usize> {
+        self.location_ids.get(id)
+    }
+
+    /// The lines of `location`, innermost first.
+    pub fn location_lines(&self, location: &LocationView) -> &[Line] {
+        self.lines.get(location.line.clone()).unwrap_or(&[])
+    }
+
+    /// `(location ids leaf first, values)` of `sample`.
+    pub fn sample_data(&self, sample: &SampleView) -> (&[u64], &[i64]) {
+        (
+            self.sample_location_ids
+                .get(sample.location_id.clone())
+                .unwrap_or(&[]),
+            self.sample_values.get(sample.value.clone()).unwrap_or(&[]),
+        )
+    }
+
+    /// The owned [`Profile`] with the same content (what [`decode`](crate::decode) returns).
+    pub fn to_profile(&self) -> Profile {
+        fn part<T: Clone>(column: &[T], range: &Range<usize>) -> Vec<T> {
+            column.get(range.clone()).unwrap_or(&[]).to_vec()
+        }
+        Profile {
+            sample_type: self.sample_type.clone(),
+            sample: self
+                .sample
+                .iter()
+                .map(|s| Sample {
+                    location_id: part(&self.sample_location_ids, &s.location_id),
+                    value: part(&self.sample_values, &s.value),
+                    label: part(&self.sample_labels, &s.label),
+                })
+                .collect(),
+            mapping: self.mapping.clone(),
+            location: self
+                .location
+                .iter()
+                .map(|l| Location {
+                    id: l.id,
+                    mapping_id: l.mapping_id,
+                    address: l.address,
+                    line: part(&self.lines, &l.line),
+                    is_folded: l.is_folded,
+                })
+                .collect(),
+            function: self.function.clone(),
+            string_table: self
+                .strings
+                .iter()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .collect(),
+            drop_frames: self.drop_frames,
+            keep_frames: self.keep_frames,
+            time_nanos: self.time_nanos,
+            duration_nanos: self.duration_nanos,
+            period_type: self.period_type,
+            period: self.period,
+            comment: self.comment.clone(),
+            default_sample_type: self.default_sample_type,
+            doc_url: self.doc_url,
+        }
+    }
+
+    /// Builds the id indexes and applies the rules of [`validate`](crate::validate).
+    /// Only acceptance matters here: the error text comes from the owned decoder.
+    fn index_and_validate(&mut self) -> Walk<()> {
+        if self.strings.first().is_none_or(|s| !s.is_empty()) {
+            return Err("string_table[0]");
+        }
+        let n = self.strings.len() as u64;
+        let ok = |i: i64| i >= 0 && (i as u64) < n;
+        let types_ok = self
+            .sample_type
+            .iter()
+            .chain(&self.period_type)
+            .all(|t| ok(t.r#type) && ok(t.unit));
+        let header_ok = [
+            self.drop_frames,
+            self.keep_frames,
+            self.default_sample_type,
+            self.doc_url,
+        ]
+        .into_iter()
+        .chain(self.comment.iter().copied())
+        .all(ok);
+        let mappings_ok = self
+            .mapping
+            .iter()
+            .all(|m| ok(m.filename) && ok(m.build_id));
+        let functions_ok = self
+            .function
+            .iter()
+            .all(|f| ok(f.name) && ok(f.system_name) && ok(f.filename));
+        let labels_ok = self
+            .sample_labels
+            .iter()
+            .all(|l| ok(l.key) && ok(l.str) && ok(l.num_unit));
+        if !(types_ok && header_ok && mappings_ok && functions_ok && labels_ok) {
+            return Err("string index");
+        }
+        self.mapping_ids =
+            IdIndex::build(self.mapping.iter().map(|m| m.id)).map_err(|_| "mapping id")?;
+        self.function_ids =
+            IdIndex::build(self.function.iter().map(|f| f.id)).map_err(|_| "function id")?;
+        let refs_ok = self.location.iter().all(|l| {
+            (l.mapping_id == 0 || self.mapping_ids.get(l.mapping_id).is_some())
+                && self
+                    .lines
+                    .get(l.line.clone())
+                    .unwrap_or(&[])
+                    .iter()
+                    .all(|x| x.function_id == 0 || self.function_ids.get(x.function_id).is_some())
+        });
+        if !refs_ok {
+            return Err("location reference");
+        }
+        self.location_ids =
+            IdIndex::build(self.location.iter().map(|l| l.id)).map_err(|_| "location id")?;
+        let types = self.sample_type.len();
+        let samples_ok = self.sample.iter().all(|s| s.value.len() == types)
+            && self
+                .sample_location_ids
+                .iter()
+                .all(|id| self.location_ids.get(*id).is_some());
+        if !samples_ok {
+            return Err("sample");
+        }
+        Ok(())
+    }
+}
+
+/// Cursor over protobuf wire-format bytes. Every read is bounds-checked.
+struct Wire<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+/// Protobuf wire types.
+const VARINT: u8 = 0;
+const FIXED64: u8 = 1;
+const LEN: u8 = 2;
+const START_GROUP: u8 = 3;
+const END_GROUP: u8 = 4;
+const FIXED32: u8 = 5;
+
+impl<'a> Wire<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Wire { b, pos: 0 }
+    }
+
+    fn more(&self) -> bool {
+        self.pos < self.b.len()
+    }
+
+    /// A base-128 varint of at most 10 bytes whose value fits 64 bits (prost's rule).
+    #[inline]
+    fn varint(&mut self) -> Walk<u64> {
+        // Most keys, ids and string indices fit one byte.
+        if let Some(&byte) = self.b.get(self.pos)
+            && byte < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(byte));
+        }
+        self.varint_slow()
+    }
+
+    fn varint_slow(&mut self) -> Walk<u64> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let byte = *self.b.get(self.pos).ok_or("truncated varint")?;
+            self.pos += 1;
+            if i == 9 && byte > 1 {
+                return Err("varint overflow");
+            }
+            v |= u64::from(byte & 0x7f) << (7 * i);
+            if byte < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err("varint overflow")
+    }
+
+    /// `(field number, wire type)` of the next field.
+    fn key(&mut self) -> Walk<(u64, u8)> {
+        let key = self.varint()?;
+        if key > u64::from(u32::MAX) {
+            return Err("key out of range");
+        }
+        let (field, wire) = (key >> 3, (key & 7) as u8);
+        if field == 0 || wire > FIXED32 {
+            return Err("bad key");
+        }
+        Ok((field, wire))
+    }
+
+    fn take(&mut self, n: usize) -> Walk<&'a [u8]> {
+        let end = self.pos.checked_add(n).ok_or("length overflow")?;
+        let s = self.b.get(self.pos..end).ok_or("truncated field")?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    /// The payload of a length-delimited field.
+    fn bytes(&mut self) -> Walk<&'a [u8]> {
+        let n = usize::try_from(self.varint()?).map_err(|_| "length overflow")?;
+        self.take(n)
+    }
+
+    /// A length-delimited field parsed as a nested message.
+    fn message(&mut self, wire: u8) -> Walk<Wire<'a>> {
+        if wire != LEN {
+            return Err("wire type");
+        }
+        Ok(Wire::new(self.bytes()?))
+    }
+
+    /// A singular varint field (later occurrences win, as in protobuf).
+    fn scalar(&mut self, wire: u8) -> Walk<u64> {
+        if wire != VARINT {
+            return Err("wire type");
+        }
+        self.varint()
+    }
+
+    /// A repeated varint field, packed or not: appends to `out`.
+    fn repeated<T>(&mut self, wire: u8, out: &mut Vec<T>, f: impl Fn(u64) -> T) -> Walk<()> {
+        match wire {
+            VARINT => out.push(f(self.varint()?)),
+            LEN => {
+                let mut packed = Wire::new(self.bytes()?);
+                while packed.more() {
+                    out.push(f(packed.varint()?));
+                }
+            }
+            _ => return Err("wire type"),
+        }
+        Ok(())
+    }
+
+    /// Skips an unknown field, including (nested) groups.
+    fn skip(&mut self, field: u64, wire: u8, depth: u32) -> Walk<()> {
+        match wire {
+            VARINT => {
+                self.varint()?;
+            }
+            FIXED64 => {
+                self.take(8)?;
+            }
+            LEN => {
+                self.bytes()?;
+            }
+            FIXED32 => {
+                self.take(4)?;
+            }
+            START_GROUP => {
+                if depth >= MAX_GROUP_DEPTH {
+                    return Err("groups nested too deep");
+                }
+                loop {
+                    let (f, w) = self.key()?;
+                    if w == END_GROUP {
+                        if f != field {
+                            return Err("mismatched end group");
+                        }
+                        break;
+                    }
+                    self.skip(f, w, depth + 1)?;
+                }
+            }
+            _ => return Err("unexpected end group"),
+        }
+        Ok(())
+    }
+}
+
+fn value_type(mut w: Wire<'_>, into: &mut ValueType) -> Walk<()> {
+    while w.more() {
+        match w.key()? {
+            (1, wire) => into.r#type = w.scalar(wire)? as i64,
+            (2, wire) => into.unit = w.scalar(wire)? as i64,
+            (f, wire) => w.skip(f, wire, 0)?,
+        }
+    }
+    Ok(())
+}
+
+fn label(mut w: Wire<'_>) -> Walk<Label> {
+    let mut l = Label::default();
+    while w.more() {
+        match w.key()? {
+            (1, wire) => l.key = w.scalar(wire)? as i64,
+            (2, wire) => l.str = w.scalar(wire)? as i64,
+            (3, wire) => l.num = w.scalar(wire)? as i64,
+            (4, wire) => l.num_unit = w.scalar(wire)? as i64,
+            (f, wire) => w.skip(f, wire, 0)?,
+        }
+    }
+    Ok(l)
+}
+
+fn sample(mut w: Wire<'_>, v: &mut ProfileView<'_>) -> Walk<SampleView> {
+    // Each column only grows while this sample is read, so its part is one range even when
+    // the fields arrive interleaved.
+    let starts = (
+        v.sample_location_ids.len(),
+        v.sample_values.len(),
+        v.sample_labels.len(),
+    );
+    while w.more() {
+        match w.key()? {
+            (1, wire) => w.repeated(wire, &mut v.sample_location_ids, |x| x)?,
+            (2, wire) => w.repeated(wire, &mut v.sample_values, |x| x as i64)?,
+            (3, wire) => {
+                let l = label(w.message(wire)?)?;
+                v.sample_labels.push(l);
+            }
+            (f, wire) => w.skip(f, wire, 0)?,
+        }
+    }
+    Ok(SampleView {
+        location_id: starts.0..v.sample_location_ids.len(),
+        value: starts.1..v.sample_values.len(),
+        label: starts.2..v.sample_labels.len(),
+    })
+}
+
+fn mapping(mut w: Wire<'_>) -> Walk<Mapping> {
+    let mut m = Mapping::default();
+    while w.more() {
+        match w.key()? {
+            (1, wire) => m.id = w.scalar(wire)?,
+            (2, wire) => m.memory_start = w.scalar(wire)?,
+            (3, wire) => m.memory_limit = w.scalar(wire)?,
+            (4, wire) => m.file_offset = w.scalar(wire)?,
+            (5, wire) => m.filename = w.scalar(wire)? as i64,
+            (6, wire) => m.build_id = w.scalar(wire)? as i64,
+            (7, wire) => m.has_functions = w.scalar(wire)? != 0,
+            (8, wire) => m.has_filenames = w.scalar(wire)? != 0,
+            (9, wire) => m.has_line_numbers = w.scalar(wire)? != 0,
+            (10, wire) => m.has_inline_frames = w.scalar(wire)? != 0,
+            (f, wire) => w.skip(f, wire, 0)?,
+        }
+    }
+    Ok(m)
+}
+
+fn line(mut w: Wire<'_>) -> Walk<Line> {
+    let mut l = Line::default();
+    while w.more() {
+        match w.key()? {
+            (1, wire) => l.function_id = w.scalar(wire)?,
+            (2, wire) => l.line = w.scalar(wire)? as i64,
+            (3, wire) => l.column = w.scalar(wire)? as i64,
+            (f, wire) => w.skip(f, wire, 0)?,
+        }
+    }
+    Ok(l)
+}
+
+fn location(mut w: Wire<'_>, lines: &mut Vec<Line>) -> Walk<LocationView> {
+    let start = lines.len();
+    let mut l = LocationView {
+        id: 0,
+        mapping_id: 0,
+        address: 0,
+        line: 0..0,
+        is_folded: false,
+    };
+    while w.more() {
+        match w.key()? {
+            (1, wire) => l.id = w.scalar(wire)?,
+            (2, wire) => l.mapping_id = w.scalar(wire)?,
+            (3, wire) => l.address = w.scalar(wire)?,
+            (4, wire) => lines.push(line(w.message(wire)?)?),
+            (5, wire) => l.is_folded = w.scalar(wire)? != 0,
+            (f, wire) => w.skip(f, wire, 0)?,
+        }
+    }
+    l.line = start..lines.len();
+    Ok(l)
+}
+
+fn function(mut w: Wire<'_>) -> Walk<Function> {
+    let mut f = Function::default();
+    while w.more() {
+        match w.key()? {
+            (1, wire) => f.id = w.scalar(wire)?,
+            (2, wire) => f.name = w.scalar(wire)? as i64,
+            (3, wire) => f.system_name = w.scalar(wire)? as i64,
+            (4, wire) => f.filename = w.scalar(wire)? as i64,
+            (5, wire) => f.start_line = w.scalar(wire)? as i64,
+            (n, wire) => w.skip(n, wire, 0)?,
+        }
+    }
+    Ok(f)
+}
+
+/// One pass over the top-level message; indexes and validation come after.
+fn walk(raw: &[u8]) -> Walk<ProfileView<'_>> {
+    let mut v = ProfileView {
+        strings: Vec::new(),
+        sample_type: Vec::new(),
+        sample: Vec::new(),
+        mapping: Vec::new(),
+        location: Vec::new(),
+        function: Vec::new(),
+        lines: Vec::new(),
+        sample_location_ids: Vec::new(),
+        sample_values: Vec::new(),
+        sample_labels: Vec::new(),
+        drop_frames: 0,
+        keep_frames: 0,
+        time_nanos: 0,
+        duration_nanos: 0,
+        period_type: None,
+        period: 0,
+        comment: Vec::new(),
+        default_sample_type: 0,
+        doc_url: 0,
+        mapping_ids: IdIndex::Dense(0),
+        function_ids: IdIndex::Dense(0),
+        location_ids: IdIndex::Dense(0),
+    };
+    let mut w = Wire::new(raw);
+    while w.more() {
+        match w.key()? {
+            (1, wire) => {
+                let mut t = ValueType::default();
+                value_type(w.message(wire)?, &mut t)?;
+                v.sample_type.push(t);
+            }
+            (2, wire) => {
+                let s = sample(w.message(wire)?, &mut v)?;
+                v.sample.push(s);
+            }
+            (3, wire) => v.mapping.push(mapping(w.message(wire)?)?),
+            (4, wire) => {
+                let l = location(w.message(wire)?, &mut v.lines)?;
+                v.location.push(l);
+            }
+            (5, wire) => v.function.push(function(w.message(wire)?)?),
+            (6, wire) => {
+                if wire != LEN {
+                    return Err("wire type");
+                }
+                v.strings.push(w.bytes()?);
+            }
+            (7, wire) => v.drop_frames = w.scalar(wire)? as i64,
+            (8, wire) => v.keep_frames = w.scalar(wire)? as i64,
+            (9, wire) => v.time_nanos = w.scalar(wire)? as i64,
+            (10, wire) => v.duration_nanos = w.scalar(wire)? as i64,
+            (11, wire) => {
+                // A repeated optional message merges into the one already read.
+                let m = w.message(wire)?;
+                value_type(m, v.period_type.get_or_insert_with(ValueType::default))?;
+            }
+            (12, wire) => v.period = w.scalar(wire)? as i64,
+            (13, wire) => w.repeated(wire, &mut v.comment, |x| x as i64)?,
+            (14, wire) => v.default_sample_type = w.scalar(wire)? as i64,
+            (15, wire) => v.doc_url = w.scalar(wire)? as i64,
+            (f, wire) => w.skip(f, wire, 0)?,
+        }
+    }
+    Ok(v)
+}

@@ -1,0 +1,270 @@
+//! `ProfileView` (the borrowed ingest decoder) against the owned decoder: the same inputs are
+//! accepted, with the same content, and rejected with the same error, on every corpus profile
+//! and on truncated, bit-flipped and unusually encoded variants of them.
+
+mod common;
+
+use ember_pprof::{
+    DecodeLimits, Line, PprofError, Profile, ProfileView, decode, decompress, encode, encode_gzip,
+};
+
+/// Asserts parity of the two decoders on `bytes` (gzip'd or raw); returns whether it decoded.
+fn parity(bytes: &[u8]) -> bool {
+    let owned = decode(bytes);
+    let raw = match decompress(bytes, &DecodeLimits::default()) {
+        Ok(raw) => raw,
+        Err(e) => {
+            assert_eq!(
+                owned.expect_err("decompress failed").to_string(),
+                e.to_string()
+            );
+            return false;
+        }
+    };
+    match (owned, ProfileView::parse(&raw)) {
+        (Ok(p), Ok(v)) => {
+            assert_eq!(v.to_profile(), p, "view content differs from decode");
+            true
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a.to_string(), b.to_string());
+            false
+        }
+        (Ok(_), Err(e)) => panic!("view rejected what decode accepts: {e}"),
+        (Err(e), Ok(_)) => panic!("view accepted what decode rejects: {e}"),
+    }
+}
+
+#[test]
+fn every_corpus_profile_decodes_the_same() {
+    let mut decoded = 0;
+    for case in common::cases() {
+        if parity(&case.bytes()) {
+            decoded += 1;
+        }
+    }
+    assert!(decoded >= common::good_cases().len(), "decoded {decoded}");
+}
+
+#[test]
+fn truncated_and_flipped_inputs_agree() {
+    for case in common::good_cases() {
+        let bytes = case.bytes();
+        let raw = decompress(&bytes, &DecodeLimits::default())
+            .expect("good case decompresses")
+            .into_owned();
+        // Every cut of small profiles, a spread of cuts of big ones.
+        let step = (raw.len() / 150).max(1);
+        for cut in (0..raw.len()).step_by(step) {
+            parity(&raw[..cut]);
+        }
+        for (stride, mask) in [(97, 0x5a), (31, 0x01), (13, 0x80)] {
+            let mut flipped = raw.clone();
+            for i in (0..flipped.len()).step_by(stride) {
+                flipped[i] ^= mask;
+            }
+            parity(&flipped);
+        }
+    }
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn field(out: &mut Vec<u8>, number: u64, wire: u64) {
+    varint(out, number << 3 | wire);
+}
+
+fn nested(out: &mut Vec<u8>, number: u64, body: &[u8]) {
+    field(out, number, 2);
+    varint(out, body.len() as u64);
+    out.extend_from_slice(body);
+}
+
+/// A small profile written by hand in encodings prost never produces but must accept:
+/// unpacked repeated fields, a sample's fields interleaved, `period_type` split over two
+/// occurrences, unknown fields of every wire type (a nested group too), a scalar repeated
+/// (last wins).
+fn unusual_encoding() -> Vec<u8> {
+    let mut p = Vec::new();
+    for s in ["", "cpu", "nanoseconds", "main", "main.go"] {
+        nested(&mut p, 6, s.as_bytes());
+    }
+    let mut st = Vec::new();
+    field(&mut st, 1, 0);
+    varint(&mut st, 1);
+    field(&mut st, 2, 0);
+    varint(&mut st, 2);
+    nested(&mut p, 1, &st);
+    let mut pt = Vec::new();
+    field(&mut pt, 1, 0);
+    varint(&mut pt, 1);
+    nested(&mut p, 11, &pt);
+    let mut pt = Vec::new();
+    field(&mut pt, 2, 0);
+    varint(&mut pt, 2);
+    nested(&mut p, 11, &pt);
+    let mut f = Vec::new();
+    field(&mut f, 1, 0);
+    varint(&mut f, 7);
+    field(&mut f, 2, 0);
+    varint(&mut f, 3);
+    field(&mut f, 4, 0);
+    varint(&mut f, 4);
+    nested(&mut p, 5, &f);
+    for (id, line) in [(1u64, 10u64), (2, 20)] {
+        let mut l = Vec::new();
+        field(&mut l, 1, 0);
+        varint(&mut l, id);
+        let mut ln = Vec::new();
+        field(&mut ln, 1, 0);
+        varint(&mut ln, 7);
+        field(&mut ln, 2, 0);
+        varint(&mut ln, line);
+        nested(&mut l, 4, &ln);
+        nested(&mut p, 4, &l);
+    }
+    // Sample: location 1 unpacked, a value, location 2 packed, an unknown fixed32.
+    let mut s = Vec::new();
+    field(&mut s, 1, 0);
+    varint(&mut s, 1);
+    field(&mut s, 2, 0);
+    varint(&mut s, 30);
+    nested(&mut s, 1, &[2]);
+    field(&mut s, 9, 5);
+    s.extend_from_slice(&[1, 2, 3, 4]);
+    nested(&mut p, 2, &s);
+    // Unknown fields: fixed64, and a group holding a nested group and a varint.
+    field(&mut p, 40, 1);
+    p.extend_from_slice(&[0; 8]);
+    field(&mut p, 41, 3);
+    field(&mut p, 42, 3);
+    field(&mut p, 1, 0);
+    varint(&mut p, 5);
+    field(&mut p, 42, 4);
+    field(&mut p, 41, 4);
+    // period twice: the last one counts.
+    field(&mut p, 12, 0);
+    varint(&mut p, 1);
+    field(&mut p, 12, 0);
+    varint(&mut p, 10_000_000);
+    p
+}
+
+#[test]
+fn unusual_but_valid_encodings_are_read_like_prost() {
+    let bytes = unusual_encoding();
+    assert!(parity(&bytes));
+    let v = ProfileView::parse(&bytes).expect("valid");
+    assert_eq!(v.period, 10_000_000);
+    let pt = v.period_type.expect("period type");
+    assert_eq!(
+        (v.string(pt.r#type), v.string(pt.unit)),
+        ("cpu".into(), "nanoseconds".into())
+    );
+    let sample = &v.sample[0];
+    assert_eq!(v.sample_data(sample), (&[1u64, 2][..], &[30i64][..]));
+    let loc = &v.location[v.location_position(2).expect("location 2")];
+    assert_eq!(
+        v.location_lines(loc),
+        &[Line {
+            function_id: 7,
+            line: 20,
+            column: 0
+        }]
+    );
+    let f = &v.function[v.function_position(7).expect("function 7")];
+    assert_eq!(v.string(f.name), "main");
+    // A mismatched end group is a wire error on both paths.
+    let mut bad = bytes.clone();
+    field(&mut bad, 50, 3);
+    field(&mut bad, 51, 4);
+    assert!(!parity(&bad));
+}
+
+#[test]
+fn invalid_utf8_is_repaired_like_decode() {
+    let mut p: Profile = common::read_case("pprof/internal/report/testdata/sample.cpu");
+    p.string_table.push("marker-Q".into());
+    let mut bytes = encode(&p);
+    // Turn the marker's "Q" into a lone continuation byte.
+    let at = bytes
+        .windows(8)
+        .position(|w| w == b"marker-Q")
+        .expect("marker encoded");
+    bytes[at + 7] = 0x80;
+    assert!(parity(&bytes));
+    let v = ProfileView::parse(&bytes).expect("valid");
+    assert_eq!(v.string(v.string_count() as i64 - 1), "marker-\u{fffd}");
+    assert_eq!(v.string(-1), "");
+    assert_eq!(v.string(1 << 40), "");
+}
+
+#[test]
+fn gzip_and_limits_match_decode() {
+    let p: Profile = common::read_case("pprof/internal/report/testdata/sample.cpu");
+    assert!(parity(&encode_gzip(&p)));
+    let raw = encode(&p);
+    let limits = DecodeLimits {
+        max_decompressed_bytes: raw.len() as u64 - 1,
+    };
+    for bytes in [raw.clone(), encode_gzip(&p)] {
+        assert!(matches!(
+            decompress(&bytes, &limits),
+            Err(PprofError::TooLarge { .. })
+        ));
+    }
+    let exact = DecodeLimits {
+        max_decompressed_bytes: raw.len() as u64,
+    };
+    assert_eq!(
+        &*decompress(&encode_gzip(&p), &exact).expect("fits"),
+        &raw[..]
+    );
+}
+
+/// Deterministic random edits (overwrite, insert, delete a few bytes) of small corpus
+/// profiles: a fuzz-style sweep of the parity contract that runs with the normal tests.
+#[test]
+fn random_edits_agree() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n.max(1) as u64) as usize
+    };
+    let mut accepted = 0;
+    for path in [
+        "pprof/internal/report/testdata/sample.cpu",
+        "pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz",
+    ] {
+        let bytes = std::fs::read(common::corpus().join(path)).expect("corpus file");
+        let raw = decompress(&bytes, &DecodeLimits::default())
+            .expect("decompresses")
+            .into_owned();
+        for _ in 0..1500 {
+            let mut m = raw.clone();
+            for _ in 0..1 + next(3) {
+                let at = next(m.len());
+                match next(3) {
+                    0 => m[at] = next(256) as u8,
+                    1 => m.insert(at, next(256) as u8),
+                    _ => {
+                        m.remove(at);
+                    }
+                }
+            }
+            if parity(&m) {
+                accepted += 1;
+            }
+        }
+    }
+    // Many edits land in values and keep the profile valid: both paths must read those.
+    assert!(accepted > 100, "only {accepted} edited profiles decoded");
+}
