@@ -241,7 +241,8 @@ impl Agent {
                 .install(prepared)
                 .map_err(AgentError::Start)?;
             let taps = running.buckets.taps();
-            if new.profiling.enabled && (new.profiling.cpu.enabled || !taps.is_empty()) {
+            let wanted = new.profiling.cpu.enabled || new.profiling.off_cpu.enabled;
+            if new.profiling.enabled && (wanted || !taps.is_empty()) {
                 running.profiler = Some(
                     profiler::start(
                         &new.profiling,

@@ -132,10 +132,19 @@ pub fn start(
         .clamp(1, 10_000);
     options.call_graph = CallGraph::Auto;
     options.raw_events = !taps.is_empty();
-    options.off_cpu = taps.wants_switches();
+    // The Perfetto trace needs the scheduler's switches whether or not off-CPU profiles are
+    // sent; the minimum duration only shapes the off-CPU profiles.
+    options.off_cpu = taps.wants_switches() || config.off_cpu.enabled;
+    if config.off_cpu.enabled {
+        options.off_cpu_min_ns =
+            u64::try_from(config.off_cpu.min_duration.0.as_nanos()).unwrap_or(u64::MAX);
+    }
     let feeder = Feeder::new(taps, options.frequency);
     let sinks = Sinks {
-        cpu: config.cpu.enabled,
+        push: Push {
+            cpu: config.cpu.enabled,
+            off_cpu: config.off_cpu.enabled,
+        },
         feeder,
     };
     let interval = config.upload_interval.0;
@@ -163,10 +172,19 @@ pub fn start(
     })
 }
 
-/// Who consumes the cuts besides the server profiles' filter/relabel pipeline.
-struct Sinks {
-    /// Whether per-process CPU profiles are pushed.
+/// Which per-process profiles go to the server.
+#[derive(Debug, Clone, Copy)]
+struct Push {
+    /// On-CPU samples (`process_cpu:cpu:nanoseconds:...`).
     cpu: bool,
+    /// Off-CPU time (`process_cpu:off_cpu:nanoseconds:...`).
+    off_cpu: bool,
+}
+
+/// Who consumes the cuts.
+struct Sinks {
+    /// The server profiles' filter/relabel pipeline.
+    push: Push,
     /// The bucket exporters.
     feeder: Feeder,
 }
@@ -227,7 +245,7 @@ fn run(
                 if let Some(rec) = pending.take() {
                     emit(
                         rec,
-                        sinks.cpu,
+                        sinks.push,
                         &mut symbolizer,
                         &hostname,
                         &filter,
@@ -246,7 +264,7 @@ fn run(
         if let Some(rec) = pending.take() {
             emit(
                 rec,
-                sinks.cpu,
+                sinks.push,
                 &mut symbolizer,
                 &hostname,
                 &filter,
@@ -440,7 +458,7 @@ fn hostname() -> String {
 #[allow(clippy::too_many_arguments)]
 fn emit(
     rec: Recording,
-    push_cpu: bool,
+    push: Push,
     symbolizer: &mut Symbolizer,
     hostname: &str,
     filter: &Filter,
@@ -453,22 +471,30 @@ fn emit(
         .samples
         .fetch_add(rec.samples, Ordering::Relaxed);
     metrics.profiler.lost.fetch_add(rec.lost, Ordering::Relaxed);
-    if !push_cpu {
+    if !push.cpu && !push.off_cpu {
         return;
     }
     let Recording {
-        stacks,
+        mut stacks,
+        mut off_cpu_stacks,
         maps,
         frequency,
         start_unix_ns,
         duration_ns,
         ..
     } = rec;
+    if !push.cpu {
+        stacks.clear();
+    }
+    if !push.off_cpu {
+        off_cpu_stacks.clear();
+    }
     // One pass over /proc/kallsyms for the whole cut. Each per-process profile below would
     // otherwise re-read the whole file for the kernel addresses it brings: that was ~80 % of
     // the agent's CPU on a busy host (bench/agent/RESULTS.md).
     let kernel: Vec<u64> = stacks
         .keys()
+        .chain(off_cpu_stacks.keys())
         .flat_map(|k| &k.frames)
         .filter_map(|frame| match *frame {
             Frame::Kernel { addr, ret } => Some(if ret { addr.wrapping_sub(1) } else { addr }),
@@ -477,16 +503,23 @@ fn emit(
         .collect();
     symbolizer.prepare_kernel(&kernel);
     let mut by_pid: HashMap<u32, Recording> = HashMap::new();
+    let new_sub = || Recording {
+        maps: maps.clone(),
+        frequency,
+        start_unix_ns,
+        duration_ns,
+        off_cpu: push.off_cpu,
+        ..Recording::default()
+    };
     for (key, value) in stacks {
-        let sub = by_pid.entry(key.pid).or_insert_with(|| Recording {
-            maps: maps.clone(),
-            frequency,
-            start_unix_ns,
-            duration_ns,
-            ..Recording::default()
-        });
+        let sub = by_pid.entry(key.pid).or_insert_with(new_sub);
         sub.samples += value.count;
         sub.stacks.insert(key, value);
+    }
+    for (key, value) in off_cpu_stacks {
+        let sub = by_pid.entry(key.pid).or_insert_with(new_sub);
+        sub.off_cpu_switches += value.count;
+        sub.off_cpu_stacks.insert(key, value);
     }
     let mut filtered = 0;
     for (pid, sub) in by_pid {
@@ -497,6 +530,7 @@ fn emit(
         let comm = sub
             .stacks
             .keys()
+            .chain(sub.off_cpu_stacks.keys())
             .next()
             .map(|k| k.comm.to_string())
             .unwrap_or_default();

@@ -14,7 +14,8 @@ use ember_agent::{Agent, config};
 #[command(
     args_conflicts_with_subcommands = true,
     long_about = "Run the Ember agent: continuous CPU profiling of this host (perf_event, 19 Hz by \
-                  default), pull scraping of pprof endpoints, and exporters: push to an Ember or \
+                  default; off-CPU time with profiling.off_cpu, episodes shorter than its \
+                  min_duration ignored), pull scraping of pprof endpoints, and exporters: push to an Ember or \
                   Pyroscope server, exporters.perf_collector (gzip'd perf script dumps to a \
                   bucket) and exporters.perfetto_daemon (Perfetto trace snapshots to a bucket; \
                   `ember profiling perfetto-snapshot` calls its HTTP trigger). One sampler serves \
