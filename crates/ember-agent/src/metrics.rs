@@ -199,6 +199,18 @@ impl Metrics {
             "Failed push requests.",
             s.upload_errors,
         );
+        counter(
+            &mut out,
+            "ember_agent_push_throttled_total",
+            "Push requests the server answered 429 (retried after its Retry-After).",
+            s.throttled_requests,
+        );
+        counter(
+            &mut out,
+            "ember_agent_push_retry_after_waits_total",
+            "Push retries that waited for the server's Retry-After.",
+            s.retry_after_waits,
+        );
         gauge(
             &mut out,
             "ember_agent_push_queue_profiles",
