@@ -198,6 +198,8 @@ pub struct ProfilingConfig {
     pub enabled: bool,
     /// CPU sampling.
     pub cpu: CpuConfig,
+    /// Off-CPU (blocked) time.
+    pub off_cpu: OffCpuConfig,
     /// How often a profile per process is cut and sent (default 15s).
     pub upload_interval: Dur,
     /// Which processes are profiled.
@@ -211,6 +213,7 @@ impl Default for ProfilingConfig {
         ProfilingConfig {
             enabled: true,
             cpu: CpuConfig::default(),
+            off_cpu: OffCpuConfig::default(),
             upload_interval: Dur::secs(15),
             targets: TargetsConfig::default(),
             relabel_configs: Vec::new(),
@@ -233,6 +236,29 @@ impl Default for CpuConfig {
         CpuConfig {
             enabled: true,
             sample_rate_hz: 19,
+        }
+    }
+}
+
+/// `profiling.off_cpu`: time threads spend blocked (sleeping, waiting on I/O or locks),
+/// measured from the scheduler's context switches and sent per process as the
+/// `process_cpu:off_cpu:nanoseconds:cpu:nanoseconds` profile type (the name `ember record
+/// --off-cpu` profiles get on the server).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OffCpuConfig {
+    /// Record off-CPU time (default false: every context switch of the host is then sampled
+    /// with its stack, which costs CPU on busy hosts).
+    pub enabled: bool,
+    /// Blocking episodes shorter than this are not counted (default 1ms; 0s counts all).
+    pub min_duration: Dur,
+}
+
+impl Default for OffCpuConfig {
+    fn default() -> Self {
+        OffCpuConfig {
+            enabled: false,
+            min_duration: Dur::millis(1),
         }
     }
 }
@@ -693,6 +719,12 @@ impl Config {
             e(
                 "profiling.cpu.sample_rate_hz",
                 format!("{} is outside 1..=10000", p.cpu.sample_rate_hz),
+            );
+        }
+        if p.off_cpu.min_duration.0 > Duration::from_secs(3600) {
+            e(
+                "profiling.off_cpu.min_duration",
+                format!("{} is outside 0s..1h", p.off_cpu.min_duration),
             );
         }
         if p.upload_interval.0 < Duration::from_secs(1)

@@ -1,13 +1,16 @@
 //! Ember's always-on agent: continuous host profiling ([`profiler`]), pull scraping
-//! ([`scrape`]), the server exporter (an [`ember_push::Pusher`] behind the [`Outbox`]), its
-//! configuration ([`config`]) with hot reload, and the admin HTTP endpoint ([`admin`]).
+//! ([`scrape`]), the server exporter (an [`ember_push::Pusher`] behind the [`Outbox`]), the
+//! bucket exporters ([`exporters`]: perf_collector, perfetto_daemon), its configuration
+//! ([`config`]) with hot reload, and the admin HTTP endpoint ([`admin`]).
 //!
 //! [`Agent::start`] runs everything on the caller's tokio runtime; [`Agent::apply`] swaps the
 //! configuration (restarting only the components whose section changed, so the push queue
-//! survives a scrape change); [`Agent::shutdown`] stops the producers and flushes the queue.
+//! survives a scrape change); [`Agent::shutdown`] stops the producers and flushes the queue
+//! and the bucket exporters.
 
 pub mod admin;
 pub mod config;
+pub mod exporters;
 pub mod metrics;
 pub mod profiler;
 pub mod relabel;
@@ -92,6 +95,7 @@ struct Running {
     config: Config,
     scrape_tasks: Vec<tokio::task::JoinHandle<()>>,
     profiler: Option<profiler::Handle>,
+    buckets: exporters::Running,
 }
 
 /// A running agent.
@@ -110,6 +114,7 @@ impl Agent {
                 config: config.clone(),
                 scrape_tasks: Vec::new(),
                 profiler: None,
+                buckets: exporters::Running::default(),
             }),
             outbox: Arc::new(Outbox::new()),
             metrics: Arc::new(Metrics::default()),
@@ -135,7 +140,9 @@ impl Agent {
 
     /// Prometheus text of every metric.
     pub fn render_metrics(&self) -> String {
-        self.metrics.render(self.outbox.push_stats().as_ref())
+        let buckets = self.lock().buckets.stats();
+        self.metrics
+            .render(self.outbox.push_stats().as_ref(), &buckets)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
@@ -164,26 +171,17 @@ impl Agent {
     fn reconfigure(&self, new: Config, first: bool) -> Result<(), AgentError> {
         let mut running = self.lock();
         let old = running.config.clone();
-        // The bucket exporters are configured and validated here, but the agent does not run
-        // them yet: say so loudly instead of accepting them in silence.
-        for (name, set, was_set) in [
-            (
-                "perf_collector",
-                new.exporters.perf_collector.is_some(),
-                old.exporters.perf_collector.is_some(),
-            ),
-            (
-                "perfetto_daemon",
-                new.exporters.perfetto_daemon.is_some(),
-                old.exporters.perfetto_daemon.is_some(),
-            ),
-        ] {
-            if set && (first || !was_set) {
-                eprintln!(
-                    "ember agent: level=warn msg=\"exporters.{name} is validated but not run by the agent yet; no files will be written\""
-                );
-            }
-        }
+        let perf_changed = first || old.exporters.perf_collector != new.exporters.perf_collector;
+        let perfetto_changed =
+            first || old.exporters.perfetto_daemon != new.exporters.perfetto_daemon;
+        // Build the bucket exporters before touching anything: a spool folder that cannot be
+        // created or a trigger port in use rejects the configuration with the old one running.
+        let prepared = exporters::prepare(
+            &running.buckets,
+            perf_changed.then_some(&new.exporters.perf_collector),
+            perfetto_changed.then_some(&new.exporters.perfetto_daemon),
+        )
+        .map_err(AgentError::Start)?;
         // The exporter first, so the restarted producers find it.
         if first || old.exporters.server != new.exporters.server {
             let pusher = match &new.exporters.server {
@@ -232,14 +230,27 @@ impl Agent {
                 live.iter().any(|(j, i)| j == job && i == instance)
             });
         }
-        if first || old.profiling != new.profiling {
+        // The profiler feeds the bucket exporters and its sampler's settings follow them, so
+        // it restarts when either changes.
+        if first || old.profiling != new.profiling || perf_changed || perfetto_changed {
             if let Some(p) = running.profiler.take() {
                 p.stop();
             }
-            if new.profiling.enabled && new.profiling.cpu.enabled {
+            running
+                .buckets
+                .install(prepared)
+                .map_err(AgentError::Start)?;
+            let taps = running.buckets.taps();
+            let wanted = new.profiling.cpu.enabled || new.profiling.off_cpu.enabled;
+            if new.profiling.enabled && (wanted || !taps.is_empty()) {
                 running.profiler = Some(
-                    profiler::start(&new.profiling, self.outbox.clone(), self.metrics.clone())
-                        .map_err(|e| AgentError::Config(ConfigErrors(vec![e])))?,
+                    profiler::start(
+                        &new.profiling,
+                        taps,
+                        self.outbox.clone(),
+                        self.metrics.clone(),
+                    )
+                    .map_err(|e| AgentError::Config(ConfigErrors(vec![e])))?,
                 );
             }
         }
@@ -247,12 +258,17 @@ impl Agent {
         Ok(())
     }
 
-    /// Stops producing, cuts a last profile, and flushes the push queue within `within`.
-    /// Returns whether everything queued was sent.
+    /// Stops producing, cuts a last profile, and flushes the push queue and the bucket
+    /// exporters (last dump, last time-interval snapshot) within `within`. Returns whether
+    /// everything was sent.
     pub async fn shutdown(&self, within: Duration) -> bool {
-        let (tasks, profiler) = {
+        let (tasks, profiler, taps) = {
             let mut r = self.lock();
-            (std::mem::take(&mut r.scrape_tasks), r.profiler.take())
+            (
+                std::mem::take(&mut r.scrape_tasks),
+                r.profiler.take(),
+                r.buckets.stop(),
+            )
         };
         for t in tasks {
             t.abort();
@@ -263,12 +279,14 @@ impl Agent {
             let budget = within.mul_f64(0.6);
             let _ = tokio::task::spawn_blocking(move || p.stop_and_flush(budget)).await;
         }
-        match self.outbox.current() {
-            Some(p) => {
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                p.flush(left).await
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let push = async {
+            match self.outbox.current() {
+                Some(p) => p.flush(left).await,
+                None => true,
             }
-            None => true,
-        }
+        };
+        let (pushed, exported) = tokio::join!(push, exporters::flush(taps, left));
+        pushed && exported
     }
 }

@@ -98,7 +98,11 @@ impl Metrics {
     }
 
     /// Prometheus text exposition.
-    pub fn render(&self, push: Option<&ember_push::PushStats>) -> String {
+    pub fn render(
+        &self,
+        push: Option<&ember_push::PushStats>,
+        buckets: &crate::exporters::BucketStats,
+    ) -> String {
         let mut out = String::new();
         let p = &self.profiler;
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
@@ -195,6 +199,18 @@ impl Metrics {
             "Failed push requests.",
             s.upload_errors,
         );
+        counter(
+            &mut out,
+            "ember_agent_push_throttled_total",
+            "Push requests the server answered 429 (retried after its Retry-After).",
+            s.throttled_requests,
+        );
+        counter(
+            &mut out,
+            "ember_agent_push_retry_after_waits_total",
+            "Push retries that waited for the server's Retry-After.",
+            s.retry_after_waits,
+        );
         gauge(
             &mut out,
             "ember_agent_push_queue_profiles",
@@ -207,6 +223,7 @@ impl Metrics {
             "Bytes waiting to be sent.",
             s.queue_bytes as f64,
         );
+        render_buckets(&mut out, buckets);
         let states = self.scrape_states();
         let esc = |v: &str| {
             v.replace('\\', "\\\\")
@@ -292,6 +309,86 @@ impl Metrics {
             rss as f64,
         );
         out
+    }
+}
+
+/// The bucket exporters' figures; each family is present only while its exporter runs.
+fn render_buckets(out: &mut String, buckets: &crate::exporters::BucketStats) {
+    let mut one = |name: &str, kind: &str, help: &str, v: u64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    };
+    if let Some(p) = &buckets.perf {
+        one(
+            "ember_agent_perf_collector_dumps_written_total",
+            "counter",
+            "perf_collector dumps written to the local spool.",
+            p.dumps_written,
+        );
+        one(
+            "ember_agent_perf_collector_dumps_uploaded_total",
+            "counter",
+            "perf_collector dumps uploaded to the bucket (and deleted locally).",
+            p.dumps_uploaded,
+        );
+        one(
+            "ember_agent_perf_collector_upload_errors_total",
+            "counter",
+            "perf_collector failed upload attempts.",
+            p.upload_errors,
+        );
+        one(
+            "ember_agent_perf_collector_dumps_dropped_total",
+            "counter",
+            "perf_collector dumps deleted unuploaded to respect max_dumps_retained.",
+            p.dumps_dropped,
+        );
+        one(
+            "ember_agent_perf_collector_samples_dropped_total",
+            "counter",
+            "perf_collector samples dropped because a window's buffer was full.",
+            p.samples_dropped,
+        );
+        one(
+            "ember_agent_perf_collector_dumps_pending",
+            "gauge",
+            "perf_collector dumps waiting in the local spool.",
+            p.pending,
+        );
+    }
+    if let Some(d) = &buckets.perfetto {
+        one(
+            "ember_agent_perfetto_snapshots_total",
+            "counter",
+            "perfetto_daemon snapshots written.",
+            d.snapshots,
+        );
+        one(
+            "ember_agent_perfetto_snapshots_uploaded_total",
+            "counter",
+            "perfetto_daemon snapshots uploaded to the bucket.",
+            d.uploaded,
+        );
+        one(
+            "ember_agent_perfetto_upload_errors_total",
+            "counter",
+            "perfetto_daemon failed upload attempts.",
+            d.upload_errors,
+        );
+        one(
+            "ember_agent_perfetto_events_overwritten_total",
+            "counter",
+            "Events overwritten in the perfetto_daemon ring before a snapshot took them.",
+            d.events_overwritten,
+        );
+        one(
+            "ember_agent_perfetto_ring_events",
+            "gauge",
+            "Events in the perfetto_daemon ring now.",
+            d.buffered_events,
+        );
     }
 }
 

@@ -2,6 +2,11 @@
 //! cut every `upload_interval` into one profile per process, labelled from `/proc`
 //! (`__meta_process_*`, `__meta_system_hostname`), filtered by the target rules, relabelled,
 //! and handed to the [`Outbox`].
+//!
+//! With bucket exporters configured the session also keeps raw events: it is then cut every
+//! second (at most `upload_interval`), each cut's events are symbolized once and handed to the
+//! exporters' [`Taps`](crate::exporters::Taps), and the cuts are merged until
+//! `upload_interval` for the server profiles.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,11 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use ember_sampler::session::MapInfo;
 use ember_sampler::{CallGraph, Frame, Options, Recording, Session, Symbolizer, Target};
 use regex::Regex;
 
 use crate::Outbox;
 use crate::config::{ConfigError, ProfilingConfig};
+use crate::exporters::{Feeder, Taps};
 use crate::metrics::Metrics;
 use crate::relabel::{self, Labels};
 
@@ -76,6 +83,7 @@ impl Filter {
 /// rest of the agent keeps running.
 pub fn start(
     config: &ProfilingConfig,
+    taps: Taps,
     outbox: Arc<Outbox>,
     metrics: Arc<Metrics>,
 ) -> Result<Handle, ConfigError> {
@@ -110,8 +118,35 @@ pub fn start(
         reason: e.to_string(),
     })?;
     let mut options = Options::new(Target::AllCpus);
-    options.frequency = config.cpu.sample_rate_hz as u32;
+    // One sampler serves every consumer: it runs at the highest frequency asked for, and the
+    // bucket exporters thin it back to their own (see the exporters module).
+    let cpu_hz = config
+        .cpu
+        .enabled
+        .then(|| u32::try_from(config.cpu.sample_rate_hz).unwrap_or(u32::MAX));
+    options.frequency = [cpu_hz, taps.perf_hz(), taps.perfetto_hz()]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(19)
+        .clamp(1, 10_000);
     options.call_graph = CallGraph::Auto;
+    options.raw_events = !taps.is_empty();
+    // The Perfetto trace needs the scheduler's switches whether or not off-CPU profiles are
+    // sent; the minimum duration only shapes the off-CPU profiles.
+    options.off_cpu = taps.wants_switches() || config.off_cpu.enabled;
+    if config.off_cpu.enabled {
+        options.off_cpu_min_ns =
+            u64::try_from(config.off_cpu.min_duration.0.as_nanos()).unwrap_or(u64::MAX);
+    }
+    let feeder = Feeder::new(taps, options.frequency);
+    let sinks = Sinks {
+        push: Push {
+            cpu: config.cpu.enabled,
+            off_cpu: config.off_cpu.enabled,
+        },
+        feeder,
+    };
     let interval = config.upload_interval.0;
     let stop = Arc::new(AtomicBool::new(false));
     let flush = Arc::new(AtomicBool::new(false));
@@ -120,7 +155,9 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name("ember-profiler".into())
         .spawn(move || {
-            run(options, interval, filter, rules, outbox, metrics, s, f);
+            run(
+                options, interval, sinks, filter, rules, outbox, metrics, s, f,
+            );
             let _ = done_tx.send(());
         })
         .map_err(|e| ConfigError {
@@ -135,10 +172,28 @@ pub fn start(
     })
 }
 
+/// Which per-process profiles go to the server.
+#[derive(Debug, Clone, Copy)]
+struct Push {
+    /// On-CPU samples (`process_cpu:cpu:nanoseconds:...`).
+    cpu: bool,
+    /// Off-CPU time (`process_cpu:off_cpu:nanoseconds:...`).
+    off_cpu: bool,
+}
+
+/// Who consumes the cuts.
+struct Sinks {
+    /// The server profiles' filter/relabel pipeline.
+    push: Push,
+    /// The bucket exporters.
+    feeder: Feeder,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run(
     options: Options,
     interval: Duration,
+    mut sinks: Sinks,
     filter: Filter,
     rules: Vec<relabel::Rule>,
     outbox: Arc<Outbox>,
@@ -166,17 +221,50 @@ fn run(
     let mut symbolizer = Symbolizer::new();
     // A pass over /proc/kallsyms per cut was most of the agent's own CPU; the table costs a few MB once.
     symbolizer.keep_kernel_table();
+    // The exporters get events every second so their dumps and snapshots are not lumpy.
+    let step = if sinks.feeder.is_empty() {
+        interval
+    } else {
+        interval.min(FEED_INTERVAL)
+    };
     let mut last_cut = Instant::now();
+    let mut last_emit = Instant::now();
+    let mut pending: Option<Recording> = None;
     loop {
         session.poll(Duration::from_millis(100));
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        if last_cut.elapsed() >= interval {
+        if last_cut.elapsed() >= step {
             last_cut = Instant::now();
-            let rec = session.cut();
+            let mut rec = session.cut();
+            feed(&mut rec, &mut symbolizer, &mut sinks.feeder);
+            merge(&mut pending, rec);
+            if last_emit.elapsed() >= interval {
+                last_emit = Instant::now();
+                if let Some(rec) = pending.take() {
+                    emit(
+                        rec,
+                        sinks.push,
+                        &mut symbolizer,
+                        &hostname,
+                        &filter,
+                        &rules,
+                        &outbox,
+                        &metrics,
+                    );
+                }
+            }
+        }
+    }
+    let mut last = session.finish();
+    if flush.load(Ordering::SeqCst) {
+        feed(&mut last, &mut symbolizer, &mut sinks.feeder);
+        merge(&mut pending, last);
+        if let Some(rec) = pending.take() {
             emit(
                 rec,
+                sinks.push,
                 &mut symbolizer,
                 &hostname,
                 &filter,
@@ -186,19 +274,72 @@ fn run(
             );
         }
     }
-    let last = session.finish();
-    if flush.load(Ordering::SeqCst) {
-        emit(
-            last,
-            &mut symbolizer,
-            &hostname,
-            &filter,
-            &rules,
-            &outbox,
-            &metrics,
-        );
-    }
     metrics.profiler.running.store(0, Ordering::Relaxed);
+}
+
+/// How often the session is cut to feed the bucket exporters.
+const FEED_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Symbolizes the cut's raw events once and hands them to the bucket exporters; the raw
+/// events are dropped afterwards either way (the server profiles use the aggregated stacks).
+fn feed(rec: &mut Recording, symbolizer: &mut Symbolizer, feeder: &mut Feeder) {
+    if !feeder.is_empty() && !rec.raw_events.is_empty() {
+        let events = ember_export::events_from_recording(rec, symbolizer);
+        feeder.feed(events);
+    }
+    rec.raw_events = Vec::new();
+    rec.raw_stacks = Vec::new();
+}
+
+/// Adds the aggregated stacks of `rec` to `acc`, renumbering `rec`'s mappings into
+/// `acc.maps` (each cut numbers its own), and extends `acc`'s time span to cover `rec`.
+pub fn merge(acc: &mut Option<Recording>, rec: Recording) {
+    let Some(into) = acc.as_mut() else {
+        *acc = Some(rec);
+        return;
+    };
+    let mut index: HashMap<MapInfo, u32> = into
+        .maps
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.clone(), i as u32))
+        .collect();
+    let renumber: Vec<u32> = rec
+        .maps
+        .into_iter()
+        .map(|m| {
+            *index.entry(m.clone()).or_insert_with(|| {
+                into.maps.push(m);
+                (into.maps.len() - 1) as u32
+            })
+        })
+        .collect();
+    let remap = |mut key: ember_sampler::session::StackKey| {
+        for frame in &mut key.frames {
+            if let Frame::User { map, .. } = frame
+                && let Some(&to) = renumber.get(*map as usize)
+            {
+                *map = to;
+            }
+        }
+        key
+    };
+    for (key, value) in rec.stacks {
+        let slot = into.stacks.entry(remap(key)).or_default();
+        slot.count += value.count;
+        slot.period += value.period;
+    }
+    for (key, value) in rec.off_cpu_stacks {
+        let slot = into.off_cpu_stacks.entry(remap(key)).or_default();
+        slot.count += value.count;
+        slot.period += value.period;
+    }
+    into.samples += rec.samples;
+    into.lost += rec.lost;
+    into.off_cpu_switches += rec.off_cpu_switches;
+    let end = rec.start_unix_ns.saturating_add(rec.duration_ns);
+    into.duration_ns = end.saturating_sub(into.start_unix_ns).max(into.duration_ns);
+    into.warnings.extend(rec.warnings);
 }
 
 /// What `/proc` says about a process (empty strings when it is gone).
@@ -314,8 +455,10 @@ fn hostname() -> String {
 }
 
 /// Splits a cut per process, labels, filters and queues each profile.
+#[allow(clippy::too_many_arguments)]
 fn emit(
     rec: Recording,
+    push: Push,
     symbolizer: &mut Symbolizer,
     hostname: &str,
     filter: &Filter,
@@ -328,19 +471,30 @@ fn emit(
         .samples
         .fetch_add(rec.samples, Ordering::Relaxed);
     metrics.profiler.lost.fetch_add(rec.lost, Ordering::Relaxed);
+    if !push.cpu && !push.off_cpu {
+        return;
+    }
     let Recording {
-        stacks,
+        mut stacks,
+        mut off_cpu_stacks,
         maps,
         frequency,
         start_unix_ns,
         duration_ns,
         ..
     } = rec;
+    if !push.cpu {
+        stacks.clear();
+    }
+    if !push.off_cpu {
+        off_cpu_stacks.clear();
+    }
     // One pass over /proc/kallsyms for the whole cut. Each per-process profile below would
     // otherwise re-read the whole file for the kernel addresses it brings: that was ~80 % of
     // the agent's CPU on a busy host (bench/agent/RESULTS.md).
     let kernel: Vec<u64> = stacks
         .keys()
+        .chain(off_cpu_stacks.keys())
         .flat_map(|k| &k.frames)
         .filter_map(|frame| match *frame {
             Frame::Kernel { addr, ret } => Some(if ret { addr.wrapping_sub(1) } else { addr }),
@@ -349,16 +503,23 @@ fn emit(
         .collect();
     symbolizer.prepare_kernel(&kernel);
     let mut by_pid: HashMap<u32, Recording> = HashMap::new();
+    let new_sub = || Recording {
+        maps: maps.clone(),
+        frequency,
+        start_unix_ns,
+        duration_ns,
+        off_cpu: push.off_cpu,
+        ..Recording::default()
+    };
     for (key, value) in stacks {
-        let sub = by_pid.entry(key.pid).or_insert_with(|| Recording {
-            maps: maps.clone(),
-            frequency,
-            start_unix_ns,
-            duration_ns,
-            ..Recording::default()
-        });
+        let sub = by_pid.entry(key.pid).or_insert_with(new_sub);
         sub.samples += value.count;
         sub.stacks.insert(key, value);
+    }
+    for (key, value) in off_cpu_stacks {
+        let sub = by_pid.entry(key.pid).or_insert_with(new_sub);
+        sub.off_cpu_switches += value.count;
+        sub.off_cpu_stacks.insert(key, value);
     }
     let mut filtered = 0;
     for (pid, sub) in by_pid {
@@ -369,6 +530,7 @@ fn emit(
         let comm = sub
             .stacks
             .keys()
+            .chain(sub.off_cpu_stacks.keys())
             .next()
             .map(|k| k.comm.to_string())
             .unwrap_or_default();
@@ -453,6 +615,83 @@ mod tests {
             "/system.slice/x.service"
         );
         assert_eq!(parse_cgroup("4:memory:/docker/abc\n"), "/docker/abc");
+    }
+
+    fn map(path: &str, start: u64) -> MapInfo {
+        MapInfo {
+            pid: 7,
+            start,
+            end: start + 0x1000,
+            pgoff: 0,
+            path: Arc::from(path),
+        }
+    }
+
+    fn key(frames: Vec<Frame>) -> ember_sampler::session::StackKey {
+        ember_sampler::session::StackKey {
+            pid: 7,
+            tid: 7,
+            comm: Arc::from("w"),
+            thread_name: Arc::from("w"),
+            frames,
+        }
+    }
+
+    #[test]
+    fn merge_renumbers_mappings_and_adds_counts() {
+        let user = |map, addr| Frame::User {
+            map,
+            addr,
+            ret: false,
+        };
+        let mut first = Recording {
+            maps: vec![map("/bin/a", 0x1000)],
+            samples: 2,
+            start_unix_ns: 1_000,
+            duration_ns: 1_000,
+            ..Recording::default()
+        };
+        first.stacks.insert(
+            key(vec![user(0, 0x1010)]),
+            ember_sampler::session::StackValue {
+                count: 2,
+                period: 20,
+            },
+        );
+        // The second cut numbers /bin/b first: its index 1 is /bin/a.
+        let mut second = Recording {
+            maps: vec![map("/bin/b", 0x9000), map("/bin/a", 0x1000)],
+            samples: 4,
+            start_unix_ns: 2_000,
+            duration_ns: 1_500,
+            ..Recording::default()
+        };
+        second.stacks.insert(
+            key(vec![user(1, 0x1010)]),
+            ember_sampler::session::StackValue {
+                count: 3,
+                period: 30,
+            },
+        );
+        second.stacks.insert(
+            key(vec![user(0, 0x9010)]),
+            ember_sampler::session::StackValue {
+                count: 1,
+                period: 10,
+            },
+        );
+        let mut acc = None;
+        merge(&mut acc, first);
+        merge(&mut acc, second);
+        let acc = acc.unwrap();
+        assert_eq!(acc.maps, vec![map("/bin/a", 0x1000), map("/bin/b", 0x9000)]);
+        assert_eq!(acc.samples, 6);
+        assert_eq!(acc.duration_ns, 2_500);
+        let a = &acc.stacks[&key(vec![user(0, 0x1010)])];
+        assert_eq!((a.count, a.period), (5, 50));
+        let b = &acc.stacks[&key(vec![user(1, 0x9010)])];
+        assert_eq!((b.count, b.period), (1, 10));
+        assert_eq!(acc.stacks.len(), 2);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub use perf_script::{perf_script_gzip, write_perf_script};
 pub use perfetto::{TraceSummary, build_trace};
 pub use perfetto_daemon::{
     DEFAULT_TRIGGER_URL, EventRing, PerfettoDaemon, PerfettoDaemonStats, RunningDaemon,
-    SnapshotReport, request_snapshot,
+    SnapshotReport, bind_trigger, request_snapshot,
 };
 pub use sampler::events_from_recording;
 pub use sink::{ExportError, ExportTarget, Scheme, Uploader, default_node_name, timestamp_utc};

@@ -310,6 +310,18 @@ impl PerfettoDaemon {
     /// [`TRIGGER_PATH`], optional `?name=` must equal `trigger_name`) bound to
     /// `http_listen`.
     pub async fn start(self: &Arc<Self>) -> Result<RunningDaemon, ExportError> {
+        self.spawn(None)
+    }
+
+    /// Like [`start`](Self::start) but callable from synchronous code running
+    /// inside a tokio runtime. For the HTTP trigger, `listener` is a socket the
+    /// caller already bound to `http_listen` (the agent keeps it across
+    /// reloads so the port never closes while one daemon replaces another);
+    /// `None` binds `http_listen` here.
+    pub fn spawn(
+        self: &Arc<Self>,
+        listener: Option<std::net::TcpListener>,
+    ) -> Result<RunningDaemon, ExportError> {
         let this = Arc::clone(self);
         match self.config.trigger {
             PerfettoTrigger::TimeInterval => {
@@ -329,17 +341,24 @@ impl PerfettoDaemon {
                 })
             }
             PerfettoTrigger::Http => {
-                let listener = tokio::net::TcpListener::bind(&self.config.http_listen)
-                    .await
-                    .map_err(|e| {
-                        ExportError::Http(format!(
-                            "perfetto_daemon cannot listen on {}: {e}",
-                            self.config.http_listen
-                        ))
-                    })?;
-                let addr = listener.local_addr().map_err(|e| {
-                    ExportError::Http(format!("perfetto_daemon listener address: {e}"))
-                })?;
+                let listen = &self.config.http_listen;
+                let std_listener = match listener {
+                    Some(l) => l,
+                    None => bind_trigger(listen)?,
+                };
+                let http = |what: &str, e: std::io::Error| {
+                    ExportError::Http(format!(
+                        "perfetto_daemon HTTP trigger on {listen}: {what}: {e}"
+                    ))
+                };
+                std_listener
+                    .set_nonblocking(true)
+                    .map_err(|e| http("non-blocking mode", e))?;
+                let addr = std_listener
+                    .local_addr()
+                    .map_err(|e| http("listener address", e))?;
+                let listener = tokio::net::TcpListener::from_std(std_listener)
+                    .map_err(|e| http("registering the listener", e))?;
                 let app = axum::Router::new()
                     .route(
                         TRIGGER_PATH,
@@ -358,6 +377,12 @@ impl PerfettoDaemon {
             }
         }
     }
+}
+
+/// Binds the HTTP trigger's listening socket on `listen` (`host:port`).
+pub fn bind_trigger(listen: &str) -> Result<std::net::TcpListener, ExportError> {
+    std::net::TcpListener::bind(listen)
+        .map_err(|e| ExportError::Http(format!("perfetto_daemon cannot listen on {listen}: {e}")))
 }
 
 fn log_snapshot(result: Result<SnapshotReport, ExportError>) {

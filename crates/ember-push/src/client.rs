@@ -258,6 +258,11 @@ pub struct PushStats {
     pub rejected_profiles: u64,
     /// Failed push requests (any reason).
     pub upload_errors: u64,
+    /// Push requests the server answered 429 (too many requests); retried no sooner than
+    /// its `Retry-After`.
+    pub throttled_requests: u64,
+    /// Push requests answered with a `Retry-After` the next attempt waited for.
+    pub retry_after_waits: u64,
     /// Profiles waiting (queued or in flight).
     pub queue_profiles: u64,
     /// Bytes waiting (queued or in flight).
@@ -286,6 +291,8 @@ struct Shared {
     dropped_bytes: AtomicU64,
     rejected: AtomicU64,
     errors: AtomicU64,
+    throttled: AtomicU64,
+    retry_after_waits: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -340,6 +347,8 @@ impl Pusher {
             dropped_bytes: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            throttled: AtomicU64::new(0),
+            retry_after_waits: AtomicU64::new(0),
             last_error: Mutex::new(None),
         });
         let task = tokio::spawn(send_loop(shared.clone(), client.clone(), config));
@@ -395,6 +404,8 @@ impl Pusher {
             dropped_bytes: s.dropped_bytes.load(Ordering::Relaxed),
             rejected_profiles: s.rejected.load(Ordering::Relaxed),
             upload_errors: s.errors.load(Ordering::Relaxed),
+            throttled_requests: s.throttled.load(Ordering::Relaxed),
+            retry_after_waits: s.retry_after_waits.load(Ordering::Relaxed),
             queue_profiles,
             queue_bytes,
             last_error: s
@@ -488,11 +499,18 @@ async fn send_loop(shared: Arc<Shared>, client: Client, config: PushConfig) {
                         shared.make_room(&mut q, 0);
                     }
                     if let PushError::Retry {
-                        retry_after: Some(d),
+                        status,
+                        retry_after: after,
                         ..
                     } = e
                     {
-                        retry_after = Some(*d);
+                        if *status == 429 {
+                            shared.throttled.fetch_add(1, Ordering::Relaxed);
+                        }
+                        if let Some(d) = after {
+                            shared.retry_after_waits.fetch_add(1, Ordering::Relaxed);
+                            retry_after = Some(*d);
+                        }
                     }
                 }
                 Err(_) => {

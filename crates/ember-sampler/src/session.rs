@@ -72,6 +72,10 @@ pub struct Options {
     pub raw_events: bool,
     /// Where off-CPU switches come from.
     pub off_cpu_source: OffCpuSource,
+    /// Off-CPU episodes (switch-out to switch-in) shorter than this many
+    /// nanoseconds are not counted in [`Recording::off_cpu_stacks`] (raw
+    /// switches are kept). 0 counts every episode.
+    pub off_cpu_min_ns: u64,
 }
 
 /// The event off-CPU time is measured with.
@@ -104,6 +108,7 @@ impl Options {
             wall: false,
             raw_events: false,
             off_cpu_source: OffCpuSource::Auto,
+            off_cpu_min_ns: 0,
         }
     }
 }
@@ -585,8 +590,11 @@ struct Aggregator {
     refreshed: HashSet<u32>,
     call_graph: CallGraph,
     unwinder: DwarfUnwinder,
-    /// Tasks that left the CPU: when, and with which stack.
-    switched_out: HashMap<u32, (u64, StackKey)>,
+    /// Tasks that left the CPU: since when their blocked time is not charged yet, when the
+    /// episode began, and with which stack.
+    switched_out: HashMap<u32, (u64, u64, StackKey)>,
+    /// Episodes shorter than this are not counted ([`Options::off_cpu_min_ns`]).
+    off_cpu_min_ns: u64,
     /// Keep [`RawEvent`]s.
     raw: bool,
     /// Index of each distinct stack in `rec.raw_stacks`.
@@ -853,7 +861,7 @@ impl Aggregator {
         }
         if off_cpu {
             // Blocked time is known when the task comes back (SWITCH in).
-            self.switched_out.insert(key.tid, (time, key));
+            self.switched_out.insert(key.tid, (time, time, key));
         } else {
             let value = self.rec.stacks.entry(key).or_default();
             value.count += 1;
@@ -862,10 +870,12 @@ impl Aggregator {
     }
 
     fn switch_in(&mut self, tid: u32, time: u64) {
-        if let Some((out, key)) = self.switched_out.remove(&tid) {
+        if let Some((uncharged, began, key)) = self.switched_out.remove(&tid)
+            && time.saturating_sub(began) >= self.off_cpu_min_ns
+        {
             let value = self.rec.off_cpu_stacks.entry(key).or_default();
             value.count += 1;
-            value.period += time.saturating_sub(out);
+            value.period += time.saturating_sub(uncharged);
         }
     }
 
@@ -1060,6 +1070,7 @@ impl Session {
             call_graph: opts.call_graph,
             unwinder: DwarfUnwinder::new(),
             switched_out: HashMap::new(),
+            off_cpu_min_ns: opts.off_cpu_min_ns,
             raw: opts.raw_events,
             raw_index: HashMap::new(),
             dead_now: HashSet::new(),
@@ -1288,11 +1299,15 @@ impl Session {
         let start = agg.rec.start_monotonic_ns;
         let end = end.max(start);
         // Blocked tasks: charge the time up to the cut here (the episode
-        // is counted once, in the recording where it ends).
-        let blocked: Vec<(u32, (u64, StackKey))> = agg.switched_out.drain().collect();
-        for (_, (out, key)) in &blocked {
-            let value = agg.rec.off_cpu_stacks.entry(key.clone()).or_default();
-            value.period += end.saturating_sub(*out);
+        // is counted once, in the recording where it ends). An episode still
+        // under the minimum duration is charged later, whole, if it reaches it.
+        let mut blocked: Vec<(u32, (u64, u64, StackKey))> = agg.switched_out.drain().collect();
+        for (_, (uncharged, began, key)) in &mut blocked {
+            if end.saturating_sub(*began) >= agg.off_cpu_min_ns {
+                let value = agg.rec.off_cpu_stacks.entry(key.clone()).or_default();
+                value.period += end.saturating_sub(*uncharged);
+                *uncharged = end;
+            }
         }
         for pid in std::mem::take(&mut agg.table.unreadable) {
             agg.rec.warnings.push(format!(
@@ -1321,7 +1336,7 @@ impl Session {
         agg.names.clear();
         // Still-blocked tasks continue in the next recording: move their
         // stacks over (map indexes are per recording).
-        for (tid, (_, mut key)) in blocked {
+        for (tid, (uncharged, began, mut key)) in blocked {
             if agg.is_dead(tid) || !std::path::Path::new(&format!("/proc/{tid}")).exists() {
                 continue;
             }
@@ -1332,7 +1347,7 @@ impl Session {
                     *map = agg.intern_map(info.clone());
                 }
             }
-            agg.switched_out.insert(tid, (end, key));
+            agg.switched_out.insert(tid, (uncharged, began, key));
         }
         // Forget tasks that died before the previous cut.
         let dead = std::mem::replace(&mut agg.dead_prev, std::mem::take(&mut agg.dead_now));

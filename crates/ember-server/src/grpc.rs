@@ -134,6 +134,7 @@ fn unframe(s: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Vec<u8>, Ap
                 .to_ascii_lowercase();
             if encoding != "gzip" {
                 return Err(ApiError {
+                    retry_after_secs: None,
                     status: StatusCode::OK,
                     code: "unimplemented",
                     reason: "bad_encoding",

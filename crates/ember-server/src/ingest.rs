@@ -323,6 +323,7 @@ pub(crate) async fn ingest_push(
     request: proto::PushRequest,
     body_len: usize,
 ) -> Result<(), ApiError> {
+    s.take_push_token(&tenant)?;
     let mut items = Vec::new();
     for (si, series) in request.series.into_iter().enumerate() {
         let labels: Labels = series

@@ -42,6 +42,7 @@
 //! `max_body_bytes` (16 MiB), `max_decompressed_bytes` (64 MiB), `max_samples_per_profile`
 //! (1,000,000), `max_labels_per_series` (30), `max_label_name_length` (1024),
 //! `max_label_value_length` (2048), `max_series_per_tenant` (100,000),
+//! `max_push_requests_per_second` (0 = unlimited; per tenant, 429 with `Retry-After` beyond),
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown) and `retention_days` (30; 0 keeps everything).
 
@@ -84,6 +85,9 @@ pub struct Limits {
     pub max_label_value_length: usize,
     /// Most series one tenant may hold (429 beyond).
     pub max_series_per_tenant: usize,
+    /// Push requests per second one tenant may make, with bursts of as many (at least 1);
+    /// beyond, 429 with `Retry-After`. 0 = unlimited.
+    pub max_push_requests_per_second: f64,
     /// Seconds between flushes of the write-ahead log into a block (0 = only at shutdown).
     pub flush_interval_seconds: u64,
     /// Days of data kept; older blocks are deleted (0 = keep forever).
@@ -100,6 +104,7 @@ impl Default for Limits {
             max_label_name_length: 1024,
             max_label_value_length: 2048,
             max_series_per_tenant: 100_000,
+            max_push_requests_per_second: 0.0,
             flush_interval_seconds: 300,
             retention_days: 30.0,
         }
@@ -197,6 +202,39 @@ pub struct AppState {
     tokens: Option<std::collections::HashMap<String, String>>,
     metrics: Metrics,
     ready: AtomicBool,
+    /// Push token buckets per tenant: (tokens, last refill).
+    push_buckets: Mutex<std::collections::HashMap<String, (f64, std::time::Instant)>>,
+}
+
+impl AppState {
+    /// Takes one push request token of `tenant` (`max_push_requests_per_second`); the error
+    /// is a 429 whose `Retry-After` is the whole seconds until a token is back.
+    pub(crate) fn take_push_token(&self, tenant: &str) -> Result<(), ApiError> {
+        let rate = self.limits.max_push_requests_per_second;
+        if rate <= 0.0 || !rate.is_finite() {
+            return Ok(());
+        }
+        let burst = rate.max(1.0);
+        let now = std::time::Instant::now();
+        let mut buckets = self.push_buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let (tokens, last) = buckets.entry(tenant.to_string()).or_insert((burst, now));
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(burst);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            return Ok(());
+        }
+        let wait = ((1.0 - *tokens) / rate).ceil().max(1.0) as u64;
+        Err(ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            code: "resource_exhausted",
+            reason: "rate_limit",
+            message: format!(
+                "tenant {tenant:?} is over max_push_requests_per_second ({rate}); retry in {wait} s"
+            ),
+            retry_after_secs: Some(wait),
+        })
+    }
 }
 
 /// An API error: HTTP status, Connect-style code and message, and the metrics reason.
@@ -206,11 +244,14 @@ pub(crate) struct ApiError {
     code: &'static str,
     reason: &'static str,
     message: String,
+    /// Sent as `Retry-After` (seconds) when set.
+    retry_after_secs: Option<u64>,
 }
 
 impl ApiError {
     pub(crate) fn bad_request(reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
+            retry_after_secs: None,
             status: StatusCode::BAD_REQUEST,
             code: "invalid_argument",
             reason,
@@ -220,6 +261,7 @@ impl ApiError {
 
     pub(crate) fn too_large(reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
+            retry_after_secs: None,
             status: StatusCode::PAYLOAD_TOO_LARGE,
             code: "resource_exhausted",
             reason,
@@ -229,6 +271,7 @@ impl ApiError {
 
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         ApiError {
+            retry_after_secs: None,
             status: StatusCode::INTERNAL_SERVER_ERROR,
             code: "internal",
             reason: "internal",
@@ -242,6 +285,7 @@ impl From<ember_store::StoreError> for ApiError {
         use ember_store::StoreError as E;
         match e {
             E::SeriesLimit { .. } => ApiError {
+                retry_after_secs: None,
                 status: StatusCode::TOO_MANY_REQUESTS,
                 code: "resource_exhausted",
                 reason: "series_limit",
@@ -250,6 +294,7 @@ impl From<ember_store::StoreError> for ApiError {
             E::Selector(_) => ApiError::bad_request("bad_query", e.to_string()),
             E::Profile(_) => ApiError::bad_request("bad_profile", e.to_string()),
             E::Closed => ApiError {
+                retry_after_secs: None,
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 code: "unavailable",
                 reason: "shutting_down",
@@ -263,7 +308,13 @@ impl From<ember_store::StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({ "code": self.code, "message": self.message });
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(secs) = self.retry_after_secs {
+            response
+                .headers_mut()
+                .insert("retry-after", axum::http::HeaderValue::from(secs));
+        }
+        response
     }
 }
 
@@ -282,6 +333,7 @@ pub(crate) fn tenant(s: &AppState, headers: &HeaderMap) -> Result<String, ApiErr
         return match token.and_then(|t| tokens.get(t)) {
             Some(tenant) => Ok(tenant.clone()),
             None => Err(ApiError {
+                retry_after_secs: None,
                 status: StatusCode::UNAUTHORIZED,
                 code: "unauthenticated",
                 reason: "unauthenticated",
@@ -338,6 +390,7 @@ impl Server {
             tokens: config.tokens,
             metrics: Metrics::default(),
             ready: AtomicBool::new(true),
+            push_buckets: Mutex::new(std::collections::HashMap::new()),
         });
         Ok(Server { listener, state })
     }

@@ -633,6 +633,7 @@ fn call(
         }
         other => {
             return Err(ApiError {
+                retry_after_secs: None,
                 status: axum::http::StatusCode::NOT_FOUND,
                 code: "unimplemented",
                 reason: "unimplemented",

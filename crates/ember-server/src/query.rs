@@ -270,6 +270,7 @@ pub(crate) async fn query(
         let merged = st.store.merge_stacks(&tenant, &q);
         if merged.profiles == 0 || merged.stacks.is_empty() {
             return Err(ApiError {
+                retry_after_secs: None,
                 status: axum::http::StatusCode::NOT_FOUND,
                 code: "not_found",
                 reason: "not_found",
@@ -442,6 +443,7 @@ pub(crate) async fn diff(
         let r = st.store.merge_stacks(&tenant, &right);
         if l.stacks.is_empty() && r.stacks.is_empty() {
             return Err(ApiError {
+                retry_after_secs: None,
                 status: axum::http::StatusCode::NOT_FOUND,
                 code: "not_found",
                 reason: "not_found",

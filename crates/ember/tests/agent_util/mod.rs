@@ -17,9 +17,15 @@ pub struct AgentProc {
 
 impl AgentProc {
     pub fn start(config: &Path) -> AgentProc {
+        Self::start_with_env(config, &[])
+    }
+
+    /// Starts the agent with extra environment variables (AWS_* for a local S3).
+    pub fn start_with_env(config: &Path, env: &[(&str, String)]) -> AgentProc {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ember"))
             .args(["agent", "--config"])
             .arg(config)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -252,4 +258,214 @@ pub fn server_on(addr: &str, data_dir: &Path) -> Child {
             .unwrap_or(false)
     }));
     child
+}
+
+/// Whether this process may open whole-host perf events (root, or perf_event_paranoid <= 0).
+/// Prints a loud skip notice when not; CI runs as root.
+pub fn host_perf_allowed() -> bool {
+    let paranoid =
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let ok = root || paranoid.trim().parse::<i32>().unwrap_or(2) <= 0;
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI must run the agent tests as root (whole-host perf events)");
+        }
+        eprintln!("!!!!!!!! SKIPPING: needs root or perf_event_paranoid <= 0 !!!!!!!!");
+    }
+    ok
+}
+
+/// Python import check: a missing module skips the test locally (loudly) and fails it in CI.
+pub fn python_has(check: &str, pip_hint: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", check])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI must provide the python module ({check}): pip install {pip_hint}");
+        }
+        eprintln!("!!!!!!!! SKIPPING: python3 cannot `{check}`; pip install {pip_hint} !!!!!!!!");
+    }
+    ok
+}
+
+/// The sampler's three_paths C program (path_a/path_b/path_c burning CPU), compiled with
+/// frame pointers and running until dropped.
+pub struct Workload {
+    pub child: Child,
+}
+
+impl Workload {
+    pub fn start(dir: &Path) -> Workload {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../ember-sampler/tests/programs/three_paths.c");
+        let bin = dir.join("three_paths");
+        let status = Command::new("gcc")
+            .args(["-O2", "-fno-omit-frame-pointer", "-fno-shrink-wrap", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .status()
+            .expect("gcc must be installed");
+        assert!(status.success(), "gcc failed");
+        let child = Command::new(&bin)
+            .arg("100000000")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start three_paths");
+        Workload { child }
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Files (recursively) under `dir`, as paths relative to it, sorted.
+pub fn files_under(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else if let Ok(rel) = p.strip_prefix(root) {
+                out.push(rel.display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// Whether `name` is `YYYYMMDDTHHMMSS-<suffix>`.
+pub fn is_stamped(name: &str, suffix: &str) -> bool {
+    let Some(stamp) = name.strip_suffix(suffix).and_then(|s| s.strip_suffix('-')) else {
+        return false;
+    };
+    stamp.len() == 15
+        && stamp.as_bytes()[8] == b'T'
+        && stamp
+            .bytes()
+            .enumerate()
+            .all(|(i, b)| i == 8 || b.is_ascii_digit())
+}
+
+/// `ember collapse FILE` output.
+pub fn collapse_file(path: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ember"))
+        .arg("collapse")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ember collapse {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Sum of the counts of folded lines containing `needle`.
+pub fn folded_count(folded: &str, needle: &str) -> u64 {
+    folded
+        .lines()
+        .filter(|l| l.contains(needle))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// A `moto_server` (S3) child on 127.0.0.1:port.
+pub struct Moto {
+    child: Option<Child>,
+    pub port: u16,
+}
+
+impl Moto {
+    pub fn start(port: u16) -> Moto {
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server starts");
+        let addr = format!("127.0.0.1:{port}");
+        assert!(
+            wait_for(Duration::from_secs(60), || {
+                super::server_util::try_http(&addr, "GET", "/", &[], b"").is_ok()
+            }),
+            "moto_server did not come up on {addr}"
+        );
+        Moto {
+            child: Some(child),
+            port,
+        }
+    }
+
+    pub fn create_bucket(&self, bucket: &str) {
+        let addr = format!("127.0.0.1:{}", self.port);
+        let (s, b) = super::server_util::http(&addr, "PUT", &format!("/{bucket}"), &[], b"");
+        assert_eq!(s, 200, "create bucket: {}", String::from_utf8_lossy(&b));
+    }
+
+    /// Object keys of `bucket` (ListObjectsV2; a few hundred keys at most in these tests).
+    pub fn keys(&self, bucket: &str) -> Vec<String> {
+        let addr = format!("127.0.0.1:{}", self.port);
+        let (s, b) =
+            super::server_util::http(&addr, "GET", &format!("/{bucket}?list-type=2"), &[], b"");
+        assert_eq!(s, 200, "list: {}", String::from_utf8_lossy(&b));
+        let text = String::from_utf8_lossy(&b);
+        let mut keys: Vec<String> = text
+            .split("<Key>")
+            .skip(1)
+            .filter_map(|p| p.split("</Key>").next())
+            .map(str::to_string)
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Downloads an object with boto3 (moto answers unsigned GETs with 403).
+    pub fn get(&self, bucket: &str, key: &str, to: &Path) {
+        let script = "import boto3,sys\n\
+            s3 = boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1',\n\
+                aws_access_key_id='testing', aws_secret_access_key='testing')\n\
+            s3.download_file(sys.argv[2], sys.argv[3], sys.argv[4])\n";
+        let status = Command::new("python3")
+            .args(["-c", script])
+            .arg(format!("http://127.0.0.1:{}", self.port))
+            .args([bucket, key])
+            .arg(to)
+            .status()
+            .expect("python3");
+        assert!(status.success(), "boto3 download of {key}");
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }

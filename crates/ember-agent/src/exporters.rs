@@ -1,0 +1,393 @@
+//! The bucket exporters as the agent runs them: `exporters.perf_collector` (periodic gzip'd
+//! `perf script` dumps) and `exporters.perfetto_daemon` (a ring of recent samples and
+//! scheduler switches, snapshotted into Perfetto traces on a trigger).
+//!
+//! This module owns their lifecycle (start, replace on reload, final flush on shutdown), the
+//! [`Taps`] through which the profiler thread feeds them, the per-CPU thinning that brings the
+//! sampler's frequency down to each exporter's own, and their figures for `/metrics`.
+//!
+//! Frequencies: the agent runs one sampler per host. It samples at the highest frequency any
+//! enabled consumer asks for (`profiling.cpu.sample_rate_hz`, `perf_polling_frequency_hz`,
+//! the `linux.perf` frequency of the Perfetto `config_text`). Each bucket exporter then keeps,
+//! per CPU, at most its own frequency's worth of samples ([`Thinner`]); the server profiles
+//! keep every sample (their pprof period says how much CPU time one sample stands for).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ember_export::{
+    Event, PerfCollector, PerfCollectorConfig, PerfettoDaemon, PerfettoDaemonConfig,
+    PerfettoTrigger, RunningDaemon,
+};
+
+/// Where the profiler thread hands raw events, one handle per configured bucket exporter.
+#[derive(Clone, Default)]
+pub struct Taps {
+    /// The perf_collector, when configured.
+    pub perf: Option<Arc<PerfCollector>>,
+    /// The perfetto_daemon, when configured.
+    pub perfetto: Option<Arc<PerfettoDaemon>>,
+}
+
+impl Taps {
+    /// Whether no bucket exporter is configured.
+    pub fn is_empty(&self) -> bool {
+        self.perf.is_none() && self.perfetto.is_none()
+    }
+
+    /// Whether the sampler must time scheduler switches (the Perfetto trace shows them).
+    pub fn wants_switches(&self) -> bool {
+        self.perfetto.is_some()
+    }
+
+    /// The perf_collector's sampling frequency in Hz.
+    pub fn perf_hz(&self) -> Option<u32> {
+        self.perf
+            .as_ref()
+            .map(|p| p.config().perf_polling_frequency_hz)
+    }
+
+    /// The perfetto_daemon's sampling frequency in Hz: the `linux.perf` timebase frequency of
+    /// its config_text, else [`DEFAULT_PERFETTO_HZ`].
+    pub fn perfetto_hz(&self) -> Option<u32> {
+        self.perfetto.as_ref().map(|d| {
+            d.trace_config()
+                .sampling_frequency_hz
+                .map_or(DEFAULT_PERFETTO_HZ, |hz| {
+                    u32::try_from(hz.clamp(1, 10_000)).unwrap_or(DEFAULT_PERFETTO_HZ)
+                })
+        })
+    }
+}
+
+/// Sampling frequency of the perfetto_daemon when its config_text names none.
+pub const DEFAULT_PERFETTO_HZ: u32 = 99;
+
+/// Keeps at most `hz` samples per second on each CPU out of a faster stream: a sample is kept
+/// when at least 90 % of the target period passed since the last one kept on its CPU (the
+/// slack absorbs the sampler's jitter, so equal frequencies keep every sample).
+#[derive(Debug, Default)]
+pub struct Thinner {
+    min_gap_ns: u64,
+    last: HashMap<u32, u64>,
+}
+
+impl Thinner {
+    /// A thinner from `source_hz` down to `hz`; keeps everything when `hz >= source_hz`.
+    pub fn new(hz: u32, source_hz: u32) -> Thinner {
+        let min_gap_ns = if hz == 0 || hz >= source_hz {
+            0
+        } else {
+            900_000_000 / u64::from(hz)
+        };
+        Thinner {
+            min_gap_ns,
+            last: HashMap::new(),
+        }
+    }
+
+    /// Whether the sample at `time_ns` on `cpu` is kept.
+    pub fn keep(&mut self, cpu: u32, time_ns: u64) -> bool {
+        if self.min_gap_ns == 0 {
+            return true;
+        }
+        match self.last.get(&cpu) {
+            Some(&t) if time_ns.saturating_sub(t) < self.min_gap_ns && time_ns >= t => false,
+            _ => {
+                self.last.insert(cpu, time_ns);
+                true
+            }
+        }
+    }
+}
+
+/// The profiler thread's side of the taps: thins and hands events over. Every call is a
+/// short mutex-protected push; no I/O happens on the sampling thread.
+pub struct Feeder {
+    taps: Taps,
+    perf_thin: Thinner,
+    perfetto_thin: Thinner,
+}
+
+impl Feeder {
+    /// A feeder for `taps` whose sampler runs at `sampler_hz`.
+    pub fn new(taps: Taps, sampler_hz: u32) -> Feeder {
+        let perf_thin = Thinner::new(taps.perf_hz().unwrap_or(sampler_hz), sampler_hz);
+        let perfetto_thin = Thinner::new(taps.perfetto_hz().unwrap_or(sampler_hz), sampler_hz);
+        Feeder {
+            taps,
+            perf_thin,
+            perfetto_thin,
+        }
+    }
+
+    /// Whether there is anything to feed.
+    pub fn is_empty(&self) -> bool {
+        self.taps.is_empty()
+    }
+
+    /// Hands symbolized events (time-ordered) to the exporters: samples to both (thinned),
+    /// scheduler switches to the Perfetto ring only.
+    pub fn feed(&mut self, events: Vec<Event>) {
+        for event in events {
+            match event {
+                Event::Sample(s) => {
+                    let to_perfetto =
+                        self.taps.perfetto.is_some() && self.perfetto_thin.keep(s.cpu, s.time_ns);
+                    if let Some(p) = &self.taps.perf
+                        && self.perf_thin.keep(s.cpu, s.time_ns)
+                    {
+                        if to_perfetto {
+                            p.push(s.clone());
+                        } else {
+                            p.push(s);
+                            continue;
+                        }
+                    }
+                    if to_perfetto && let Some(d) = &self.taps.perfetto {
+                        d.push(Event::Sample(s));
+                    }
+                }
+                Event::Switch(sw) => {
+                    if let Some(d) = &self.taps.perfetto {
+                        d.push(Event::Switch(sw));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The running bucket exporters of an agent.
+#[derive(Default)]
+pub struct Running {
+    perf: Option<(Arc<PerfCollector>, tokio::task::JoinHandle<()>)>,
+    perfetto: Option<(Arc<PerfettoDaemon>, RunningDaemon)>,
+    /// The HTTP trigger's socket and the `http_listen` it is bound to: kept across reloads
+    /// so `ember profiling perfetto-snapshot` never meets a closed port while one daemon
+    /// replaces another.
+    trigger_socket: Option<(String, std::net::TcpListener)>,
+}
+
+/// Exporters built from a new configuration, not started yet (so a failure leaves the
+/// running ones untouched).
+pub struct Prepared {
+    perf: Option<Option<Arc<PerfCollector>>>,
+    perfetto: Option<Option<Arc<PerfettoDaemon>>>,
+    trigger_socket: Option<Option<(String, std::net::TcpListener)>>,
+}
+
+/// Builds the exporters whose configuration changed (`None` in a field = unchanged).
+pub fn prepare(
+    running: &Running,
+    perf: Option<&Option<PerfCollectorConfig>>,
+    perfetto: Option<&Option<PerfettoDaemonConfig>>,
+) -> Result<Prepared, String> {
+    let perf = perf
+        .map(|c| {
+            c.clone()
+                .map(PerfCollector::new)
+                .transpose()
+                .map_err(|e| format!("exporters.perf_collector: {e}"))
+        })
+        .transpose()?;
+    let mut trigger_socket = None;
+    let perfetto = match perfetto {
+        None => None,
+        Some(c) => {
+            let daemon = c
+                .clone()
+                .map(PerfettoDaemon::new)
+                .transpose()
+                .map_err(|e| format!("exporters.perfetto_daemon: {e}"))?;
+            let wanted = daemon
+                .as_ref()
+                .filter(|d| d.config().trigger == PerfettoTrigger::Http)
+                .map(|d| d.config().http_listen.clone());
+            let kept = running.trigger_socket.as_ref().map(|(a, _)| a);
+            if wanted.as_ref() != kept {
+                trigger_socket = Some(match wanted {
+                    Some(addr) => {
+                        let socket = ember_export::bind_trigger(&addr)
+                            .map_err(|e| format!("exporters.perfetto_daemon.http_listen: {e}"))?;
+                        Some((addr, socket))
+                    }
+                    None => None,
+                });
+            }
+            Some(daemon)
+        }
+    };
+    Ok(Prepared {
+        perf,
+        perfetto,
+        trigger_socket,
+    })
+}
+
+impl Running {
+    /// Swaps in what `prepared` holds: stops replaced exporters (a replaced perf_collector
+    /// still writes and uploads the window it holds, in the background) and starts the new
+    /// ones. Must run inside a tokio runtime.
+    pub fn install(&mut self, prepared: Prepared) -> Result<(), String> {
+        if let Some(perf) = prepared.perf {
+            if let Some((old, task)) = self.perf.take() {
+                task.abort();
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(Duration::from_secs(30), old.dump()).await;
+                });
+            }
+            self.perf = perf.map(|p| {
+                let task = p.spawn();
+                (p, task)
+            });
+        }
+        if let Some(socket) = prepared.trigger_socket {
+            self.trigger_socket = socket;
+        }
+        if let Some(perfetto) = prepared.perfetto {
+            if let Some((_, old)) = self.perfetto.take() {
+                old.task.abort();
+            }
+            if let Some(d) = perfetto {
+                let socket = match &self.trigger_socket {
+                    Some((_, s)) if d.config().trigger == PerfettoTrigger::Http => Some(
+                        s.try_clone()
+                            .map_err(|e| format!("exporters.perfetto_daemon.http_listen: {e}"))?,
+                    ),
+                    _ => None,
+                };
+                let started = d
+                    .spawn(socket)
+                    .map_err(|e| format!("exporters.perfetto_daemon: {e}"))?;
+                if let Some(addr) = started.http_addr {
+                    eprintln!(
+                        "ember agent: level=info msg=\"perfetto_daemon HTTP trigger\" url=http://{addr}{}",
+                        ember_export::perfetto_daemon::TRIGGER_PATH
+                    );
+                }
+                self.perfetto = Some((d, started));
+            }
+        }
+        Ok(())
+    }
+
+    /// What the profiler thread should feed.
+    pub fn taps(&self) -> Taps {
+        Taps {
+            perf: self.perf.as_ref().map(|(p, _)| p.clone()),
+            perfetto: self.perfetto.as_ref().map(|(d, _)| d.clone()),
+        }
+    }
+
+    /// Figures for `/metrics`.
+    pub fn stats(&self) -> BucketStats {
+        BucketStats {
+            perf: self.perf.as_ref().map(|(p, _)| p.stats()),
+            perfetto: self.perfetto.as_ref().map(|(d, _)| d.stats()),
+        }
+    }
+
+    /// Stops the triggers and timers; returns the exporters for a final flush.
+    pub fn stop(&mut self) -> Taps {
+        let taps = self.taps();
+        if let Some((_, task)) = self.perf.take() {
+            task.abort();
+        }
+        if let Some((_, d)) = self.perfetto.take() {
+            d.task.abort();
+        }
+        self.trigger_socket = None;
+        taps
+    }
+}
+
+/// Final flush at shutdown, within `within`: the perf_collector writes the window it holds
+/// and uploads what is pending; a perfetto_daemon on the time-interval trigger takes a last
+/// snapshot (an HTTP-triggered one only snapshots on request). Returns whether both
+/// finished in time.
+pub async fn flush(taps: Taps, within: Duration) -> bool {
+    let perf = async {
+        match &taps.perf {
+            Some(p) => match tokio::time::timeout(within, p.dump()).await {
+                Ok(Ok(r)) => r.upload_error.is_none(),
+                Ok(Err(e)) => {
+                    eprintln!(
+                        "ember agent: level=error msg=\"perf_collector final dump\" error={:?}",
+                        e.to_string()
+                    );
+                    false
+                }
+                Err(_) => false,
+            },
+            None => true,
+        }
+    };
+    let perfetto = async {
+        match &taps.perfetto {
+            Some(d) if d.config().trigger == PerfettoTrigger::TimeInterval => {
+                match tokio::time::timeout(within, d.snapshot()).await {
+                    Ok(Ok(r)) => r.upload_error.is_none(),
+                    Ok(Err(e)) => {
+                        eprintln!(
+                            "ember agent: level=error msg=\"perfetto_daemon final snapshot\" error={:?}",
+                            e.to_string()
+                        );
+                        false
+                    }
+                    Err(_) => false,
+                }
+            }
+            _ => true,
+        }
+    };
+    let (a, b) = tokio::join!(perf, perfetto);
+    a && b
+}
+
+/// Counters of the bucket exporters, `None` where one is not configured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BucketStats {
+    /// perf_collector counters.
+    pub perf: Option<ember_export::PerfCollectorStats>,
+    /// perfetto_daemon counters.
+    pub perfetto: Option<ember_export::PerfettoDaemonStats>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinner_keeps_the_target_rate_per_cpu() {
+        // 99 Hz source (10.1 ms apart) on two CPUs for 10 s, thinned to 19 Hz.
+        let mut t = Thinner::new(19, 99);
+        let mut kept = [0u32; 2];
+        for i in 0..990u64 {
+            for cpu in 0..2u32 {
+                let time = 1_000_000_000 + i * 10_101_010 + u64::from(cpu) * 3_000_000;
+                if t.keep(cpu, time) {
+                    kept[cpu as usize] += 1;
+                }
+            }
+        }
+        for k in kept {
+            // Every 5th sample (50.5 ms) clears the 47.4 ms gap: 198 in 10 s, about 19.8 Hz.
+            assert!((185..=200).contains(&k), "kept {k}");
+        }
+        let mut all = Thinner::new(99, 99);
+        assert!((0..100u64).all(|i| all.keep(0, i * 10_000_000)));
+        let mut faster = Thinner::new(200, 99);
+        assert!((0..100u64).all(|i| faster.keep(0, i * 10_000_000)));
+    }
+
+    #[test]
+    fn thinner_survives_time_going_backwards() {
+        let mut t = Thinner::new(10, 100);
+        assert!(t.keep(0, 5_000_000_000));
+        assert!(!t.keep(0, 5_010_000_000));
+        // An older timestamp (another ring drained late) is kept and restarts the clock.
+        assert!(t.keep(0, 4_000_000_000));
+    }
+}

@@ -1,0 +1,162 @@
+//! `ember agent` with `profiling.off_cpu`: a real C program blocks 300 ms at a time in
+//! `sleep_long` and 20 ms at a time in `sleep_short`; with `min_duration: 100ms` the real
+//! `ember server` receives `process_cpu:off_cpu:nanoseconds:cpu:nanoseconds` profiles of the
+//! program with `sleep_long` blocked for about the time it slept, and no `sleep_short`;
+//! after a reload with `min_duration: 5ms` the short naps are counted too.
+
+mod agent_util;
+mod server_util;
+
+use agent_util::{AgentProc, host_perf_allowed, wait_for};
+use server_util::{Server, enc, temp_dir};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const SLEEPER: &str = r#"#include <time.h>
+
+/* Not inlined, and not a tail call: a frame-pointer walk from inside libc (built without
+ * frame pointers) skips the leaf's caller, which must be this shared helper and not the
+ * functions the test looks for. */
+__attribute__((noinline)) void nap(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, 0);
+    __asm__ volatile("");
+}
+
+__attribute__((noinline)) void sleep_long(void) {
+    nap(300);
+    __asm__ volatile("");
+}
+
+__attribute__((noinline)) void sleep_short(void) {
+    nap(20);
+    __asm__ volatile("");
+}
+
+int main(void) {
+    for (;;) {
+        sleep_long();
+        for (int i = 0; i < 5; i++) sleep_short();
+    }
+}
+"#;
+
+const OFF_CPU: &str = "process_cpu:off_cpu:nanoseconds:cpu:nanoseconds";
+
+/// Folded off-CPU stacks of a service, summed per line ("" until the server has some).
+fn folded(server: &str, service: &str) -> String {
+    let (s, b) = server_util::http(
+        server,
+        "GET",
+        &format!(
+            "/api/v1/query?query={}&type={}&from=now-1h&until=now&format=folded",
+            enc(&format!("{{service_name=\"{service}\"}}")),
+            enc(OFF_CPU)
+        ),
+        &[],
+        b"",
+    );
+    if s == 200 {
+        String::from_utf8_lossy(&b).into_owned()
+    } else {
+        String::new()
+    }
+}
+
+fn total(folded: &str, function: &str) -> u64 {
+    folded
+        .lines()
+        .filter(|l| l.split(' ').next().unwrap_or("").contains(function))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn off_cpu_time_above_the_threshold_reaches_the_server() {
+    if !host_perf_allowed() {
+        return;
+    }
+    let dir = temp_dir("agent-offcpu");
+    let src = dir.join("sleeper.c");
+    std::fs::write(&src, SLEEPER).unwrap();
+    let bin = dir.join("offcpu_sleeper");
+    let ok = Command::new("gcc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("gcc must be installed");
+    assert!(ok.success());
+    let server = Server::start(&dir.join("data"), &[]);
+    let config = dir.join("agent.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "admin: {{listen: 127.0.0.1:0}}\n\
+             profiling:\n  upload_interval: 2s\n  targets: {{all: false, comm: offcpu_sleeper}}\n  \
+             off_cpu: {{enabled: true, min_duration: 100ms}}\n\
+             exporters:\n  server: {{url: 'http://{}'}}\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+    let agent = AgentProc::start(&config);
+    // Start the program once the sampler runs, so its sleeps are all seen.
+    assert!(wait_for(Duration::from_secs(20), || {
+        agent_util::metric(&agent.metrics(), "ember_agent_profiler_running") == Some(1.0)
+    }));
+    let started = std::time::Instant::now();
+    let sleeper = Killed(
+        Command::new(&bin)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start the sleeper"),
+    );
+    let mut text = String::new();
+    let arrived = wait_for(Duration::from_secs(40), || {
+        text = folded(&server.addr, "offcpu_sleeper");
+        total(&text, "sleep_long") >= 2_000_000_000
+    });
+    let elapsed = started.elapsed().as_nanos() as u64;
+    assert!(
+        arrived,
+        "sleep_long off-CPU time did not reach 2 s:\n{text}\n{}",
+        agent.log()
+    );
+    let long = total(&text, "sleep_long");
+    // The program sleeps 300 ms of every 400 ms in sleep_long: never more than the elapsed time.
+    assert!(
+        long <= elapsed,
+        "sleep_long {long} ns > {elapsed} ns elapsed"
+    );
+    // 20 ms naps are under the 100 ms threshold: none of them is counted.
+    assert_eq!(total(&text, "sleep_short"), 0, "{text}");
+    // Lower the threshold under 20 ms (SIGHUP reload): the short naps now count.
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        yaml.replace("min_duration: 100ms", "min_duration: 5ms"),
+    )
+    .unwrap();
+    agent.signal("-HUP");
+    let short = wait_for(Duration::from_secs(30), || {
+        text = folded(&server.addr, "offcpu_sleeper");
+        total(&text, "sleep_short") >= 200_000_000
+    });
+    assert!(
+        short,
+        "sleep_short never counted under a 5 ms threshold:\n{text}"
+    );
+    drop(sleeper);
+    let (ok, secs) = agent.terminate();
+    assert!(ok && secs < 5.0, "exit ok={ok} after {secs:.1}s");
+}
