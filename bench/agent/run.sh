@@ -13,7 +13,8 @@
 # WARMUP (seconds, default 20), WINDOW (seconds, default 120), RESULTS (output file),
 # PERF (file: also `perf record -g` the agent over the window), SPAWN=0 (no short-lived processes),
 # EXPORTERS=1 (also run exporters.perf_collector and exporters.perfetto_daemon with their
-# defaults — 99 Hz, 60 s dumps, 16 MiB ring with sched switches, 60 s snapshots — to file://).
+# defaults — 99 Hz, 60 s dumps, 16 MiB ring with sched switches, 60 s snapshots — to file://;
+# EXPORTERS=perf: the perf_collector only).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -74,6 +75,10 @@ if [[ "${EXPORTERS:-0}" != 0 ]]; then
   perf_collector:
     export_to: file://$work/bucket
     local_dir: $work/perf-spool
+YAML
+fi
+if [[ "${EXPORTERS:-0}" != 0 && "${EXPORTERS:-0}" != perf ]]; then
+  cat >> "$work/agent.yaml" <<YAML
   perfetto_daemon:
     export_to: file://$work/bucket
     local_dir: $work/perfetto-runs
