@@ -1004,6 +1004,16 @@ mod tests {
                 .contains("scrape_configs[0].scrape_interval"),
             "{err}"
         );
+        let err =
+            parse("profiling:\n  off_cpu:\n    enabled: true\n    min_duration: 2h\n").unwrap_err();
+        assert_eq!(err.0[0].path, "profiling.off_cpu.min_duration", "{err}");
+        let ok = parse("profiling:\n  off_cpu: {enabled: true, min_duration: 0s}\n").unwrap();
+        assert!(ok.profiling.off_cpu.enabled);
+        assert_eq!(ok.profiling.off_cpu.min_duration, Dur::secs(0));
+        let err =
+            parse("exporters:\n  server:\n    tls: {ca_file: /nonexistent/ca.pem}\n").unwrap_err();
+        assert_eq!(err.0[0].path, "exporters.server.tls.ca_file", "{err}");
+        assert!(err.0[0].reason.contains("/nonexistent/ca.pem"), "{err}");
         let err = parse("profiling:\n  bogus: 1\n").unwrap_err();
         assert!(
             err.to_string().contains("profiling") && err.to_string().contains("bogus"),
