@@ -11,7 +11,10 @@
 #      /metrics), and the same CPU/RSS for the server (not part of the target).
 # Writes bench/agent/RESULTS.md. Environment: EMBER (binary; default: cargo build --release),
 # WARMUP (seconds, default 20), WINDOW (seconds, default 120), RESULTS (output file),
-# PERF (file: also `perf record -g` the agent over the window), SPAWN=0 (no short-lived processes).
+# PERF (file: also `perf record -g` the agent over the window), SPAWN=0 (no short-lived processes),
+# EXPORTERS=1 (also run exporters.perf_collector and exporters.perfetto_daemon with their
+# defaults — 99 Hz, 60 s dumps, 16 MiB ring with sched switches, 60 s snapshots — to file://;
+# EXPORTERS=perf: the perf_collector only).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -67,6 +70,20 @@ exporters:
   server:
     url: http://$addr
 YAML
+if [[ "${EXPORTERS:-0}" != 0 ]]; then
+  cat >> "$work/agent.yaml" <<YAML
+  perf_collector:
+    export_to: file://$work/bucket
+    local_dir: $work/perf-spool
+YAML
+fi
+if [[ "${EXPORTERS:-0}" != 0 && "${EXPORTERS:-0}" != perf ]]; then
+  cat >> "$work/agent.yaml" <<YAML
+  perfetto_daemon:
+    export_to: file://$work/bucket
+    local_dir: $work/perfetto-runs
+YAML
+fi
 "$EMBER" agent --config "$work/agent.yaml" 2> "$work/agent.log" &
 agent_pid=$!; pids+=("$agent_pid")
 for _ in $(seq 100); do grep -q "admin on" "$work/agent.log" 2>/dev/null && break; sleep 0.1; done
@@ -103,6 +120,8 @@ sent1=$(metric ember_agent_push_sent_profiles_total)
 enq1=$(metric ember_agent_push_enqueued_profiles_total)
 dropped1=$(metric ember_agent_push_dropped_profiles_total)
 errors1=$(metric ember_agent_push_errors_total)
+dumps1=$(metric ember_agent_perf_collector_dumps_uploaded_total); dumps1=${dumps1:-0}
+snaps1=$(metric ember_agent_perfetto_snapshots_total); snaps1=${snaps1:-0}
 agent_hwm=$(status_kib "$agent_pid" VmHWM); agent_rss=$(status_kib "$agent_pid" VmRSS)
 server_hwm=$(status_kib "$server_pid" VmHWM); server_rss=$(status_kib "$server_pid" VmRSS)
 loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -122,7 +141,8 @@ cpu_ok=$(python3 -c "print('PASS' if $agent_pct <= 0.5 else 'FAIL')")
 summary="agent: CPU ${agent_pct}% of one core (${agent_cpu_s} s in ${secs} s) [$cpu_ok, target <= 0.5%]; \
 peak RSS $((agent_hwm / 1024)) MiB (VmHWM ${agent_hwm} KiB, max sampled VmRSS ${max_rss} KiB) [$rss_ok, target <= 64 MB]; \
 samples $samples, lost $lost, profiles sent $sent in window (total enqueued $enq1, sent ${sent1%.*}, dropped $dropped1, push errors $errors1); \
-server: CPU ${server_pct}% of one core, VmHWM $((server_hwm / 1024)) MiB; host busy ${host_busy}%, load average $loadavg"
+server: CPU ${server_pct}% of one core, VmHWM $((server_hwm / 1024)) MiB; host busy ${host_busy}%, load average $loadavg; \
+exporters=${EXPORTERS:-0} (perf dumps uploaded $dumps1, perfetto snapshots $snaps1)"
 echo "$summary"
 
 commit=$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -136,7 +156,8 @@ Reproduce: \`bench/agent/run.sh\` (env: WARMUP=$warmup WINDOW=$window; EMBER=pat
 - Load average at the end of the window: $loadavg (host CPU busy during the window: ${host_busy}%)
 - Workload: bench/agent/busy.c with one worker per CPU (several call paths, recursion depths 0..12,
   three leaf functions) plus a shell loop spawning short-lived processes (~10/s).
-- Agent: whole host, 19 Hz per CPU, upload_interval 15s, server exporter to a local \`ember server\`.
+- Agent: whole host, 19 Hz per CPU, upload_interval 15s, server exporter to a local \`ember server\`;
+  bucket exporters: EXPORTERS=${EXPORTERS:-0} (perf dumps uploaded $dumps1, perfetto snapshots $snaps1).
 - Warm-up ${warmup} s, measurement window ${secs} s.
 
 | Process | CPU % of one core | CPU seconds | VmHWM | VmRSS at end | Target |

@@ -566,6 +566,17 @@ pub struct ServerExporterConfig {
     pub min_backoff: Dur,
     /// Longest retry delay (default 30s).
     pub max_backoff: Dur,
+    /// TLS settings of an `https://` url.
+    pub tls: TlsClientConfig,
+}
+
+/// `exporters.server.tls`: how an `https://` server is verified.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsClientConfig {
+    /// PEM file of the certificates to trust (a private CA, or the server's self-signed
+    /// certificate); default none: the system's root certificates.
+    pub ca_file: Option<String>,
 }
 
 impl Default for ServerExporterConfig {
@@ -579,6 +590,7 @@ impl Default for ServerExporterConfig {
             timeout: Dur::secs(10),
             min_backoff: Dur::millis(500),
             max_backoff: Dur::secs(30),
+            tls: TlsClientConfig::default(),
         }
     }
 }
@@ -611,6 +623,7 @@ impl ServerExporterConfig {
             timeout: self.timeout.0,
             min_backoff: self.min_backoff.0,
             max_backoff: self.max_backoff.0,
+            tls_ca_file: self.tls.ca_file.as_ref().map(std::path::PathBuf::from),
             ..ember_push::PushConfig::default()
         })
     }
@@ -852,6 +865,14 @@ impl Config {
                     "must be > 0 and at most max_backoff",
                 ));
             }
+            if let Some(ca) = &s.tls.ca_file
+                && let Err(e) = ember_push::http::TlsConfig::new(Some(std::path::Path::new(ca)))
+            {
+                errors_ext.push(ConfigError::new(
+                    format!("{base}.tls.ca_file"),
+                    e.to_string(),
+                ));
+            }
             if s.bearer_token.is_some() && s.bearer_token_file.is_some() {
                 errors_ext.push(ConfigError::new(
                     format!("{base}.bearer_token_file"),
@@ -983,13 +1004,23 @@ mod tests {
                 .contains("scrape_configs[0].scrape_interval"),
             "{err}"
         );
+        let err =
+            parse("profiling:\n  off_cpu:\n    enabled: true\n    min_duration: 2h\n").unwrap_err();
+        assert_eq!(err.0[0].path, "profiling.off_cpu.min_duration", "{err}");
+        let ok = parse("profiling:\n  off_cpu: {enabled: true, min_duration: 0s}\n").unwrap();
+        assert!(ok.profiling.off_cpu.enabled);
+        assert_eq!(ok.profiling.off_cpu.min_duration, Dur::secs(0));
+        let err =
+            parse("exporters:\n  server:\n    tls: {ca_file: /nonexistent/ca.pem}\n").unwrap_err();
+        assert_eq!(err.0[0].path, "exporters.server.tls.ca_file", "{err}");
+        assert!(err.0[0].reason.contains("/nonexistent/ca.pem"), "{err}");
         let err = parse("profiling:\n  bogus: 1\n").unwrap_err();
         assert!(
             err.to_string().contains("profiling") && err.to_string().contains("bogus"),
             "{err}"
         );
         let err = parse(
-            "scrape_configs:\n  - job_name: a\n  - job_name: a\n    static_configs:\n      - targets: ['https://x:1']\n",
+            "scrape_configs:\n  - job_name: a\n  - job_name: a\n    static_configs:\n      - targets: ['ftp://x:1']\n",
         )
         .unwrap_err();
         let text = err.to_string();

@@ -64,41 +64,50 @@ impl Taps {
 /// Sampling frequency of the perfetto_daemon when its config_text names none.
 pub const DEFAULT_PERFETTO_HZ: u32 = 99;
 
-/// Keeps at most `hz` samples per second on each CPU out of a faster stream: a sample is kept
-/// when at least 90 % of the target period passed since the last one kept on its CPU (the
-/// slack absorbs the sampler's jitter, so equal frequencies keep every sample).
+/// Keeps `hz` samples per second on each CPU out of a faster stream. Kept samples are
+/// phase-locked to a `1/hz` schedule per CPU (a sample up to 5 % of that period early still
+/// counts, which absorbs the sampler's jitter), so the long-run rate is `hz` exactly, not
+/// rounded up to a whole number of source periods.
 #[derive(Debug, Default)]
 pub struct Thinner {
-    min_gap_ns: u64,
-    last: HashMap<u32, u64>,
+    period_ns: u64,
+    slack_ns: u64,
+    next: HashMap<u32, u64>,
 }
 
 impl Thinner {
     /// A thinner from `source_hz` down to `hz`; keeps everything when `hz >= source_hz`.
     pub fn new(hz: u32, source_hz: u32) -> Thinner {
-        let min_gap_ns = if hz == 0 || hz >= source_hz {
+        let period_ns = if hz == 0 || hz >= source_hz {
             0
         } else {
-            900_000_000 / u64::from(hz)
+            1_000_000_000 / u64::from(hz)
         };
         Thinner {
-            min_gap_ns,
-            last: HashMap::new(),
+            period_ns,
+            slack_ns: period_ns / 20,
+            next: HashMap::new(),
         }
     }
 
     /// Whether the sample at `time_ns` on `cpu` is kept.
     pub fn keep(&mut self, cpu: u32, time_ns: u64) -> bool {
-        if self.min_gap_ns == 0 {
+        if self.period_ns == 0 {
             return true;
         }
-        match self.last.get(&cpu) {
-            Some(&t) if time_ns.saturating_sub(t) < self.min_gap_ns && time_ns >= t => false,
-            _ => {
-                self.last.insert(cpu, time_ns);
-                true
-            }
-        }
+        let (period, slack) = (self.period_ns, self.slack_ns);
+        let next = match self.next.get(&cpu).copied() {
+            // First sample of this CPU, or a timestamp from well before the schedule (a ring
+            // drained late): start the schedule here.
+            None => time_ns + period,
+            Some(due) if time_ns + period + slack < due => time_ns + period,
+            Some(due) if time_ns + slack < due => return false,
+            // After a gap (idle CPU) the schedule restarts instead of catching up.
+            Some(due) if time_ns >= due + period => time_ns + period,
+            Some(due) => due + period,
+        };
+        self.next.insert(cpu, next);
+        true
     }
 }
 
@@ -373,8 +382,8 @@ mod tests {
             }
         }
         for k in kept {
-            // Every 5th sample (50.5 ms) clears the 47.4 ms gap: 198 in 10 s, about 19.8 Hz.
-            assert!((185..=200).contains(&k), "kept {k}");
+            // 19 Hz over 10 s.
+            assert!((189..=191).contains(&k), "kept {k}");
         }
         let mut all = Thinner::new(99, 99);
         assert!((0..100u64).all(|i| all.keep(0, i * 10_000_000)));
@@ -382,12 +391,125 @@ mod tests {
         assert!((0..100u64).all(|i| faster.keep(0, i * 10_000_000)));
     }
 
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "ember-agent-exporters-{}-{name}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn sample(time_ns: u64, cpu: u32) -> ember_export::Sample {
+        ember_export::Sample {
+            time_ns,
+            cpu,
+            pid: 42,
+            tid: 42,
+            comm: Arc::from("worker"),
+            frames: vec![
+                ember_export::Frame::known(0x1010, "leaf_fn", 0x10, "/bin/worker"),
+                ember_export::Frame::known(0x2020, "main", 0x20, "/bin/worker"),
+            ],
+        }
+    }
+
+    fn files(dir: &std::path::Path) -> Vec<String> {
+        let mut out: Vec<String> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn feeder_thins_and_shutdown_flush_writes_both_exporters() {
+        let dir = scratch("flush");
+        let perf = PerfCollector::new(PerfCollectorConfig {
+            perf_polling_frequency_hz: 10,
+            export_to: format!("file://{}/bucket", dir.display()),
+            node_name: Some("n1".into()),
+            local_dir: Some(dir.join("spool")),
+            ..Default::default()
+        })
+        .unwrap();
+        let perfetto = PerfettoDaemon::new(PerfettoDaemonConfig {
+            export_to: format!("file://{}/bucket", dir.display()),
+            bucket_subdirectory: "pf".into(),
+            node_name: Some("n1".into()),
+            local_dir: Some(dir.join("runs")),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(perfetto.config().trigger, PerfettoTrigger::TimeInterval);
+        let taps = Taps {
+            perf: Some(perf.clone()),
+            perfetto: Some(perfetto.clone()),
+        };
+        assert_eq!(taps.perf_hz(), Some(10));
+        // The default config_text samples at 99 Hz.
+        assert_eq!(taps.perfetto_hz(), Some(99));
+        // One second of a 100 Hz stream on one CPU plus a scheduler switch.
+        let mut feeder = Feeder::new(taps.clone(), 100);
+        let mut events: Vec<Event> = (0..100u64)
+            .map(|i| Event::Sample(sample(1_000_000_000 + i * 10_000_000, 0)))
+            .collect();
+        events.push(Event::Switch(ember_export::SchedSwitch {
+            time_ns: 1_500_000_000,
+            cpu: 0,
+            prev_pid: 42,
+            prev_comm: Arc::from("worker"),
+            prev_prio: None,
+            prev_state: Some(1),
+            next_pid: 0,
+            next_comm: Arc::from("swapper/0"),
+            next_prio: None,
+        }));
+        feeder.feed(events);
+        // 10 Hz keeps 10 of the 100 samples, 99 Hz keeps 99; the switch is always kept.
+        assert_eq!(perfetto.stats().buffered_events, 100);
+        assert!(flush(taps, Duration::from_secs(10)).await);
+        let perf_stats = perf.stats();
+        assert_eq!(
+            (perf_stats.dumps_written, perf_stats.dumps_uploaded),
+            (1, 1)
+        );
+        let dumps = files(&dir.join("bucket/n1"));
+        assert_eq!(dumps.len(), 1, "{dumps:?}");
+        let text = {
+            use std::io::Read;
+            let gz = std::fs::read(dir.join("bucket/n1").join(&dumps[0])).unwrap();
+            let mut out = String::new();
+            flate2::read::GzDecoder::new(&gz[..])
+                .read_to_string(&mut out)
+                .unwrap();
+            out
+        };
+        assert_eq!(text.matches("leaf_fn").count(), 10, "{text}");
+        let p = perfetto.stats();
+        assert_eq!((p.snapshots, p.uploaded, p.buffered_events), (1, 1, 0));
+        let traces = files(&dir.join("bucket/pf/n1"));
+        assert_eq!(traces.len(), 1, "{traces:?}");
+        assert!(traces[0].ends_with("-perfetto-trace.pb"), "{traces:?}");
+    }
+
     #[test]
     fn thinner_survives_time_going_backwards() {
         let mut t = Thinner::new(10, 100);
         assert!(t.keep(0, 5_000_000_000));
         assert!(!t.keep(0, 5_010_000_000));
-        // An older timestamp (another ring drained late) is kept and restarts the clock.
+        // 5 % early still counts.
+        assert!(t.keep(0, 5_096_000_000));
+        // An older timestamp (another ring drained late) is kept and restarts the schedule.
         assert!(t.keep(0, 4_000_000_000));
+        assert!(!t.keep(0, 4_050_000_000));
+        // After a long idle gap the schedule restarts rather than catching up.
+        assert!(t.keep(0, 9_000_000_000));
+        assert!(!t.keep(0, 9_010_000_000));
     }
 }

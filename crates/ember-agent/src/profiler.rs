@@ -239,6 +239,7 @@ fn run(
             last_cut = Instant::now();
             let mut rec = session.cut();
             feed(&mut rec, &mut symbolizer, &mut sinks.feeder);
+            drop_unsent(&mut rec, sinks.push);
             merge(&mut pending, rec);
             if last_emit.elapsed() >= interval {
                 last_emit = Instant::now();
@@ -260,6 +261,7 @@ fn run(
     let mut last = session.finish();
     if flush.load(Ordering::SeqCst) {
         feed(&mut last, &mut symbolizer, &mut sinks.feeder);
+        drop_unsent(&mut last, sinks.push);
         merge(&mut pending, last);
         if let Some(rec) = pending.take() {
             emit(
@@ -289,6 +291,19 @@ fn feed(rec: &mut Recording, symbolizer: &mut Symbolizer, feeder: &mut Feeder) {
     }
     rec.raw_events = Vec::new();
     rec.raw_stacks = Vec::new();
+}
+
+/// Forgets the aggregates no server profile will carry before they are merged and held until
+/// the next upload (the sampler times switches for the Perfetto trace even when off-CPU
+/// profiles are off).
+fn drop_unsent(rec: &mut Recording, push: Push) {
+    if !push.off_cpu {
+        rec.off_cpu_stacks = HashMap::new();
+    }
+    if !push.cpu && !push.off_cpu {
+        rec.stacks = HashMap::new();
+        rec.maps = Vec::new();
+    }
 }
 
 /// Adds the aggregated stacks of `rec` to `acc`, renumbering `rec`'s mappings into

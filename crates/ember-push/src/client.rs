@@ -35,6 +35,9 @@ pub struct PushConfig {
     pub max_backoff: Duration,
     /// Most profile bytes sent in one request (4 MiB; the server accepts 16 MiB by default).
     pub max_batch_bytes: usize,
+    /// For `https://` URLs: PEM file of the certificates to trust (a private CA or the
+    /// server's self-signed certificate); `None` trusts the system roots.
+    pub tls_ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for PushConfig {
@@ -48,6 +51,7 @@ impl Default for PushConfig {
             min_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(30),
             max_batch_bytes: 4 << 20,
+            tls_ca_file: None,
         }
     }
 }
@@ -114,13 +118,21 @@ pub struct Client {
     tenant_id: Option<String>,
     authorization: Option<String>,
     timeout: Duration,
+    tls: Option<http::TlsConfig>,
 }
 
 impl Client {
     /// A client for `config.url` (checked here, so a bad URL fails at start).
     pub fn new(config: &PushConfig) -> Result<Client, HttpError> {
         let url = Url::parse(&config.url)?.join(PUSH_PATH);
+        // Built (and the CA file read) here, so a bad file fails at start, not per push.
+        let tls = if url.tls {
+            Some(http::TlsConfig::new(config.tls_ca_file.as_deref())?)
+        } else {
+            None
+        };
         Ok(Client {
+            tls,
             url,
             tenant_id: config.tenant_id.clone().filter(|t| !t.is_empty()),
             authorization: config
@@ -169,13 +181,14 @@ impl Client {
         if let Some(a) = &self.authorization {
             headers.push(("authorization", a));
         }
-        let response = http::request(
+        let response = http::request_tls(
             "POST",
             &self.url,
             &headers,
             request.encode_to_vec(),
             self.timeout,
             1 << 20,
+            self.tls.as_ref(),
         )
         .await?;
         if response.status / 100 == 2 {

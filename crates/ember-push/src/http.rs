@@ -1,8 +1,12 @@
 //! A deliberately small HTTP/1.1 client (hyper's connection API over tokio): one connection
 //! per request, a whole-request timeout and a response size cap. Pushing every few seconds
 //! and scraping a handful of targets do not need pooling, and this keeps the dependency tree
-//! to what the server already builds. Plain `http://` only.
+//! to what the server already builds. `https://` goes through rustls with the ring provider
+//! (the TLS stack the bucket exporters already link), verifying the server against the system
+//! roots or a given CA file ([`TlsConfig`]).
 
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
@@ -37,34 +41,104 @@ pub enum HttpError {
     /// The response body was larger than allowed.
     #[error("response body larger than {0} bytes")]
     TooLarge(usize),
+    /// TLS setup or handshake failed (bad CA file, untrusted certificate, wrong name...).
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
-/// A parsed `http://` URL.
+/// Trust settings of `https://` requests.
+#[derive(Clone)]
+pub struct TlsConfig {
+    config: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsConfig").finish_non_exhaustive()
+    }
+}
+
+impl TlsConfig {
+    /// Trusts the certificates of the PEM file `ca_file` (e.g. a self-signed server
+    /// certificate or a private CA) or, without one, the system's root certificates.
+    pub fn new(ca_file: Option<&Path>) -> Result<TlsConfig, HttpError> {
+        use rustls_pki_types::CertificateDer;
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        match ca_file {
+            Some(path) => {
+                let shown = path.display();
+                let certs = CertificateDer::pem_file_iter(path)
+                    .map_err(|e| HttpError::Tls(format!("CA file {shown}: {e}")))?;
+                for cert in certs {
+                    let cert = cert.map_err(|e| HttpError::Tls(format!("CA file {shown}: {e}")))?;
+                    roots
+                        .add(cert)
+                        .map_err(|e| HttpError::Tls(format!("CA file {shown}: {e}")))?;
+                }
+                if roots.is_empty() {
+                    return Err(HttpError::Tls(format!(
+                        "CA file {shown} holds no PEM certificate"
+                    )));
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                let (added, _) = roots.add_parsable_certificates(found.certs);
+                if added == 0 {
+                    return Err(HttpError::Tls(
+                        "no system root certificates found: give a CA file".into(),
+                    ));
+                }
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| HttpError::Tls(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(TlsConfig {
+            config: Arc::new(config),
+        })
+    }
+
+    /// The system-roots configuration, built once per process.
+    fn system() -> Result<TlsConfig, HttpError> {
+        static SYSTEM: OnceLock<Result<TlsConfig, String>> = OnceLock::new();
+        SYSTEM
+            .get_or_init(|| TlsConfig::new(None).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(HttpError::Tls)
+    }
+}
+
+/// A parsed `http://` or `https://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Url {
+    /// `https://`.
+    pub tls: bool,
     /// Host name or address (IPv6 without brackets).
     pub host: String,
-    /// Port (80 when not given).
+    /// Port (80, or 443 for https, when not given).
     pub port: u16,
     /// Path and query, starting with `/` (the base path for a server URL).
     pub path: String,
 }
 
 impl Url {
-    /// Parses `http://host[:port][/path][?query]`.
+    /// Parses `http[s]://host[:port][/path][?query]`.
     pub fn parse(url: &str) -> Result<Url, HttpError> {
         let bad = |reason: &str| HttpError::BadUrl {
             url: url.to_string(),
             reason: reason.to_string(),
         };
-        let rest = if let Some(rest) = url.strip_prefix("http://") {
-            rest
-        } else if url.starts_with("https://") {
-            return Err(bad(
-                "https is not supported by this build: use http:// (e.g. behind a local TLS proxy)",
-            ));
+        let (tls, rest) = if let Some(rest) = url.strip_prefix("http://") {
+            (false, rest)
+        } else if let Some(rest) = url.strip_prefix("https://") {
+            (true, rest)
         } else {
-            return Err(bad("must start with http://"));
+            return Err(bad("must start with http:// or https://"));
         };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
@@ -92,9 +166,15 @@ impl Url {
         }
         let port = match port {
             Some(p) => p.parse().map_err(|_| bad("port is not a number 0-65535"))?,
+            None if tls => 443,
             None => 80,
         };
-        Ok(Url { host, port, path })
+        Ok(Url {
+            tls,
+            host,
+            port,
+            path,
+        })
     }
 
     /// `host:port` as used in the `Host` header and for connecting.
@@ -111,6 +191,7 @@ impl Url {
         let base = self.path.trim_end_matches('/');
         let suffix = suffix.trim_start_matches('/');
         Url {
+            tls: self.tls,
             host: self.host.clone(),
             port: self.port,
             path: format!("{base}/{suffix}"),
@@ -120,7 +201,8 @@ impl Url {
 
 impl std::fmt::Display for Url {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}{}", self.authority(), self.path)
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.authority(), self.path)
     }
 }
 
@@ -146,6 +228,7 @@ impl Response {
 }
 
 /// Sends one request and reads the whole response (at most `max_body` bytes) within `timeout`.
+/// `https://` URLs trust the system roots.
 pub async fn request(
     method: &str,
     url: &Url,
@@ -154,27 +237,61 @@ pub async fn request(
     timeout: Duration,
     max_body: usize,
 ) -> Result<Response, HttpError> {
-    match tokio::time::timeout(timeout, exchange(method, url, headers, body, max_body)).await {
+    request_tls(method, url, headers, body, timeout, max_body, None).await
+}
+
+/// [`request`] with the trust settings of `https://` URLs (`None`: the system roots).
+pub async fn request_tls(
+    method: &str,
+    url: &Url,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+    timeout: Duration,
+    max_body: usize,
+    tls: Option<&TlsConfig>,
+) -> Result<Response, HttpError> {
+    let exchange = async {
+        let addr = url.authority();
+        let stream = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
+            .await
+            .map_err(|source| HttpError::Connect {
+                addr: addr.clone(),
+                source,
+            })?;
+        let _ = stream.set_nodelay(true);
+        if !url.tls {
+            return exchange(stream, method, url, headers, body, max_body).await;
+        }
+        let config = match tls {
+            Some(t) => t.clone(),
+            None => TlsConfig::system()?,
+        };
+        let name = rustls_pki_types::ServerName::try_from(url.host.clone())
+            .map_err(|e| HttpError::Tls(format!("server name {:?}: {e}", url.host)))?;
+        let stream = tokio_rustls::TlsConnector::from(config.config)
+            .connect(name, stream)
+            .await
+            .map_err(|e| HttpError::Tls(format!("handshake with {addr}: {e}")))?;
+        exchange(stream, method, url, headers, body, max_body).await
+    };
+    match tokio::time::timeout(timeout, exchange).await {
         Ok(result) => result,
         Err(_) => Err(HttpError::Timeout(timeout)),
     }
 }
 
-async fn exchange(
+async fn exchange<S>(
+    stream: S,
     method: &str,
     url: &Url,
     headers: &[(&str, &str)],
     body: Vec<u8>,
     max_body: usize,
-) -> Result<Response, HttpError> {
+) -> Result<Response, HttpError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let addr = url.authority();
-    let stream = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
-        .await
-        .map_err(|source| HttpError::Connect {
-            addr: addr.clone(),
-            source,
-        })?;
-    let _ = stream.set_nodelay(true);
     let io = hyper_util::rt::TokioIo::new(stream);
     let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
         .await
@@ -253,13 +370,22 @@ mod tests {
             ("::1", 81, "/?x=1")
         );
         assert_eq!(u.authority(), "[::1]:81");
+        assert_eq!(u.to_string(), "http://[::1]:81/?x=1");
         assert_eq!(
             Url::parse("http://h:1/base/").unwrap().join("/push").path,
             "/base/push"
         );
+        let u = Url::parse("https://ember.example/base").unwrap();
+        assert!(u.tls);
+        assert_eq!((u.port, u.path.as_str()), (443, "/base"));
+        assert_eq!(
+            u.join("push").to_string(),
+            "https://ember.example:443/base/push"
+        );
+        assert!(!Url::parse("http://h").unwrap().tls);
         for bad in [
             "localhost:4040",
-            "https://x",
+            "ftp://x",
             "http://:80",
             "http://h:99999",
             "http://u@h",

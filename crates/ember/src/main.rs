@@ -42,6 +42,7 @@ enum Command {
     /// Query a running server: merged profile (or diff) of a selection as top, SVG, pprof or folded.
     Query(cmd::query::Args),
     /// The always-on agent: continuous profiling, scraping, exporters; describe/apply its config.
+    #[command(long_about = cmd::agent::LONG_ABOUT)]
     Agent(cmd::agent::Args),
     /// Server plus an agent profiling this host, in one command.
     Up(cmd::up::Args),

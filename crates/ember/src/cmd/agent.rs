@@ -9,23 +9,26 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use ember_agent::{Agent, config};
 
+/// The long help of `ember agent` (also used by the subcommand's entry in `ember --help`).
+pub const LONG_ABOUT: &str = "Run the Ember agent: continuous CPU profiling of this host (perf_event, 19 Hz by \
+    default; off-CPU time with profiling.off_cpu, episodes shorter than its min_duration \
+    ignored), pull scraping of pprof endpoints, and exporters: push to an Ember or Pyroscope \
+    server (http or https; exporters.server.tls.ca_file names the CA to trust, else the \
+    system roots), exporters.perf_collector (gzip'd perf script dumps to a bucket) and \
+    exporters.perfetto_daemon (Perfetto trace snapshots to a bucket; `ember profiling \
+    perfetto-snapshot` calls its HTTP trigger). One sampler serves them all, at the highest \
+    frequency any of them asks for; the bucket exporters see the whole host at their own \
+    frequency. Without --config the documented defaults apply (print them with \
+    --print-default-config). SIGHUP re-reads the file; an invalid file is rejected with the \
+    field path and reason and the running configuration stays. SIGTERM/Ctrl-C cut a last \
+    profile, flush the push queue, write the perf_collector's last dump and the \
+    time-interval perfetto_daemon's last snapshot (at most 5 s in all).";
+
 /// Options of `ember agent`.
 #[derive(clap::Args)]
 #[command(
     args_conflicts_with_subcommands = true,
-    long_about = "Run the Ember agent: continuous CPU profiling of this host (perf_event, 19 Hz by \
-                  default; off-CPU time with profiling.off_cpu, episodes shorter than its \
-                  min_duration ignored), pull scraping of pprof endpoints, and exporters: push to an Ember or \
-                  Pyroscope server, exporters.perf_collector (gzip'd perf script dumps to a \
-                  bucket) and exporters.perfetto_daemon (Perfetto trace snapshots to a bucket; \
-                  `ember profiling perfetto-snapshot` calls its HTTP trigger). One sampler serves \
-                  them all, at the highest frequency any of them asks for; the bucket exporters \
-                  see the whole host at their own frequency. Without --config the documented \
-                  defaults apply (print them with --print-default-config). SIGHUP re-reads the \
-                  file; an invalid file is rejected with the field path and reason and the \
-                  running configuration stays. SIGTERM/Ctrl-C cut a last profile, flush the push \
-                  queue, write the perf_collector's last dump and the time-interval \
-                  perfetto_daemon's last snapshot (at most 5 s in all)."
+    long_about = LONG_ABOUT
 )]
 pub struct Args {
     /// Configuration file (YAML or JSON).
