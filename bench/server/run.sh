@@ -53,18 +53,20 @@ rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
 # Warm-up (connections, allocator, series creation), not reported.
 warm_json="$("$EMBER" loadgen --server "$url" -n 2000 -c "$concurrency" --label-sets 100 --service bench --vary 100 --json "${files[@]}")"
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
-# One measured ingest run with $1 connections: sets ingest_json and server_cpu.
+# One measured ingest run with $1 connections: sets ingest_json, server_cpu and loadgen_cpu
+# (user+sys seconds of the server during the run, and of the load generator).
 ingest_run() {
   local c0 c1
   c0=$(cpu_secs)
-  ingest_json="$("$EMBER" loadgen --server "$url" -n "$count" -c "$1" --label-sets 100 --service bench --vary 100 --json "${files[@]}")"
+  ingest_json="$(/usr/bin/time -f '%U %S' -o "$work/loadgen.time" "$EMBER" loadgen --server "$url" -n "$count" -c "$1" --label-sets 100 --service bench --vary 100 --json "${files[@]}")"
   c1=$(cpu_secs)
   server_cpu=$(python3 -c "print(f'{$c1-$c0:.2f}')")
+  loadgen_cpu=$(awk '{printf "%.2f", $1+$2}' "$work/loadgen.time")
 }
 ingest_run "$concurrency"
-narrow_json="$ingest_json"; narrow_cpu="$server_cpu"
+narrow_json="$ingest_json"; narrow_cpu="$server_cpu"; narrow_lg="$loadgen_cpu"
 ingest_run "$wide"
-wide_json="$ingest_json"; wide_cpu="$server_cpu"
+wide_json="$ingest_json"; wide_cpu="$server_cpu"; wide_lg="$loadgen_cpu"
 ingest_hwm=$(hwm_kib)
 ingest_rss=$(rss_kib)
 
@@ -108,10 +110,11 @@ commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "| measure | result | target |"
   echo "|---|---|---|"
   for run in narrow wide; do
-    if [[ $run == narrow ]]; then j="$narrow_json"; cpu="$narrow_cpu"; c="$concurrency"; else j="$wide_json"; cpu="$wide_cpu"; c="$wide"; fi
+    if [[ $run == narrow ]]; then j="$narrow_json"; cpu="$narrow_cpu"; lg="$narrow_lg"; c="$concurrency"; else j="$wide_json"; cpu="$wide_cpu"; lg="$wide_lg"; c="$wide"; fi
     printf '| ingest rate, %s keep-alive connections (push.v1 Connect, %s Go CPU profiles, 100 label sets) | %.0f profiles/s, %.2f MB/s of pprof | >= 5,000 profiles/s |\n' "$c" "$count" "$(field "$j" profiles_per_second)" "$(field "$j" megabytes_per_second)"
     printf '| ingest latency, %s connections | p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms | p99 reported |\n' "$c" "$(field "$j" p50_ms)" "$(field "$j" p90_ms)" "$(field "$j" p99_ms)" "$(field "$j" max_ms)"
-    printf '| server CPU while ingesting, %s connections | %s s user+sys for %.2f s wall = %s ms per profile | |\n' "$c" "$cpu" "$(field "$j" seconds)" "$(python3 -c "print(f'{1000*$cpu/$count:.3f}')")"
+    printf '| server CPU while ingesting, %s connections | %s s user+sys for %.2f s wall = %s ms per profile (load generator: %s ms) | |\n' "$c" "$cpu" "$(field "$j" seconds)" "$(python3 -c "print(f'{1000*$cpu/$count:.3f}')")" "$(python3 -c "print(f'{1000*$lg/$count:.3f}')")"
+    printf '| CPU-bound ceiling, %s connections: 2 cores / (server + load generator CPU per profile) | %s profiles/s | |\n' "$c" "$(python3 -c "print(f'{2*$count/($cpu+$lg):.0f}')")"
   done
   printf '| server RSS while ingesting | %s KiB at the end, peak (VmHWM) %s KiB | |\n' "$ingest_rss" "$ingest_hwm"
   printf '| back-fill (legacy /ingest, from/until) | %.0f profiles/s | |\n' "$(field "$backfill_json" profiles_per_second)"

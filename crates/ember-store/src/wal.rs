@@ -2,8 +2,15 @@
 //!
 //! Owns the on-disk log under `<data-dir>/wal/`: numbered segment files of framed records
 //! (`u32 length LE`, `u32 crc32 LE`, payload). One writer thread takes every append queued
-//! while the previous fsync ran, writes them together and fsyncs once, then acknowledges
-//! each: concurrent ingests share one `fsync` instead of paying one each.
+//! so far and writes them together; a small pool of sync threads fsyncs and then
+//! acknowledges them: concurrent ingests share one `fsync` instead of paying one each.
+//!
+//! Up to [`SYNCERS`] fsyncs run at once. A batch written while an earlier fsync is still
+//! running gets its own fsync right away instead of waiting for that one to finish (the
+//! disk overlaps concurrent flushes), so with few clients an append waits about one fsync,
+//! not one and a half. An acknowledgement always follows an fsync that started after the
+//! record's write returned; a sync thread that finds several batches queued covers them all
+//! with one fsync.
 //!
 //! Replay reads segments in order and stops a segment at its first torn or corrupt record
 //! (a crash mid-write leaves at most the unacknowledged tail damaged).
@@ -11,12 +18,15 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::StoreError;
+
+/// fsyncs of the log that may run at the same time.
+pub const SYNCERS: usize = 2;
 
 /// Largest accepted record; anything bigger in a segment is treated as corruption.
 const MAX_RECORD: u32 = 1 << 30;
@@ -230,14 +240,107 @@ impl Drop for Wal {
     }
 }
 
+/// Records written to a segment and waiting for an fsync before their acks run.
+struct Written {
+    file: Arc<File>,
+    path: PathBuf,
+    acks: Vec<Ack>,
+    started: Instant,
+}
+
+/// Number of written batches not yet acknowledged; rotation and stop wait for zero.
+#[derive(Default)]
+struct InFlight {
+    count: Mutex<usize>,
+    idle: Condvar,
+}
+
+impl InFlight {
+    fn add(&self) {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+
+    fn done(&self, n: usize) {
+        let mut c = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        *c = c.saturating_sub(n);
+        if *c == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    fn wait_idle(&self) {
+        let mut c = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        while *c > 0 {
+            c = self.idle.wait(c).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A sync thread: takes every written batch queued, fsyncs, acknowledges.
+fn syncer(
+    rx: Arc<Mutex<Receiver<Written>>>,
+    in_flight: Arc<InFlight>,
+    stats: Arc<Mutex<WalStats>>,
+) {
+    loop {
+        let batches: Vec<Written> = {
+            let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
+            let Ok(first) = rx.recv() else { return };
+            std::iter::once(first).chain(rx.try_iter()).collect()
+        };
+        // Every batch was written before this fsync starts, so one fsync per file covers
+        // them all (rotation waits for idle, so they normally share one file).
+        let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(batches.len());
+        let mut fsyncs = 0;
+        for (i, b) in batches.iter().enumerate() {
+            let earlier = batches[..i]
+                .iter()
+                .position(|e| Arc::ptr_eq(&e.file, &b.file))
+                .and_then(|j| results.get(j).cloned());
+            let result = earlier.unwrap_or_else(|| {
+                fsyncs += 1;
+                b.file.sync_data().map_err(|e| StoreError::io(&b.path, e))
+            });
+            results.push(result);
+        }
+        let n = batches.len();
+        {
+            let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
+            s.fsyncs += fsyncs;
+            for b in &batches {
+                s.sync_micros += b.started.elapsed().as_micros() as u64;
+            }
+        }
+        for (b, result) in batches.into_iter().zip(results) {
+            for ack in b.acks {
+                ack(result.clone());
+            }
+        }
+        in_flight.done(n);
+    }
+}
+
 fn writer(
-    mut file: File,
+    file: File,
     mut number: u64,
     dir: PathBuf,
     rx: Receiver<Job>,
     stats: std::sync::Arc<Mutex<WalStats>>,
 ) {
+    let mut file = Arc::new(file);
     let mut path = dir.join(segment_name(number));
+    let in_flight = Arc::new(InFlight::default());
+    let (sync_tx, sync_rx) = mpsc::channel::<Written>();
+    let sync_rx = Arc::new(Mutex::new(sync_rx));
+    let syncers: Vec<JoinHandle<()>> = (0..SYNCERS)
+        .filter_map(|_| {
+            let (rx, in_flight, stats) = (sync_rx.clone(), in_flight.clone(), stats.clone());
+            std::thread::Builder::new()
+                .name("ember-wal-sync".into())
+                .spawn(move || syncer(rx, in_flight, stats))
+                .ok()
+        })
+        .collect();
     let mut buf = Vec::new();
     let mut acks: Vec<Ack> = Vec::new();
     let mut stop = false;
@@ -265,23 +368,48 @@ fn writer(
         }
         if !acks.is_empty() {
             let started = Instant::now();
-            let result = file
-                .write_all(&buf)
-                .and_then(|()| file.sync_data())
-                .map_err(|e| StoreError::io(&path, e));
+            let written = (&*file).write_all(&buf);
             {
                 let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
                 s.records += acks.len() as u64;
                 s.bytes += buf.len() as u64;
-                s.fsyncs += 1;
-                s.sync_micros += started.elapsed().as_micros() as u64;
             }
             buf.clear();
-            for ack in acks.drain(..) {
-                ack(result.clone());
+            let batch = Written {
+                file: file.clone(),
+                path: path.clone(),
+                acks: std::mem::take(&mut acks),
+                started,
+            };
+            match written {
+                Err(e) => {
+                    let err = StoreError::io(&path, e);
+                    for ack in batch.acks {
+                        ack(Err(err.clone()));
+                    }
+                }
+                Ok(()) if syncers.is_empty() => {
+                    // No sync thread could be started: fsync here.
+                    let result = file.sync_data().map_err(|e| StoreError::io(&path, e));
+                    stats.lock().unwrap_or_else(|e| e.into_inner()).fsyncs += 1;
+                    for ack in batch.acks {
+                        ack(result.clone());
+                    }
+                }
+                Ok(()) => {
+                    in_flight.add();
+                    if let Err(mpsc::SendError(batch)) = sync_tx.send(batch) {
+                        in_flight.done(1);
+                        for ack in batch.acks {
+                            ack(Err(StoreError::Closed));
+                        }
+                    }
+                }
             }
         }
         if let Some(reply) = rotate {
+            // Everything written to the closing segment is durable before it is reported closed.
+            in_flight.wait_idle();
             let next_path = dir.join(segment_name(number + 1));
             let opened = OpenOptions::new()
                 .create(true)
@@ -293,7 +421,7 @@ fn writer(
                     if let Ok(d) = File::open(&dir) {
                         let _ = d.sync_all();
                     }
-                    file = f;
+                    file = Arc::new(f);
                     path = next_path;
                     let _ = reply.send(Ok(number));
                     number += 1;
@@ -303,6 +431,12 @@ fn writer(
                 }
             }
         }
+    }
+    // Stop: every written batch is acknowledged before the writer reports closed.
+    in_flight.wait_idle();
+    drop(sync_tx);
+    for t in syncers {
+        let _ = t.join();
     }
     // Anything queued after Stop is refused.
     while let Ok(job) = rx.try_recv() {
