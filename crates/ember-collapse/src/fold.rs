@@ -474,16 +474,21 @@ impl<'o> Folder<'o> {
             return;
         };
         let rawfunc = tidy::strip_offset(rawfunc);
-        let mut hints = tidy::scan_symbol(rawfunc);
         // A parenthesised "symbol" is a process name, not a frame.
         if rawfunc.starts_with('(') {
             return;
         }
+        // `[unknown]` (most frames of binaries without symbols) has none of the characters.
+        let unknown = rawfunc == "[unknown]";
+        let mut hints = if unknown {
+            tidy::SymbolScan::NONE
+        } else {
+            tidy::scan_symbol(rawfunc)
+        };
         // The common cases: no quotes to drop, no Java inlining, no Rust symbol to demangle
         // again; a known symbol, or `[unknown]` in a known module. They get the frame the
         // general path below would give, with less bookkeeping.
         if !hints.quotes && !hints.dash && !tidy::has_rust_hash(rawfunc) {
-            let unknown = rawfunc == "[unknown]";
             let handled = if !unknown || (module == "[unknown]" && !self.options.include_addrs) {
                 self.push_frame(rawfunc, &hints, module, false);
                 true

@@ -22,6 +22,14 @@ pub(crate) struct SymbolScan {
 }
 
 impl SymbolScan {
+    /// No flag set: for text known to contain none of the characters.
+    pub(crate) const NONE: SymbolScan = SymbolScan {
+        quotes: false,
+        dash: false,
+        paren: false,
+        semicolon: false,
+    };
+
     /// Flags that make every later step do its full search (for text we did not scan).
     pub(crate) const ALL: SymbolScan = SymbolScan {
         quotes: true,
@@ -399,6 +407,17 @@ mod tests {
         assert!(scan.quotes && scan.dash && scan.paren && scan.semicolon);
         let scan = scan_symbol("plain::name");
         assert!(!scan.quotes && !scan.dash && !scan.paren && !scan.semicolon);
+        let unknown = scan_symbol("[unknown]");
+        let none = SymbolScan::NONE;
+        assert_eq!(
+            (
+                unknown.quotes,
+                unknown.dash,
+                unknown.paren,
+                unknown.semicolon
+            ),
+            (none.quotes, none.dash, none.paren, none.semicolon)
+        );
         // Each character alone, at every position of symbols longer than one block.
         for len in [1usize, 15, 16, 17, 40, 70] {
             for at in 0..len {
