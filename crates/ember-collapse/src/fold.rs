@@ -402,21 +402,23 @@ impl<'o> Folder<'o> {
 
         // After the TID: "<time or cpu>: [period] <event>:[<modifiers>:] [inline frame]".
         let rest = &line[end..];
-        let (event_part, post_event) = match rest.find(':') {
+        // The `memchr` crate's searches: `str::find` with a char runs a slower generic search
+        // (this header parsing was ~8 % of the time before).
+        let (event_part, post_event) = match memchr::memchr(b':', rest.as_bytes()) {
             None => (None, None),
             Some(c1) => {
                 let after = &rest[c1 + 1..];
-                match after.find(':') {
+                match memchr::memchr(b':', after.as_bytes()) {
                     Some(c2) => (Some(&after[..c2]), Some(&after[c2 + 1..])),
                     None => (Some(after), None),
                 }
             }
         };
         if let Some(part) = event_part {
-            let (event, period) = match part.rfind(' ') {
+            let (event, period) = match memchr::memrchr(b' ', part.as_bytes()) {
                 Some(i) => {
                     let before = &part[..i];
-                    let period = match before.rfind(' ') {
+                    let period = match memchr::memrchr(b' ', before.as_bytes()) {
                         Some(j) => &before[j + 1..],
                         None => before,
                     };
@@ -439,14 +441,18 @@ impl<'o> Folder<'o> {
         }
 
         let inline_frame = post_event.and_then(|post| {
-            let start = post.find([':', ' ']).map_or(0, |i| i + 1);
+            let start = memchr::memchr2(b':', b' ', post.as_bytes()).map_or(0, |i| i + 1);
             let frame = tidy::trim(&post[start..]);
             (!frame.is_empty()).then_some(frame)
         });
 
         self.pname.clear();
-        for c in comm.chars() {
-            self.pname.push(if c == ' ' { '_' } else { c });
+        if memchr::memchr(b' ', comm.as_bytes()).is_none() {
+            self.pname.push_str(comm);
+        } else {
+            for c in comm.chars() {
+                self.pname.push(if c == ' ' { '_' } else { c });
+            }
         }
         if self.options.include_tid {
             self.pname.push('-');
@@ -498,7 +504,9 @@ impl<'o> Folder<'o> {
                 false
             };
             if handled {
-                if self.options.skip_after.iter().any(|s| s == rawfunc) {
+                if !self.options.skip_after.is_empty()
+                    && self.options.skip_after.iter().any(|s| s == rawfunc)
+                {
                     self.stack_filter = StackFilter::SkipRemaining;
                 }
                 return;
