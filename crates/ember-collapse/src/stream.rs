@@ -5,7 +5,8 @@
 //! [`Folder`] state except the event-type filter. So the first chunk(s) are folded on the
 //! calling thread until the filter is known (normally after the very first sample), and from
 //! then on every chunk starts in the same state a sequential pass would be in. Memory stays
-//! bounded by roughly `(2 × threads + 2) × chunk size` plus the map of distinct stacks; only a
+//! bounded by roughly `(2 × threads + 2) × chunk size` plus the map of distinct stacks, where
+//! the chunk size grows [`CHUNK_GROWTH`]-fold once [`GROW_AFTER_BYTES`] have been read; only a
 //! single stretch of input without any blank line larger than the chunk size forces a bigger
 //! buffer.
 
@@ -31,11 +32,21 @@ struct UnitMeta {
     warnings: Vec<LocalWarning>,
 }
 
+/// Input read with the configured chunk size before chunks grow: small inputs keep small
+/// buffers (peak memory), large ones get fewer hand-offs between threads.
+const GROW_AFTER_BYTES: u64 = 32 << 20;
+
+/// How much larger chunks get after [`GROW_AFTER_BYTES`]. With 64 KiB chunks, 2 threads and
+/// the 243 MB benchmark input, 512 KiB chunks cut context switches ~5x and CPU time ~12 %.
+const CHUNK_GROWTH: usize = 8;
+
 /// Cuts the input into units that end right after a blank line (or at end of input).
 struct Chunker<R> {
     reader: R,
     carry: Vec<u8>,
     chunk: usize,
+    /// Bytes read so far.
+    read: u64,
     eof: bool,
 }
 
@@ -46,7 +57,12 @@ impl<R: Read> Chunker<R> {
     /// `read_to_end` through our wrapping readers would zero the spare capacity on every call.
     fn next_unit(&mut self, mut buf: Vec<u8>) -> io::Result<Option<(Vec<u8>, usize)>> {
         let mut filled = self.carry.len();
-        let mut target = self.chunk.max(filled + self.chunk / 2);
+        let chunk = if self.read >= GROW_AFTER_BYTES {
+            self.chunk.saturating_mul(CHUNK_GROWTH)
+        } else {
+            self.chunk
+        };
+        let mut target = chunk.max(filled + chunk / 2);
         if buf.len() < target {
             buf.resize(target, 0);
         }
@@ -56,7 +72,10 @@ impl<R: Read> Chunker<R> {
             while !self.eof && filled < target {
                 match self.reader.read(&mut buf[filled..target]) {
                     Ok(0) => self.eof = true,
-                    Ok(n) => filled += n.min(target - filled),
+                    Ok(n) => {
+                        filled += n.min(target - filled);
+                        self.read += n as u64;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
                 }
@@ -127,6 +146,7 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
         reader,
         carry: Vec::new(),
         chunk: options.chunk_bytes.max(1),
+        read: 0,
         eof: false,
     };
     let mut main = Folder::new(options, options.event_filter.clone());
