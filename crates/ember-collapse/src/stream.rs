@@ -47,6 +47,8 @@ struct Chunker<R> {
     chunk: usize,
     /// Bytes read so far.
     read: u64,
+    /// Chunks grow once this many bytes were read ([`GROW_AFTER_BYTES`] outside tests).
+    grow_after: u64,
     eof: bool,
 }
 
@@ -57,7 +59,7 @@ impl<R: Read> Chunker<R> {
     /// `read_to_end` through our wrapping readers would zero the spare capacity on every call.
     fn next_unit(&mut self, mut buf: Vec<u8>) -> io::Result<Option<(Vec<u8>, usize)>> {
         let mut filled = self.carry.len();
-        let chunk = if self.read >= GROW_AFTER_BYTES {
+        let chunk = if self.read >= self.grow_after {
             self.chunk.saturating_mul(CHUNK_GROWTH)
         } else {
             self.chunk
@@ -147,6 +149,7 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
         carry: Vec::new(),
         chunk: options.chunk_bytes.max(1),
         read: 0,
+        grow_after: GROW_AFTER_BYTES,
         eof: false,
     };
     let mut main = Folder::new(options, options.event_filter.clone());
@@ -309,6 +312,34 @@ fn absolute_warnings(mut metas: Vec<UnitMeta>) -> Vec<Warning> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunks_grow_and_stay_on_sample_boundaries() {
+        let mut input = Vec::new();
+        for i in 0..400 {
+            input.extend_from_slice(format!("p {i} 1.0: 1 c:\n\t1 f (m)\n\n").as_bytes());
+        }
+        let mut chunker = Chunker {
+            reader: &input[..],
+            carry: Vec::new(),
+            chunk: 64,
+            read: 0,
+            grow_after: 2000,
+            eof: false,
+        };
+        let mut joined = Vec::new();
+        let mut sizes = Vec::new();
+        while let Some((buf, end)) = chunker.next_unit(Vec::new()).unwrap() {
+            let unit = &buf[..end];
+            assert!(unit.ends_with(b"\n\n") || joined.len() + end == input.len());
+            joined.extend_from_slice(unit);
+            sizes.push(end);
+        }
+        assert_eq!(joined, input);
+        // Before the threshold units are about one chunk, after it about eight.
+        assert!(sizes[0] <= 96, "{sizes:?}");
+        assert!(sizes[sizes.len() - 2] > 8 * 64 / 2, "{sizes:?}");
+    }
 
     #[test]
     fn boundaries_are_found_after_blank_lines() {
