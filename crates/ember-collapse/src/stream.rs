@@ -191,8 +191,11 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
         // producer's `send` fails instead of blocking forever.
         let work_rx = Arc::new(Mutex::new(work_rx));
         let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
+        // The calling thread reads the input and also folds whenever the queue is full, so it
+        // counts as one of the `threads`: a reader that only waited on a full queue would add
+        // a thread (and its context switches) without adding folding capacity.
         let worker_results = std::thread::scope(|scope| {
-            let spawned: io::Result<Vec<_>> = (0..threads)
+            let spawned: io::Result<Vec<_>> = (1..threads)
                 .map(|_| {
                     let work_rx = Arc::clone(&work_rx);
                     let free_tx = free_tx.clone();
@@ -235,23 +238,38 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
                 }
             };
 
-            let produce = || -> Result<(), CollapseError> {
-                let (buf, start, end) = first;
+            let produce = || -> Result<Vec<UnitMeta>, CollapseError> {
+                let mut folder = Folder::new(options, event_filter.clone());
+                let mut map = &shared;
+                let mut metas = Vec::new();
+                let mut next = Some(first);
                 let mut next_seq = seq;
-                if work_tx.send((next_seq, buf, start, end)).is_err() {
-                    return Err(CollapseError::WorkerFailed);
-                }
-                next_seq += 1;
-                loop {
-                    let recycled = free_rx.try_recv().unwrap_or_default();
-                    let Some((buf, end)) = chunker.next_unit(recycled)? else {
-                        return Ok(());
-                    };
-                    if work_tx.send((next_seq, buf, 0, end)).is_err() {
-                        return Err(CollapseError::WorkerFailed);
+                let mut spare = Vec::new();
+                while let Some((buf, start, end)) = next.take() {
+                    match work_tx.try_send((next_seq, buf, start, end)) {
+                        Ok(()) => {}
+                        Err(mpsc::TrySendError::Full((seq, buf, start, end))) => {
+                            folder.fold(&buf[start..end], &mut map, false);
+                            folder.finish(&mut map);
+                            metas.push(UnitMeta {
+                                seq,
+                                lines: std::mem::take(&mut folder.lines),
+                                warnings: std::mem::take(&mut folder.warnings),
+                            });
+                            spare = buf;
+                        }
+                        Err(mpsc::TrySendError::Disconnected(_)) => {
+                            return Err(CollapseError::WorkerFailed);
+                        }
                     }
                     next_seq += 1;
+                    let recycled = match free_rx.try_recv() {
+                        Ok(buf) => buf,
+                        Err(_) => std::mem::take(&mut spare),
+                    };
+                    next = chunker.next_unit(recycled)?.map(|(buf, end)| (buf, 0, end));
                 }
+                Ok(metas)
             };
             let produced = produce();
             drop(work_tx);
@@ -263,7 +281,7 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
                     Err(_) => failed = true,
                 }
             }
-            produced?;
+            results.push(produced?);
             if failed {
                 return Err(CollapseError::WorkerFailed);
             }
