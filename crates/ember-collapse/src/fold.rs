@@ -177,6 +177,10 @@ impl Sink for &SharedMap {
 /// Finished stacks collected before they are added to the sink together (see `Folder::flush`).
 const PENDING_STACKS: usize = 64;
 
+/// Bytes of pending stacks that also trigger a flush: huge stacks (hostile or very deep input)
+/// are then added one by one instead of piling up 64 at a time.
+const PENDING_BYTES: usize = 64 << 10;
+
 /// Bytes of input validated as UTF-8 at a time (then parsed while still in the L1 cache).
 const VALIDATION_WINDOW: usize = 8 << 10;
 
@@ -666,7 +670,7 @@ impl<'o> Folder<'o> {
             let weight = self.period.unwrap_or(1);
             let hash = hash_bytes(&self.pending[key_start..]);
             self.pending_stacks.push((hash, self.pending.len(), weight));
-            if self.pending_stacks.len() >= PENDING_STACKS {
+            if self.pending_stacks.len() >= PENDING_STACKS || self.pending.len() >= PENDING_BYTES {
                 self.flush(map);
             }
         }
