@@ -177,6 +177,10 @@ impl Sink for &SharedMap {
 /// Finished stacks collected before they are added to the sink together (see `Folder::flush`).
 const PENDING_STACKS: usize = 64;
 
+/// Bytes of pending stacks that also trigger a flush: huge stacks (hostile or very deep input)
+/// are then added one by one instead of piling up 64 at a time.
+const PENDING_BYTES: usize = 64 << 10;
+
 /// Bytes of input validated as UTF-8 at a time (then parsed while still in the L1 cache).
 const VALIDATION_WINDOW: usize = 8 << 10;
 
@@ -402,21 +406,23 @@ impl<'o> Folder<'o> {
 
         // After the TID: "<time or cpu>: [period] <event>:[<modifiers>:] [inline frame]".
         let rest = &line[end..];
-        let (event_part, post_event) = match rest.find(':') {
+        // The `memchr` crate's searches: `str::find` with a char runs a slower generic search
+        // (this header parsing was ~8 % of the time before).
+        let (event_part, post_event) = match memchr::memchr(b':', rest.as_bytes()) {
             None => (None, None),
             Some(c1) => {
                 let after = &rest[c1 + 1..];
-                match after.find(':') {
+                match memchr::memchr(b':', after.as_bytes()) {
                     Some(c2) => (Some(&after[..c2]), Some(&after[c2 + 1..])),
                     None => (Some(after), None),
                 }
             }
         };
         if let Some(part) = event_part {
-            let (event, period) = match part.rfind(' ') {
+            let (event, period) = match memchr::memrchr(b' ', part.as_bytes()) {
                 Some(i) => {
                     let before = &part[..i];
-                    let period = match before.rfind(' ') {
+                    let period = match memchr::memrchr(b' ', before.as_bytes()) {
                         Some(j) => &before[j + 1..],
                         None => before,
                     };
@@ -439,14 +445,18 @@ impl<'o> Folder<'o> {
         }
 
         let inline_frame = post_event.and_then(|post| {
-            let start = post.find([':', ' ']).map_or(0, |i| i + 1);
+            let start = memchr::memchr2(b':', b' ', post.as_bytes()).map_or(0, |i| i + 1);
             let frame = tidy::trim(&post[start..]);
             (!frame.is_empty()).then_some(frame)
         });
 
         self.pname.clear();
-        for c in comm.chars() {
-            self.pname.push(if c == ' ' { '_' } else { c });
+        if memchr::memchr(b' ', comm.as_bytes()).is_none() {
+            self.pname.push_str(comm);
+        } else {
+            for c in comm.chars() {
+                self.pname.push(if c == ' ' { '_' } else { c });
+            }
         }
         if self.options.include_tid {
             self.pname.push('-');
@@ -474,16 +484,21 @@ impl<'o> Folder<'o> {
             return;
         };
         let rawfunc = tidy::strip_offset(rawfunc);
-        let mut hints = tidy::scan_symbol(rawfunc);
         // A parenthesised "symbol" is a process name, not a frame.
         if rawfunc.starts_with('(') {
             return;
         }
+        // `[unknown]` (most frames of binaries without symbols) has none of the characters.
+        let unknown = rawfunc == "[unknown]";
+        let mut hints = if unknown {
+            tidy::SymbolScan::NONE
+        } else {
+            tidy::scan_symbol(rawfunc)
+        };
         // The common cases: no quotes to drop, no Java inlining, no Rust symbol to demangle
         // again; a known symbol, or `[unknown]` in a known module. They get the frame the
         // general path below would give, with less bookkeeping.
         if !hints.quotes && !hints.dash && !tidy::has_rust_hash(rawfunc) {
-            let unknown = rawfunc == "[unknown]";
             let handled = if !unknown || (module == "[unknown]" && !self.options.include_addrs) {
                 self.push_frame(rawfunc, &hints, module, false);
                 true
@@ -493,7 +508,9 @@ impl<'o> Folder<'o> {
                 false
             };
             if handled {
-                if self.options.skip_after.iter().any(|s| s == rawfunc) {
+                if !self.options.skip_after.is_empty()
+                    && self.options.skip_after.iter().any(|s| s == rawfunc)
+                {
                     self.stack_filter = StackFilter::SkipRemaining;
                 }
                 return;
@@ -653,7 +670,7 @@ impl<'o> Folder<'o> {
             let weight = self.period.unwrap_or(1);
             let hash = hash_bytes(&self.pending[key_start..]);
             self.pending_stacks.push((hash, self.pending.len(), weight));
-            if self.pending_stacks.len() >= PENDING_STACKS {
+            if self.pending_stacks.len() >= PENDING_STACKS || self.pending.len() >= PENDING_BYTES {
                 self.flush(map);
             }
         }

@@ -22,6 +22,14 @@ pub(crate) struct SymbolScan {
 }
 
 impl SymbolScan {
+    /// No flag set: for text known to contain none of the characters.
+    pub(crate) const NONE: SymbolScan = SymbolScan {
+        quotes: false,
+        dash: false,
+        paren: false,
+        semicolon: false,
+    };
+
     /// Flags that make every later step do its full search (for text we did not scan).
     pub(crate) const ALL: SymbolScan = SymbolScan {
         quotes: true,
@@ -54,23 +62,40 @@ pub(crate) fn scan_symbol(symbol: &str) -> SymbolScan {
     let mut lanes = [0u8; 16];
     let mut blocks = bytes.chunks_exact(16);
     for block in &mut blocks {
-        for (lane, &b) in lanes.iter_mut().zip(block) {
-            let quote = u8::from(b == b'\'') | u8::from(b == b'"');
-            *lane |= (quote * F_QUOTE)
-                | (u8::from(b == b'-') * F_DASH)
-                | (u8::from(b == b'(') * F_PAREN)
-                | (u8::from(b == b';') * F_SEMI);
+        scan_block(&mut lanes, block);
+    }
+    let tail = blocks.remainder();
+    let mut flags = 0u8;
+    if !tail.is_empty() {
+        match bytes.len().checked_sub(16) {
+            // The last 16 bytes, overlapping what was scanned already (OR-ing a byte's flags
+            // twice changes nothing): one more vector step instead of a byte loop.
+            Some(last) => scan_block(&mut lanes, &bytes[last..]),
+            None => {
+                for &b in tail {
+                    flags |= SCAN_FLAGS[b as usize];
+                }
+            }
         }
     }
-    let mut flags = lanes.iter().fold(0u8, |acc, &lane| acc | lane);
-    for &b in blocks.remainder() {
-        flags |= SCAN_FLAGS[b as usize];
-    }
+    flags |= lanes.iter().fold(0u8, |acc, &lane| acc | lane);
     SymbolScan {
         quotes: flags & F_QUOTE != 0,
         dash: flags & F_DASH != 0,
         paren: flags & F_PAREN != 0,
         semicolon: flags & F_SEMI != 0,
+    }
+}
+
+/// ORs the flags of each byte of `block` (16 bytes) into its lane.
+#[inline]
+fn scan_block(lanes: &mut [u8; 16], block: &[u8]) {
+    for (lane, &b) in lanes.iter_mut().zip(block) {
+        let quote = u8::from(b == b'\'') | u8::from(b == b'"');
+        *lane |= (quote * F_QUOTE)
+            | (u8::from(b == b'-') * F_DASH)
+            | (u8::from(b == b'(') * F_PAREN)
+            | (u8::from(b == b';') * F_SEMI);
     }
 }
 
@@ -196,11 +221,9 @@ pub(crate) fn push_tidy_generic(out: &mut Vec<u8>, func: &str, hints: &SymbolSca
     if !hints.semicolon {
         return;
     }
-    // A plain loop over a short name: the compiler vectorises it, no per-match call.
+    // Branch-free (`;` and `:` differ in the lowest bit only), so the compiler vectorises it.
     for b in &mut out[start..] {
-        if *b == b';' {
-            *b = b':';
-        }
+        *b ^= u8::from(*b == b';');
     }
 }
 
@@ -399,6 +422,17 @@ mod tests {
         assert!(scan.quotes && scan.dash && scan.paren && scan.semicolon);
         let scan = scan_symbol("plain::name");
         assert!(!scan.quotes && !scan.dash && !scan.paren && !scan.semicolon);
+        let unknown = scan_symbol("[unknown]");
+        let none = SymbolScan::NONE;
+        assert_eq!(
+            (
+                unknown.quotes,
+                unknown.dash,
+                unknown.paren,
+                unknown.semicolon
+            ),
+            (none.quotes, none.dash, none.paren, none.semicolon)
+        );
         // Each character alone, at every position of symbols longer than one block.
         for len in [1usize, 15, 16, 17, 40, 70] {
             for at in 0..len {
