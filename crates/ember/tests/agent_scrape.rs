@@ -234,7 +234,13 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
              \x20   - source_labels: [__meta_process_pid]\n\
              \x20     target_label: pid\n\
              \x20   - source_labels: [__meta_system_hostname]\n\
-             \x20     target_label: host\n",
+             \x20     target_label: host\n\
+             \x20   - regex: '__meta_process_(exe|cmdline|build_id)'\n\
+             \x20     replacement: 'proc_$1'\n\
+             \x20     action: labelmap\n\
+             \x20   - source_labels: [__meta_process_cgroup]\n\
+             \x20     regex: '(/.*)'\n\
+             \x20     target_label: cgroup\n",
             server.addr
         ),
     )
@@ -259,7 +265,28 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
     let services = label_values(&server, "service_name", "{}");
     assert_eq!(services, vec!["svc-emberhost".to_string()], "{services:?}");
     let hosts = label_values(&server, "host", selector);
-    assert_eq!(hosts.len(), 1);
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(hosts, vec![hostname.trim().to_string()]);
+    // The other meta labels, mapped to plain ones: the executable, its command line, its
+    // GNU build-id (linked in by the test) and its cgroup, as /proc reports them.
+    let exe = std::fs::read_link(format!("/proc/{}/exe", app.child.id()))
+        .unwrap()
+        .display()
+        .to_string();
+    assert!(exe.ends_with("/emberhost"), "{exe}");
+    assert_eq!(label_values(&server, "proc_exe", selector), vec![exe.clone()]);
+    assert_eq!(label_values(&server, "proc_cmdline", selector), vec![exe]);
+    assert_eq!(
+        label_values(&server, "proc_build_id", selector),
+        vec![agent_util::GO_BUILD_ID.to_string()]
+    );
+    let cgroup = std::fs::read_to_string(format!("/proc/{}/cgroup", app.child.id())).unwrap();
+    let cgroups = label_values(&server, "cgroup", selector);
+    assert_eq!(cgroups.len(), 1, "{cgroups:?}");
+    assert!(
+        cgroup.lines().any(|l| l.ends_with(&format!(":{}", cgroups[0]))),
+        "{cgroups:?} not in {cgroup}"
+    );
 
     // The target exits mid-profile: the agent keeps going and still sends what it sampled.
     let before = metric(&agent.metrics(), "ember_agent_profiles_total").unwrap();

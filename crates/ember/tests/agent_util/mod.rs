@@ -181,6 +181,10 @@ func main() {
 }
 "#;
 
+/// The GNU build-id linked into the Go test program (`go build -ldflags=-B`), so the
+/// agent's `__meta_process_build_id` can be checked against a known value.
+pub const GO_BUILD_ID: &str = "e3be40a6c0ffee00d15ea5e5ba5eba11deadbeef";
+
 /// A running Go program serving net/http/pprof.
 pub struct GoApp {
     pub child: Child,
@@ -209,6 +213,7 @@ pub fn go_app(dir: &Path, name: &str) -> Option<GoApp> {
     let bin = dir.join(name);
     let out = Command::new(&go)
         .arg("build")
+        .arg(format!("-ldflags=-B 0x{GO_BUILD_ID}"))
         .arg("-o")
         .arg(&bin)
         .arg(&src)
