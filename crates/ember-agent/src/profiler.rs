@@ -649,7 +649,13 @@ mod tests {
         assert!(filter("all: true").matches(&me));
         assert!(!filter("all: false").matches(&me));
         assert!(!filter("{all: false, comm: 'nothing-like-this'}").matches(&me));
-        assert!(filter(&format!("{{all: false, comm: '{}'}}", regex::escape(&me.comm))).matches(&me));
+        assert!(
+            filter(&format!(
+                "{{all: false, comm: '{}'}}",
+                regex::escape(&me.comm)
+            ))
+            .matches(&me)
+        );
         // exe is anchored: the file name alone does not match the whole path.
         assert!(!filter("{all: false, exe: 'ember_agent-[0-9a-f]+'}").matches(&me));
         assert!(filter("{all: false, exe: '.*/ember_agent-[0-9a-f]+'}").matches(&me));
@@ -657,8 +663,11 @@ mod tests {
         assert!(!filter(&format!("{{all: false, pids: [{other_pid}]}}")).matches(&me));
         // Any one filter is enough.
         assert!(
-            filter(&format!("{{all: false, comm: nope, pids: [{other_pid}, {}]}}", me.pid))
-                .matches(&me)
+            filter(&format!(
+                "{{all: false, comm: nope, pids: [{other_pid}, {}]}}",
+                me.pid
+            ))
+            .matches(&me)
         );
         // cgroup (unanchored): a systemd unit, or a container by its id.
         let id = "4f1c0e9a7b2d3c4e5f60718293a4b5c6d7e8f90112233445566778899aabbccd";
@@ -678,7 +687,10 @@ mod tests {
         let err = Filter::new(&bad).err().unwrap();
         assert_eq!(err.path, "profiling.targets.exe");
         let bad: TargetsConfig = serde_norway::from_str("{cgroup: '['}").unwrap();
-        assert_eq!(Filter::new(&bad).err().unwrap().path, "profiling.targets.cgroup");
+        assert_eq!(
+            Filter::new(&bad).err().unwrap().path,
+            "profiling.targets.cgroup"
+        );
     }
 
     fn map(path: &str, start: u64) -> MapInfo {

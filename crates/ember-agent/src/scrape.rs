@@ -289,7 +289,13 @@ mod tests {
         let tasks = spawn(&targets[0], Arc::new(crate::Outbox::new()), metrics.clone());
         // The first tick fires at once: one scrape per type, then nothing for 7 s.
         let started = Instant::now();
-        while metrics.scrape_states().iter().map(|s| s.successes).sum::<u64>() < 11 {
+        while metrics
+            .scrape_states()
+            .iter()
+            .map(|s| s.successes)
+            .sum::<u64>()
+            < 11
+        {
             assert!(
                 started.elapsed() < Duration::from_secs(5),
                 "{:?}\n{:?}",

@@ -168,11 +168,15 @@ fn describe_apply_and_sighup() {
         agent.log()
     );
     let metrics = agent.metrics();
+    // The families issue 5 asks for: samples, lost samples, profiles and bytes sent, queue
+    // depth, upload errors, own CPU and RSS (scrape results: agent_scrape.rs).
     for name in [
         "ember_agent_samples_total",
         "ember_agent_lost_samples_total",
         "ember_agent_push_sent_profiles_total",
+        "ember_agent_push_sent_bytes_total",
         "ember_agent_push_queue_bytes",
+        "ember_agent_push_queue_profiles",
         "ember_agent_push_errors_total",
         "ember_agent_cpu_seconds_total",
     ] {
@@ -182,6 +186,18 @@ fn describe_apply_and_sighup() {
         );
     }
     assert!(metric(&metrics, "ember_agent_resident_memory_bytes").unwrap() > 1e6);
+    // The log check run by terminate() can fail: free text is refused.
+    assert!(agent_util::parse_log_line("ember agent: admin on http://x (/metrics)").is_err());
+    let (_, fields) = agent_util::parse_log_line(
+        "ember-push: level=warn msg=\"push failed\" error=\"a \\\"b\\\"\"",
+    )
+    .unwrap();
+    assert_eq!(fields[2], ("error".into(), "a \"b\"".into()));
+    let log = agent.log();
+    assert!(
+        log.contains("msg=\"reload rejected, running configuration kept\""),
+        "{log}"
+    );
     let (ok, secs) = agent.terminate();
     assert!(ok && secs < 5.0, "exit ok={ok} after {secs}s");
 }

@@ -108,6 +108,18 @@ fn scrapes_a_real_go_program_and_reports_an_unreachable_target() {
     };
     assert_eq!(up("go-app", &app.addr), Some(1.0), "{m}");
     assert_eq!(up("gone", &dead), Some(0.0), "{m}");
+    let scrapes = |job: &str, addr: &str, result: &str| {
+        metric(
+            &m,
+            &format!(
+                "ember_agent_scrapes_total{{job=\"{job}\",instance=\"{addr}\",profile_type=\"process_cpu\",result=\"{result}\"}}"
+            ),
+        )
+    };
+    assert!(scrapes("go-app", &app.addr, "success") >= Some(1.0), "{m}");
+    assert_eq!(scrapes("go-app", &app.addr, "error"), Some(0.0), "{m}");
+    assert!(scrapes("gone", &dead, "error") >= Some(1.0), "{m}");
+    assert_eq!(scrapes("gone", &dead, "success"), Some(0.0), "{m}");
     assert!(
         m.lines().any(
             |l| l.starts_with("ember_agent_scrape_last_error{job=\"gone\"")
@@ -195,6 +207,12 @@ fn server_down_then_back_delivers_the_buffer_and_counts_overflow() {
     assert_eq!(s, 200, "{body}");
     assert!(body.contains("goroutine"), "{body}");
     assert!(agent.log().contains("push recovered"), "{}", agent.log());
+    assert!(
+        agent.log().contains("msg=\"push failed\""),
+        "{}",
+        agent.log()
+    );
+    agent_util::assert_structured_logs(&agent.log());
     drop(agent);
     let _ = server.kill();
     let _ = server.wait();
@@ -274,7 +292,10 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
         .display()
         .to_string();
     assert!(exe.ends_with("/emberhost"), "{exe}");
-    assert_eq!(label_values(&server, "proc_exe", selector), vec![exe.clone()]);
+    assert_eq!(
+        label_values(&server, "proc_exe", selector),
+        vec![exe.clone()]
+    );
     assert_eq!(label_values(&server, "proc_cmdline", selector), vec![exe]);
     assert_eq!(
         label_values(&server, "proc_build_id", selector),
@@ -284,7 +305,9 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
     let cgroups = label_values(&server, "cgroup", selector);
     assert_eq!(cgroups.len(), 1, "{cgroups:?}");
     assert!(
-        cgroup.lines().any(|l| l.ends_with(&format!(":{}", cgroups[0]))),
+        cgroup
+            .lines()
+            .any(|l| l.ends_with(&format!(":{}", cgroups[0]))),
         "{cgroups:?} not in {cgroup}"
     );
 
