@@ -982,6 +982,27 @@ mod tests {
     }
 
     #[test]
+    fn json_files_are_accepted_like_yaml() {
+        // The whole default configuration written as JSON reads back unchanged.
+        let json = serde_json::to_string_pretty(&Config::default()).unwrap();
+        assert_eq!(parse(&json).unwrap(), Config::default());
+        let cfg = parse(
+            r#"{"profiling": {"cpu": {"sample_rate_hz": 49}, "upload_interval": "10s"},
+                "scrape_configs": [{"job_name": "api", "scrape_interval": "5s",
+                                    "static_configs": [{"targets": ["127.0.0.1:6060"]}]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(cfg.profiling.cpu.sample_rate_hz, 49);
+        assert_eq!(cfg.profiling.upload_interval, Dur::secs(10));
+        assert_eq!(cfg.scrape_configs[0].scrape_interval, Dur::secs(5));
+        // Unset fields keep their defaults.
+        assert_eq!(cfg.exporters, Config::default().exporters);
+        // Errors name the field as for YAML.
+        let err = parse(r#"{"profiling": {"cpu": {"sample_rate_hz": 0}}}"#).unwrap_err();
+        assert_eq!(err.0[0].path, "profiling.cpu.sample_rate_hz", "{err}");
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(Dur::parse("15s").unwrap(), Dur::secs(15));
         assert_eq!(Dur::parse("1m30s").unwrap(), Dur::secs(90));
