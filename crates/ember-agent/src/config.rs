@@ -981,6 +981,46 @@ mod tests {
         );
     }
 
+    /// Paths of the keys in `doc` missing from `documented` (objects only; a null or a
+    /// list in the default has no keys to document).
+    fn undocumented(
+        doc: &serde_json::Value,
+        documented: &serde_json::Value,
+        path: &str,
+    ) -> Vec<String> {
+        let (Some(fields), Some(written)) = (doc.as_object(), documented.as_object()) else {
+            return Vec::new();
+        };
+        let mut missing = Vec::new();
+        for (key, value) in fields {
+            let here = format!("{path}{key}");
+            match written.get(key) {
+                None => missing.push(here),
+                Some(w) => missing.extend(undocumented(value, w, &format!("{here}."))),
+            }
+        }
+        missing
+    }
+
+    #[test]
+    fn the_default_document_spells_out_every_field() {
+        // Parsing fills absent fields with defaults, so equality alone would not notice a
+        // field left out of the document: compare the key trees.
+        let written: serde_json::Value = serde_norway::from_str(DEFAULT_CONFIG_YAML).unwrap();
+        let all = serde_json::to_value(Config::default()).unwrap();
+        assert_eq!(undocumented(&all, &written, ""), Vec::<String>::new());
+        // The walk does notice a missing field.
+        let mut short = written.clone();
+        short["profiling"]["targets"]
+            .as_object_mut()
+            .unwrap()
+            .remove("cgroup");
+        assert_eq!(
+            undocumented(&all, &short, ""),
+            ["profiling.targets.cgroup".to_string()]
+        );
+    }
+
     #[test]
     fn json_files_are_accepted_like_yaml() {
         // The whole default configuration written as JSON reads back unchanged.
