@@ -129,12 +129,7 @@ pub fn start(
         .cpu
         .enabled
         .then(|| u32::try_from(config.cpu.sample_rate_hz).unwrap_or(u32::MAX));
-    options.frequency = [cpu_hz, taps.perf_hz(), taps.perfetto_hz()]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(19)
-        .clamp(1, 10_000);
+    options.frequency = sampler_frequency([cpu_hz, taps.perf_hz(), taps.perfetto_hz()]);
     options.call_graph = CallGraph::Auto;
     options.raw_events = !taps.is_empty();
     // The Perfetto trace needs the scheduler's switches whether or not off-CPU profiles are
@@ -175,6 +170,17 @@ pub fn start(
         done,
         thread: Some(thread),
     })
+}
+
+/// The sampler's rate: the highest one asked for by the CPU profiles and the bucket
+/// exporters (19 Hz when nothing asks), within the sampler's 1..=10000 Hz.
+fn sampler_frequency(wanted: [Option<u32>; 3]) -> u32 {
+    wanted
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(19)
+        .clamp(1, 10_000)
 }
 
 /// Which per-process profiles go to the server.
@@ -635,6 +641,33 @@ mod tests {
             "/system.slice/x.service"
         );
         assert_eq!(parse_cgroup("4:memory:/docker/abc\n"), "/docker/abc");
+    }
+
+    #[test]
+    fn the_configured_rate_drives_the_sampler() {
+        // profiling.cpu.sample_rate_hz alone, at its default and configured.
+        let cpu = |hz: u64| {
+            let c: ProfilingConfig =
+                serde_norway::from_str(&format!("cpu: {{sample_rate_hz: {hz}}}")).unwrap();
+            c.cpu
+                .enabled
+                .then(|| u32::try_from(c.cpu.sample_rate_hz).unwrap())
+        };
+        assert_eq!(
+            sampler_frequency([
+                cpu(ProfilingConfig::default().cpu.sample_rate_hz),
+                None,
+                None
+            ]),
+            19
+        );
+        assert_eq!(sampler_frequency([cpu(49), None, None]), 49);
+        // A bucket exporter at 99 Hz raises it; the exporters thin back to their own rate.
+        assert_eq!(sampler_frequency([cpu(19), Some(99), None]), 99);
+        assert_eq!(sampler_frequency([cpu(199), Some(99), Some(49)]), 199);
+        assert_eq!(sampler_frequency([None, None, Some(49)]), 49);
+        assert_eq!(sampler_frequency([None, None, None]), 19);
+        assert_eq!(sampler_frequency([Some(50_000), None, None]), 10_000);
     }
 
     fn filter(yaml: &str) -> Filter {
