@@ -366,6 +366,36 @@ mod tests {
         assert!(!err.is_empty());
     }
 
+    #[tokio::test]
+    async fn scrape_timeout_bounds_a_target_that_never_answers() {
+        let job: ScrapeConfig = serde_norway::from_str(
+            "job_name: slow\nscrape_interval: 15s\nscrape_timeout: 300ms\nstatic_configs: [{targets: ['x:1']}]\n",
+        )
+        .unwrap();
+        assert_eq!(job.timeout(), Duration::from_millis(300));
+        assert_eq!(targets(&job)[0].timeout, Duration::from_millis(300));
+        // Accepts the connection, reads the request, never responds.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                open.push(socket);
+            }
+        });
+        let url = Url::parse(&format!("http://{addr}/debug/pprof/allocs")).unwrap();
+        let started = Instant::now();
+        let err = scrape_once(&url, job.timeout(), true, &mut None)
+            .await
+            .unwrap_err();
+        let took = started.elapsed();
+        held.abort();
+        assert!(
+            took >= Duration::from_millis(250) && took < Duration::from_secs(5),
+            "{took:?}: {err}"
+        );
+    }
+
     fn free_port() -> u16 {
         std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
