@@ -981,6 +981,67 @@ mod tests {
         );
     }
 
+    /// Paths of the keys in `doc` missing from `documented` (objects only; a null or a
+    /// list in the default has no keys to document).
+    fn undocumented(
+        doc: &serde_json::Value,
+        documented: &serde_json::Value,
+        path: &str,
+    ) -> Vec<String> {
+        let (Some(fields), Some(written)) = (doc.as_object(), documented.as_object()) else {
+            return Vec::new();
+        };
+        let mut missing = Vec::new();
+        for (key, value) in fields {
+            let here = format!("{path}{key}");
+            match written.get(key) {
+                None => missing.push(here),
+                Some(w) => missing.extend(undocumented(value, w, &format!("{here}."))),
+            }
+        }
+        missing
+    }
+
+    #[test]
+    fn the_default_document_spells_out_every_field() {
+        // Parsing fills absent fields with defaults, so equality alone would not notice a
+        // field left out of the document: compare the key trees.
+        let written: serde_json::Value = serde_norway::from_str(DEFAULT_CONFIG_YAML).unwrap();
+        let all = serde_json::to_value(Config::default()).unwrap();
+        assert_eq!(undocumented(&all, &written, ""), Vec::<String>::new());
+        // The walk does notice a missing field.
+        let mut short = written.clone();
+        short["profiling"]["targets"]
+            .as_object_mut()
+            .unwrap()
+            .remove("cgroup");
+        assert_eq!(
+            undocumented(&all, &short, ""),
+            ["profiling.targets.cgroup".to_string()]
+        );
+    }
+
+    #[test]
+    fn json_files_are_accepted_like_yaml() {
+        // The whole default configuration written as JSON reads back unchanged.
+        let json = serde_json::to_string_pretty(&Config::default()).unwrap();
+        assert_eq!(parse(&json).unwrap(), Config::default());
+        let cfg = parse(
+            r#"{"profiling": {"cpu": {"sample_rate_hz": 49}, "upload_interval": "10s"},
+                "scrape_configs": [{"job_name": "api", "scrape_interval": "5s",
+                                    "static_configs": [{"targets": ["127.0.0.1:6060"]}]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(cfg.profiling.cpu.sample_rate_hz, 49);
+        assert_eq!(cfg.profiling.upload_interval, Dur::secs(10));
+        assert_eq!(cfg.scrape_configs[0].scrape_interval, Dur::secs(5));
+        // Unset fields keep their defaults.
+        assert_eq!(cfg.exporters, Config::default().exporters);
+        // Errors name the field as for YAML.
+        let err = parse(r#"{"profiling": {"cpu": {"sample_rate_hz": 0}}}"#).unwrap_err();
+        assert_eq!(err.0[0].path, "profiling.cpu.sample_rate_hz", "{err}");
+    }
+
     #[test]
     fn durations() {
         assert_eq!(Dur::parse("15s").unwrap(), Dur::secs(15));

@@ -19,7 +19,7 @@ use ember_sampler::{CallGraph, Frame, Options, Recording, Session, Symbolizer, T
 use regex::Regex;
 
 use crate::Outbox;
-use crate::config::{ConfigError, ProfilingConfig};
+use crate::config::{ConfigError, ProfilingConfig, TargetsConfig};
 use crate::exporters::{Feeder, Taps};
 use crate::metrics::Metrics;
 use crate::relabel::{self, Labels};
@@ -64,6 +64,36 @@ struct Filter {
 }
 
 impl Filter {
+    /// Compiles the target rules; a bad regex is an error naming its field.
+    fn new(targets: &TargetsConfig) -> Result<Filter, ConfigError> {
+        // comm and exe must match whole; a cgroup pattern may match any part of the path
+        // (a container id or a unit name inside a longer hierarchy).
+        let compile = |path: &str, pattern: &Option<String>, anchored: bool| {
+            pattern
+                .as_ref()
+                .map(|p| {
+                    let p = if anchored {
+                        format!("^(?:{p})$")
+                    } else {
+                        p.clone()
+                    };
+                    Regex::new(&p).map_err(|e| ConfigError {
+                        path: path.into(),
+                        reason: e.to_string(),
+                    })
+                })
+                .transpose()
+        };
+        Ok(Filter {
+            all: targets.all,
+            comm: compile("profiling.targets.comm", &targets.comm, true)?,
+            exe: compile("profiling.targets.exe", &targets.exe, true)?,
+            pids: targets.pids.clone(),
+            cgroup: compile("profiling.targets.cgroup", &targets.cgroup, false)?,
+        })
+    }
+
+    /// Whether a process is profiled: every process with `all`, else any filter matching.
     fn matches(&self, meta: &ProcessMeta) -> bool {
         if self.all {
             return true;
@@ -87,32 +117,7 @@ pub fn start(
     outbox: Arc<Outbox>,
     metrics: Arc<Metrics>,
 ) -> Result<Handle, ConfigError> {
-    let anchored = |path: &str, r: &Option<String>| -> Result<Option<Regex>, ConfigError> {
-        r.as_ref()
-            .map(|p| {
-                Regex::new(&format!("^(?:{p})$")).map_err(|e| ConfigError {
-                    path: path.into(),
-                    reason: e.to_string(),
-                })
-            })
-            .transpose()
-    };
-    let filter = Filter {
-        all: config.targets.all,
-        comm: anchored("profiling.targets.comm", &config.targets.comm)?,
-        exe: anchored("profiling.targets.exe", &config.targets.exe)?,
-        pids: config.targets.pids.clone(),
-        cgroup: config
-            .targets
-            .cgroup
-            .as_ref()
-            .map(|p| Regex::new(p))
-            .transpose()
-            .map_err(|e| ConfigError {
-                path: "profiling.targets.cgroup".into(),
-                reason: e.to_string(),
-            })?,
-    };
+    let filter = Filter::new(&config.targets)?;
     let rules = relabel::compile(&config.relabel_configs).map_err(|e| ConfigError {
         path: "profiling.relabel_configs".into(),
         reason: e.to_string(),
@@ -124,12 +129,7 @@ pub fn start(
         .cpu
         .enabled
         .then(|| u32::try_from(config.cpu.sample_rate_hz).unwrap_or(u32::MAX));
-    options.frequency = [cpu_hz, taps.perf_hz(), taps.perfetto_hz()]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(19)
-        .clamp(1, 10_000);
+    options.frequency = sampler_frequency([cpu_hz, taps.perf_hz(), taps.perfetto_hz()]);
     options.call_graph = CallGraph::Auto;
     options.raw_events = !taps.is_empty();
     // The Perfetto trace needs the scheduler's switches whether or not off-CPU profiles are
@@ -170,6 +170,17 @@ pub fn start(
         done,
         thread: Some(thread),
     })
+}
+
+/// The sampler's rate: the highest one asked for by the CPU profiles and the bucket
+/// exporters (19 Hz when nothing asks), within the sampler's 1..=10000 Hz.
+fn sampler_frequency(wanted: [Option<u32>; 3]) -> u32 {
+    wanted
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(19)
+        .clamp(1, 10_000)
 }
 
 /// Which per-process profiles go to the server.
@@ -630,6 +641,89 @@ mod tests {
             "/system.slice/x.service"
         );
         assert_eq!(parse_cgroup("4:memory:/docker/abc\n"), "/docker/abc");
+    }
+
+    #[test]
+    fn the_configured_rate_drives_the_sampler() {
+        // profiling.cpu.sample_rate_hz alone, at its default and configured.
+        let cpu = |hz: u64| {
+            let c: ProfilingConfig =
+                serde_norway::from_str(&format!("cpu: {{sample_rate_hz: {hz}}}")).unwrap();
+            c.cpu
+                .enabled
+                .then(|| u32::try_from(c.cpu.sample_rate_hz).unwrap())
+        };
+        assert_eq!(
+            sampler_frequency([
+                cpu(ProfilingConfig::default().cpu.sample_rate_hz),
+                None,
+                None
+            ]),
+            19
+        );
+        assert_eq!(sampler_frequency([cpu(49), None, None]), 49);
+        // A bucket exporter at 99 Hz raises it; the exporters thin back to their own rate.
+        assert_eq!(sampler_frequency([cpu(19), Some(99), None]), 99);
+        assert_eq!(sampler_frequency([cpu(199), Some(99), Some(49)]), 199);
+        assert_eq!(sampler_frequency([None, None, Some(49)]), 49);
+        assert_eq!(sampler_frequency([None, None, None]), 19);
+        assert_eq!(sampler_frequency([Some(50_000), None, None]), 10_000);
+    }
+
+    fn filter(yaml: &str) -> Filter {
+        Filter::new(&serde_norway::from_str::<TargetsConfig>(yaml).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn targets_filter_by_comm_exe_pid_and_cgroup() {
+        // This test process, read from /proc like any profiled one.
+        let me = ProcessMeta::read(std::process::id(), "x");
+        let other_pid = me.pid + 1;
+        assert!(filter("all: true").matches(&me));
+        assert!(!filter("all: false").matches(&me));
+        assert!(!filter("{all: false, comm: 'nothing-like-this'}").matches(&me));
+        assert!(
+            filter(&format!(
+                "{{all: false, comm: '{}'}}",
+                regex::escape(&me.comm)
+            ))
+            .matches(&me)
+        );
+        // exe is anchored: the file name alone does not match the whole path.
+        assert!(!filter("{all: false, exe: 'ember_agent-[0-9a-f]+'}").matches(&me));
+        assert!(filter("{all: false, exe: '.*/ember_agent-[0-9a-f]+'}").matches(&me));
+        assert!(filter(&format!("{{all: false, pids: [{}]}}", me.pid)).matches(&me));
+        assert!(!filter(&format!("{{all: false, pids: [{other_pid}]}}")).matches(&me));
+        // Any one filter is enough.
+        assert!(
+            filter(&format!(
+                "{{all: false, comm: nope, pids: [{other_pid}, {}]}}",
+                me.pid
+            ))
+            .matches(&me)
+        );
+        // cgroup (unanchored): a systemd unit, or a container by its id.
+        let id = "4f1c0e9a7b2d3c4e5f60718293a4b5c6d7e8f90112233445566778899aabbccd";
+        let in_container = ProcessMeta {
+            cgroup: format!("/system.slice/docker-{id}.scope"),
+            ..meta("/app", "")
+        };
+        let in_unit = meta("/usr/sbin/nginx", "/system.slice/nginx.service");
+        let by_container = filter("{all: false, cgroup: 'docker-4f1c0e9a7b2d'}");
+        assert!(by_container.matches(&in_container));
+        assert!(!by_container.matches(&in_unit));
+        let by_unit = filter("{all: false, cgroup: 'nginx\\.service$'}");
+        assert!(by_unit.matches(&in_unit));
+        assert!(!by_unit.matches(&in_container));
+        // A bad pattern names its field.
+        let bad: TargetsConfig = serde_norway::from_str("{exe: '('}").unwrap();
+        let err = Filter::new(&bad).err().unwrap();
+        assert_eq!(err.path, "profiling.targets.exe");
+        let bad: TargetsConfig = serde_norway::from_str("{cgroup: '['}").unwrap();
+        assert_eq!(
+            Filter::new(&bad).err().unwrap().path,
+            "profiling.targets.cgroup"
+        );
     }
 
     fn map(path: &str, start: u64) -> MapInfo {

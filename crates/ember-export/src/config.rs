@@ -353,6 +353,19 @@ mod tests {
         let d: PerfettoDaemonConfig = serde_json::from_str(r#"{"export_to":"s3://b/p"}"#).unwrap();
         d.validate().unwrap();
         assert_eq!(d.trace_config().unwrap().buffer_size_kb, 16384);
+        assert_eq!(d.trigger, PerfettoTrigger::TimeInterval);
+        assert_eq!(d.interval, 60_000);
+        assert_eq!(d.max_retained_runs, 3);
+        assert_eq!(d.http_listen, "127.0.0.1:3565");
+        assert_eq!(d.trigger_name, "ember-snapshot");
+        // Chalk's trigger names are the configuration's spelling.
+        let h: PerfettoDaemonConfig = serde_json::from_str(
+            r#"{"export_to":"gs://b","trigger":"PERFETTO_TRIGGER_HTTP","interval":5000}"#,
+        )
+        .unwrap();
+        assert_eq!((h.trigger, h.interval), (PerfettoTrigger::Http, 5000));
+        h.validate().unwrap();
+        assert!(serde_json::from_str::<PerfettoDaemonConfig>(r#"{"trigger":"HTTP"}"#).is_err());
     }
 
     #[test]

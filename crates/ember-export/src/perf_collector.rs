@@ -175,10 +175,10 @@ impl PerfCollector {
                 self.dumps_dropped
                     .fetch_add(report.dropped.len() as u64, Ordering::Relaxed);
                 eprintln!(
-                    "ember-export: warning: perf_collector dropped {} unuploaded dump(s) (max_dumps_retained = {}): {}",
+                    "ember-export: level=warn msg=\"perf_collector dropped unuploaded dumps\" dropped={} max_dumps_retained={} files={:?}",
                     report.dropped.len(),
                     self.config.max_dumps_retained,
-                    report.dropped.join(", ")
+                    report.dropped.join(",")
                 );
             }
         }
@@ -228,12 +228,15 @@ impl PerfCollector {
                     Ok(r) => {
                         if let Some(e) = r.upload_error {
                             eprintln!(
-                                "ember-export: warning: perf_collector upload failed ({} dump(s) pending): {e}",
+                                "ember-export: level=warn msg=\"perf_collector upload failed\" pending_dumps={} error={e:?}",
                                 this.pending.load(Ordering::Relaxed)
                             );
                         }
                     }
-                    Err(e) => eprintln!("ember-export: error: perf_collector: {e}"),
+                    Err(e) => eprintln!(
+                        "ember-export: level=error msg=\"perf_collector dump failed\" error={:?}",
+                        e.to_string()
+                    ),
                 }
             }
         })

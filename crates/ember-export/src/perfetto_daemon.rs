@@ -367,7 +367,10 @@ impl PerfettoDaemon {
                     .with_state(this);
                 let task = tokio::spawn(async move {
                     if let Err(e) = axum::serve(listener, app).await {
-                        eprintln!("ember-export: error: perfetto_daemon HTTP trigger: {e}");
+                        eprintln!(
+                            "ember-export: level=error msg=\"perfetto_daemon HTTP trigger stopped\" error={:?}",
+                            e.to_string()
+                        );
                     }
                 });
                 Ok(RunningDaemon {
@@ -389,10 +392,15 @@ fn log_snapshot(result: Result<SnapshotReport, ExportError>) {
     match result {
         Ok(r) => {
             if let Some(e) = r.upload_error {
-                eprintln!("ember-export: warning: perfetto_daemon upload failed: {e}");
+                eprintln!(
+                    "ember-export: level=warn msg=\"perfetto_daemon upload failed\" error={e:?}"
+                );
             }
         }
-        Err(e) => eprintln!("ember-export: error: perfetto_daemon snapshot: {e}"),
+        Err(e) => eprintln!(
+            "ember-export: level=error msg=\"perfetto_daemon snapshot failed\" error={:?}",
+            e.to_string()
+        ),
     }
 }
 

@@ -140,7 +140,45 @@ fn describe_apply_and_sighup() {
     ]);
     assert!(ok && out.contains("no changes"), "{out}");
 
-    // SIGHUP with a broken file: rejected, the running config (env: test) stays.
+    // On a terminal (util-linux `script` gives the command a pty) the diff is followed by a
+    // question: "n" leaves the agent as it is, "y" applies.
+    let asked = dir.join("asked.yaml");
+    std::fs::write(&asked, format!("{BASE}external_labels: {{env: asked}}\n")).unwrap();
+    let on_a_terminal = |answer: &str| {
+        let command = format!(
+            "{} agent apply -f {} --admin {admin}",
+            env!("CARGO_BIN_EXE_ember"),
+            asked.display()
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("util-linux script");
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), answer.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, out) = on_a_terminal("n\n");
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("+   env: asked") && out.contains("apply these changes? [y/N]"),
+        "{out}"
+    );
+    assert!(out.contains("not applied"), "{out}");
+    assert_eq!(describe()["external_labels"]["env"], "test");
+    let (ok, out) = on_a_terminal("y\n");
+    assert!(
+        ok && out.contains("applied") && !out.contains("not applied"),
+        "{out}"
+    );
+    assert_eq!(describe()["external_labels"]["env"], "asked");
+
+    // SIGHUP with a broken file: rejected, the running config (env: asked) stays.
     std::fs::write(
         &file,
         format!("{BASE}profiling:\n  cpu: {{sample_rate_hz: 0}}\n"),
@@ -155,7 +193,7 @@ fn describe_apply_and_sighup() {
         agent.log()
     );
     assert!(agent.log().contains("profiling"), "{}", agent.log());
-    assert_eq!(describe()["external_labels"]["env"], "test");
+    assert_eq!(describe()["external_labels"]["env"], "asked");
     // SIGHUP with a good file: applied.
     std::fs::write(&file, format!("{BASE}external_labels: {{env: hup}}\n")).unwrap();
     agent.signal("-HUP");
@@ -168,11 +206,15 @@ fn describe_apply_and_sighup() {
         agent.log()
     );
     let metrics = agent.metrics();
+    // The families issue 5 asks for: samples, lost samples, profiles and bytes sent, queue
+    // depth, upload errors, own CPU and RSS (scrape results: agent_scrape.rs).
     for name in [
         "ember_agent_samples_total",
         "ember_agent_lost_samples_total",
         "ember_agent_push_sent_profiles_total",
+        "ember_agent_push_sent_bytes_total",
         "ember_agent_push_queue_bytes",
+        "ember_agent_push_queue_profiles",
         "ember_agent_push_errors_total",
         "ember_agent_cpu_seconds_total",
     ] {
@@ -182,6 +224,18 @@ fn describe_apply_and_sighup() {
         );
     }
     assert!(metric(&metrics, "ember_agent_resident_memory_bytes").unwrap() > 1e6);
+    // The log check run by terminate() can fail: free text is refused.
+    assert!(agent_util::parse_log_line("ember agent: admin on http://x (/metrics)").is_err());
+    let (_, fields) = agent_util::parse_log_line(
+        "ember-push: level=warn msg=\"push failed\" error=\"a \\\"b\\\"\"",
+    )
+    .unwrap();
+    assert_eq!(fields[2], ("error".into(), "a \"b\"".into()));
+    let log = agent.log();
+    assert!(
+        log.contains("msg=\"reload rejected, running configuration kept\""),
+        "{log}"
+    );
     let (ok, secs) = agent.terminate();
     assert!(ok && secs < 5.0, "exit ok={ok} after {secs}s");
 }

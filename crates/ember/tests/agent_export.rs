@@ -285,6 +285,14 @@ fn perf_collector_to_s3_survives_an_outage() {
             .all(|k| k.starts_with("cluster-a/perf/node-1/") && k.ends_with("-perf-data.gz")),
         "{keys:?}"
     );
+    // The outage is in the log as structured warnings (terminate() checks every line).
+    let log = agent.log();
+    for msg in [
+        "msg=\"perf_collector upload failed\"",
+        "msg=\"perf_collector dropped unuploaded dumps\"",
+    ] {
+        assert!(log.contains(msg), "{msg} not in {log}");
+    }
     let (ok, secs) = agent.terminate();
     assert!(ok && secs < 5.0, "exit ok={ok} after {secs:.1}s");
 }

@@ -108,6 +108,18 @@ fn scrapes_a_real_go_program_and_reports_an_unreachable_target() {
     };
     assert_eq!(up("go-app", &app.addr), Some(1.0), "{m}");
     assert_eq!(up("gone", &dead), Some(0.0), "{m}");
+    let scrapes = |job: &str, addr: &str, result: &str| {
+        metric(
+            &m,
+            &format!(
+                "ember_agent_scrapes_total{{job=\"{job}\",instance=\"{addr}\",profile_type=\"process_cpu\",result=\"{result}\"}}"
+            ),
+        )
+    };
+    assert!(scrapes("go-app", &app.addr, "success") >= Some(1.0), "{m}");
+    assert_eq!(scrapes("go-app", &app.addr, "error"), Some(0.0), "{m}");
+    assert!(scrapes("gone", &dead, "error") >= Some(1.0), "{m}");
+    assert_eq!(scrapes("gone", &dead, "success"), Some(0.0), "{m}");
     assert!(
         m.lines().any(
             |l| l.starts_with("ember_agent_scrape_last_error{job=\"gone\"")
@@ -195,6 +207,12 @@ fn server_down_then_back_delivers_the_buffer_and_counts_overflow() {
     assert_eq!(s, 200, "{body}");
     assert!(body.contains("goroutine"), "{body}");
     assert!(agent.log().contains("push recovered"), "{}", agent.log());
+    assert!(
+        agent.log().contains("msg=\"push failed\""),
+        "{}",
+        agent.log()
+    );
+    agent_util::assert_structured_logs(&agent.log());
     drop(agent);
     let _ = server.kill();
     let _ = server.wait();
@@ -234,7 +252,13 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
              \x20   - source_labels: [__meta_process_pid]\n\
              \x20     target_label: pid\n\
              \x20   - source_labels: [__meta_system_hostname]\n\
-             \x20     target_label: host\n",
+             \x20     target_label: host\n\
+             \x20   - regex: '__meta_process_(exe|cmdline|build_id)'\n\
+             \x20     replacement: 'proc_$1'\n\
+             \x20     action: labelmap\n\
+             \x20   - source_labels: [__meta_process_cgroup]\n\
+             \x20     regex: '(/.*)'\n\
+             \x20     target_label: cgroup\n",
             server.addr
         ),
     )
@@ -259,7 +283,33 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
     let services = label_values(&server, "service_name", "{}");
     assert_eq!(services, vec!["svc-emberhost".to_string()], "{services:?}");
     let hosts = label_values(&server, "host", selector);
-    assert_eq!(hosts.len(), 1);
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(hosts, vec![hostname.trim().to_string()]);
+    // The other meta labels, mapped to plain ones: the executable, its command line, its
+    // GNU build-id (linked in by the test) and its cgroup, as /proc reports them.
+    let exe = std::fs::read_link(format!("/proc/{}/exe", app.child.id()))
+        .unwrap()
+        .display()
+        .to_string();
+    assert!(exe.ends_with("/emberhost"), "{exe}");
+    assert_eq!(
+        label_values(&server, "proc_exe", selector),
+        vec![exe.clone()]
+    );
+    assert_eq!(label_values(&server, "proc_cmdline", selector), vec![exe]);
+    assert_eq!(
+        label_values(&server, "proc_build_id", selector),
+        vec![agent_util::GO_BUILD_ID.to_string()]
+    );
+    let cgroup = std::fs::read_to_string(format!("/proc/{}/cgroup", app.child.id())).unwrap();
+    let cgroups = label_values(&server, "cgroup", selector);
+    assert_eq!(cgroups.len(), 1, "{cgroups:?}");
+    assert!(
+        cgroup
+            .lines()
+            .any(|l| l.ends_with(&format!(":{}", cgroups[0]))),
+        "{cgroups:?} not in {cgroup}"
+    );
 
     // The target exits mid-profile: the agent keeps going and still sends what it sampled.
     let before = metric(&agent.metrics(), "ember_agent_profiles_total").unwrap();

@@ -101,7 +101,9 @@ fn daemon(path: Option<PathBuf>) -> anyhow::Result<()> {
             .with_context(|| format!("admin.listen {listen}"))?;
         let admin_addr = listener.local_addr()?;
         let agent = Agent::start(config).map_err(|e| anyhow::anyhow!("{e}"))?;
-        eprintln!("ember agent: admin on http://{admin_addr} (/metrics, /api/v1/config)");
+        eprintln!(
+            "ember agent: level=info msg=\"admin listening\" url=http://{admin_addr} paths=/metrics,/api/v1/config"
+        );
         run_until_signal(agent, listener, path, Duration::from_millis(4500)).await
     })
 }

@@ -36,7 +36,7 @@ impl AgentProc {
         let mut line = String::new();
         while reader.read_line(&mut line).unwrap_or(0) > 0 {
             log.lock().unwrap().push_str(&line);
-            if let Some(rest) = line.split("admin on http://").nth(1) {
+            if let Some(rest) = line.split("msg=\"admin listening\" url=http://").nth(1) {
                 admin = Some(rest.split_whitespace().next().unwrap().to_string());
                 break;
             }
@@ -76,12 +76,19 @@ impl AgentProc {
         assert!(ok.success());
     }
 
-    /// SIGTERM; returns (exit success, seconds taken).
+    /// SIGTERM; returns (exit success, seconds taken). Then checks that everything the
+    /// agent logged, shutdown included, was structured.
     pub fn terminate(mut self) -> (bool, f64) {
         let started = Instant::now();
         self.signal("-TERM");
         let status = self.child.wait().unwrap();
-        (status.success(), started.elapsed().as_secs_f64())
+        let taken = started.elapsed().as_secs_f64();
+        // The reader thread sees the end of the pipe right after the exit.
+        wait_for(Duration::from_secs(2), || {
+            self.log().contains("msg=\"stopped\"")
+        });
+        assert_structured_logs(&self.log());
+        (status.success(), taken)
     }
 }
 
@@ -181,6 +188,10 @@ func main() {
 }
 "#;
 
+/// The GNU build-id linked into the Go test program (`go build -ldflags=-B`), so the
+/// agent's `__meta_process_build_id` can be checked against a known value.
+pub const GO_BUILD_ID: &str = "e3be40a6c0ffee00d15ea5e5ba5eba11deadbeef";
+
 /// A running Go program serving net/http/pprof.
 pub struct GoApp {
     pub child: Child,
@@ -209,6 +220,7 @@ pub fn go_app(dir: &Path, name: &str) -> Option<GoApp> {
     let bin = dir.join(name);
     let out = Command::new(&go)
         .arg("build")
+        .arg(format!("-ldflags=-B 0x{GO_BUILD_ID}"))
         .arg("-o")
         .arg(&bin)
         .arg(&src)
@@ -467,5 +479,70 @@ impl Moto {
 impl Drop for Moto {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The `key=value` fields of a log line, in order.
+pub type LogFields = Vec<(String, String)>;
+
+/// Splits one structured log line, `COMPONENT: key=value key="quoted value" ...`, into its
+/// component and fields; `Err` says what is not logfmt.
+pub fn parse_log_line(line: &str) -> Result<(&str, LogFields), String> {
+    let (component, rest) = line.split_once(": ").ok_or("no `component: ` prefix")?;
+    let mut fields = Vec::new();
+    let mut chars = rest.chars().peekable();
+    loop {
+        while chars.next_if_eq(&' ').is_some() {}
+        if chars.peek().is_none() {
+            break;
+        }
+        let mut key = String::new();
+        while let Some(c) = chars.next_if(|c| *c != '=' && *c != ' ') {
+            key.push(c);
+        }
+        if key.is_empty() || chars.next() != Some('=') {
+            return Err(format!("field {key:?} has no `=`"));
+        }
+        let mut value = String::new();
+        if chars.next_if_eq(&'"').is_some() {
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some('\\') => value.push(chars.next().ok_or("dangling escape")?),
+                    Some(c) => value.push(c),
+                    None => return Err(format!("unterminated quote in {key}")),
+                }
+            }
+            if chars.peek().is_some_and(|c| *c != ' ') {
+                return Err(format!("text right after the quoted value of {key}"));
+            }
+        } else {
+            while let Some(c) = chars.next_if(|c| *c != ' ') {
+                value.push(c);
+            }
+        }
+        fields.push((key, value));
+    }
+    Ok((component, fields))
+}
+
+/// Every line the agent wrote is structured: a known component, then `level=` (info, warn
+/// or error) and `msg=` first, then key=value fields.
+pub fn assert_structured_logs(log: &str) {
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let (component, fields) =
+            parse_log_line(line).unwrap_or_else(|e| panic!("not structured ({e}): {line}"));
+        assert!(
+            ["ember agent", "ember-push", "ember-export"].contains(&component),
+            "unknown component: {line}"
+        );
+        assert!(
+            fields.len() >= 2
+                && fields[0].0 == "level"
+                && ["info", "warn", "error"].contains(&fields[0].1.as_str())
+                && fields[1].0 == "msg"
+                && !fields[1].1.is_empty(),
+            "no level= and msg= first: {line}"
+        );
     }
 }
