@@ -622,3 +622,23 @@ async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_defaults_keep_thirty_days_and_flush_every_five_minutes() {
+        let from_empty: Limits = serde_json::from_str("{}").expect("empty config parses");
+        assert_eq!(from_empty.retention_days, 30.0);
+        assert_eq!(from_empty.flush_interval_seconds, 300);
+        assert_eq!(Limits::default().retention_days, 30.0);
+        // Setting one key keeps the others at their defaults.
+        let one: Limits =
+            serde_json::from_str(r#"{"max_body_bytes": 10}"#).expect("one key parses");
+        assert_eq!(one.max_body_bytes, 10);
+        assert_eq!(one.retention_days, 30.0);
+        // Unknown keys are refused rather than silently ignored.
+        assert!(serde_json::from_str::<Limits>(r#"{"retention": 7}"#).is_err());
+    }
+}
