@@ -666,3 +666,96 @@ fn legacy_lines_and_units_raw_push_default_tenant_and_flush_metrics() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn legacy_aggregation_type_average_is_averaged_over_time_and_others_are_refused() {
+    let dir = temp_dir("aggregation");
+    let server = Server::start(&dir, &[]);
+    // The same two profiles, ten seconds apart, to a summed and to an averaged application.
+    for (app, aggregation) in [("summed", "sum"), ("averaged", "average")] {
+        for (from, body) in [
+            (1_700_000_000, "main;a 10\nmain;b 2\n"),
+            (1_700_000_010, "main;a 30\nmain;b 4\n"),
+        ] {
+            let (s, b) = server.request(
+                "POST",
+                &format!(
+                    "/ingest?name={app}.cpu&aggregationType={aggregation}&from={from}&until={}",
+                    from + 10
+                ),
+                &[],
+                body.as_bytes(),
+            );
+            assert_eq!(s, 200, "{app}: {}", String::from_utf8_lossy(&b));
+        }
+    }
+    let range = "from=1699999000&until=1700001000";
+    let folded = |app: &str| {
+        let (s, text) = server.get(
+            &format!(
+                "/api/v1/query?query={}&{range}&format=folded",
+                enc(&format!("{app}.cpu{{}}"))
+            ),
+            &[],
+        );
+        assert_eq!(s, 200, "{text}");
+        text
+    };
+    // 10 ms per sample at the default sampleRate=100.
+    assert_eq!(folded("summed"), "main;a 400000000\nmain;b 60000000\n");
+    assert_eq!(folded("averaged"), "main;a 200000000\nmain;b 30000000\n");
+    let render = server.get_json(
+        &format!("/pyroscope/render?query={}&{range}", enc("averaged.cpu{}")),
+        &[],
+    );
+    assert_eq!(flamebearer_total(&render), 230_000_000);
+
+    // The timeline averages within a bucket too: one bucket holding both profiles, then
+    // buckets of 5 s holding one each.
+    let points = |app: &str, step: u32| -> Vec<i64> {
+        let v = server.get_json(
+            &format!(
+                "/api/v1/timeseries?query={}&{range}&step={step}",
+                enc(&format!("{app}.cpu{{}}"))
+            ),
+            &[],
+        );
+        v["series"][0]["points"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"))
+            .iter()
+            .map(|p| p[1].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(points("summed", 1000), vec![460_000_000]);
+    assert_eq!(points("averaged", 1000), vec![230_000_000]);
+    assert_eq!(points("averaged", 5), vec![120_000_000, 340_000_000]);
+
+    // Any other aggregation is a 400 that names the parameter; nothing is stored.
+    let (s, b) = server.request(
+        "POST",
+        "/ingest?name=averaged.cpu&aggregationType=max&from=1700000020",
+        &[],
+        b"main;a 1000\n",
+    );
+    assert_eq!(s, 400, "{}", String::from_utf8_lossy(&b));
+    let (code, message) = json_error(&b);
+    assert_eq!(code, "invalid_argument");
+    assert!(message.contains("aggregationType=\"max\""), "{message}");
+    assert_eq!(folded("averaged"), "main;a 200000000\nmain;b 30000000\n");
+
+    // The marking survives a restart (it is part of the logged series labels).
+    server.terminate();
+    let server = Server::start(&dir, &[]);
+    let (s, text) = server.get(
+        &format!(
+            "/api/v1/query?query={}&{range}&format=folded",
+            enc("averaged.cpu{}")
+        ),
+        &[],
+    );
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(text, "main;a 200000000\nmain;b 30000000\n");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
