@@ -576,12 +576,17 @@ impl Store {
                 used = true;
                 out.profiles += 1;
                 count += 1;
-                for (n, v) in p.nodes.iter().zip(&p.values) {
-                    if averaged {
+                // Two loops rather than a branch per value: the summed case is the hot one.
+                if averaged {
+                    for (n, v) in p.nodes.iter().zip(&p.values) {
                         let e = own.entry(*n).or_insert(0);
                         *e = e.saturating_add(*v);
-                    } else if let Some(e) = sums.get_mut(*n as usize) {
-                        *e = e.saturating_add(*v);
+                    }
+                } else {
+                    for (n, v) in p.nodes.iter().zip(&p.values) {
+                        if let Some(e) = sums.get_mut(*n as usize) {
+                            *e = e.saturating_add(*v);
+                        }
                     }
                 }
             }
