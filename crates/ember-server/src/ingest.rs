@@ -491,6 +491,21 @@ async fn legacy_inner(
     let until = time("until")?;
     let format = params.get("format").map(String::as_str).unwrap_or("folded");
     let spy = params.get("spyName").cloned().unwrap_or_default();
+    // Pyroscope clients send `sum` (the default) or `average`; an averaged series is marked
+    // with a label so that queries average its profiles over time instead of adding them.
+    match params.get("aggregationType").map(String::as_str) {
+        None | Some("") | Some("sum") => {}
+        Some("average") => labels.push((
+            ember_store::AGGREGATION_LABEL.into(),
+            ember_store::AVERAGE.into(),
+        )),
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "bad_aggregation_type",
+                format!("aggregationType={other:?} is not supported (use sum or average)"),
+            ));
+        }
+    }
     labels.push((ember_store::SERVICE_LABEL.into(), app));
     if !spy.is_empty() {
         labels.push(("pyroscope_spy".into(), spy));

@@ -15,7 +15,7 @@
 //! |---|---|
 //! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed |
 //! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums |
-//! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType`, `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
+//! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
 //! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
 //! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline |
 //! | `GET /api/v1/query?query=&type=&from=&until=&format=` | merged profile as `pprof` (gzip'd), `folded`, `svg`, `top` or `flamebearer` (default) |
@@ -621,4 +621,24 @@ async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -
         out,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_defaults_keep_thirty_days_and_flush_every_five_minutes() {
+        let from_empty: Limits = serde_json::from_str("{}").expect("empty config parses");
+        assert_eq!(from_empty.retention_days, 30.0);
+        assert_eq!(from_empty.flush_interval_seconds, 300);
+        assert_eq!(Limits::default().retention_days, 30.0);
+        // Setting one key keeps the others at their defaults.
+        let one: Limits =
+            serde_json::from_str(r#"{"max_body_bytes": 10}"#).expect("one key parses");
+        assert_eq!(one.max_body_bytes, 10);
+        assert_eq!(one.retention_days, 30.0);
+        // Unknown keys are refused rather than silently ignored.
+        assert!(serde_json::from_str::<Limits>(r#"{"retention": 7}"#).is_err());
+    }
 }

@@ -82,6 +82,36 @@ pub const NAME_LABEL: &str = "__name__";
 pub const SERVICE_LABEL: &str = "service_name";
 /// Label name of the sample type (`cpu`, `alloc_space`).
 pub const TYPE_LABEL: &str = "__type__";
+/// Label that marks a series whose profiles are averaged, not summed, when a query merges
+/// several of them (Pyroscope's legacy `aggregationType=average`); its one meaningful value
+/// is [`AVERAGE`]. Series without it are summed.
+pub const AGGREGATION_LABEL: &str = "__aggregation_type__";
+/// The value of [`AGGREGATION_LABEL`] that makes a series averaged.
+pub const AVERAGE: &str = "average";
+
+/// Whether the series' profiles are averaged over time rather than summed.
+fn is_averaged(series: &Series) -> bool {
+    series
+        .labels
+        .iter()
+        .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE)
+}
+
+/// `sum / count` rounded to the nearest integer (half away from zero); `sum` when `count` is
+/// 0 or 1.
+fn average(sum: i64, count: i64) -> i64 {
+    if count <= 1 {
+        return sum;
+    }
+    let q = sum / count;
+    let r = sum % count;
+    // |r| * 2 >= count rounds away from zero; the remainder has the sign of the sum.
+    if r.unsigned_abs().saturating_mul(2) >= count.unsigned_abs() {
+        q + sum.signum()
+    } else {
+        q
+    }
+}
 
 /// One acknowledged ingest as written to the write-ahead log: tenant, series labels and the
 /// pprof profile (gzip'd or raw) exactly as it will be applied to the head.
@@ -531,19 +561,38 @@ impl Store {
     }
 
     /// Sums the matching profiles of the query per stack node (dense by node id) and
-    /// fills the counters of `out`.
+    /// fills the counters of `out`. The profiles of an averaged series ([`AGGREGATION_LABEL`])
+    /// are first averaged per node over the series' profiles in range, then added.
     fn sum_nodes(head: &TenantHead, query: &Query, out: &mut Merged) -> Vec<i64> {
         let selector = query.full_selector();
         let mut sums = vec![0i64; head.node_count()];
         for series in head.select(&selector) {
             let mut used = false;
+            let averaged = is_averaged(series);
+            // Per node sums of this series alone, only needed when it is averaged.
+            let mut own: BTreeMap<u32, i64> = BTreeMap::new();
+            let mut count = 0i64;
             for p in in_range(series, query) {
                 used = true;
                 out.profiles += 1;
-                for (n, v) in p.nodes.iter().zip(&p.values) {
-                    if let Some(e) = sums.get_mut(*n as usize) {
+                count += 1;
+                // Two loops rather than a branch per value: the summed case is the hot one.
+                if averaged {
+                    for (n, v) in p.nodes.iter().zip(&p.values) {
+                        let e = own.entry(*n).or_insert(0);
                         *e = e.saturating_add(*v);
                     }
+                } else {
+                    for (n, v) in p.nodes.iter().zip(&p.values) {
+                        if let Some(e) = sums.get_mut(*n as usize) {
+                            *e = e.saturating_add(*v);
+                        }
+                    }
+                }
+            }
+            for (n, v) in own {
+                if let Some(e) = sums.get_mut(n as usize) {
+                    *e = e.saturating_add(average(v, count));
                 }
             }
             if used {
@@ -682,14 +731,24 @@ impl Store {
                     (g.clone(), v)
                 })
                 .collect();
-            let points = groups.entry(key).or_default();
+            // This series' (sum, profile count) per bucket; an averaged series contributes
+            // the mean of its profiles in each bucket, as its flame graph does over the range.
+            let mut own: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
             for p in in_range(series, query) {
                 let offset = p.time_nanos.saturating_sub(query.start_nanos);
                 let bucket = query
                     .start_nanos
                     .saturating_add(offset.div_euclid(step) * step);
+                let e = own.entry(bucket).or_insert((0, 0));
+                e.0 = e.0.saturating_add(p.total());
+                e.1 += 1;
+            }
+            let averaged = is_averaged(series);
+            let points = groups.entry(key).or_default();
+            for (bucket, (sum, count)) in own {
+                let v = if averaged { average(sum, count) } else { sum };
                 let e = points.entry(bucket).or_insert(0);
-                *e = e.saturating_add(p.total());
+                *e = e.saturating_add(v);
             }
         }
         groups
@@ -906,4 +965,22 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn average_rounds_half_away_from_zero() {
+        assert_eq!(average(30, 2), 15);
+        assert_eq!(average(10, 4), 3); // 2.5
+        assert_eq!(average(9, 4), 2); // 2.25
+        assert_eq!(average(11, 4), 3); // 2.75
+        assert_eq!(average(-10, 4), -3);
+        assert_eq!(average(-9, 4), -2);
+        assert_eq!(average(7, 1), 7);
+        assert_eq!(average(7, 0), 7);
+        assert_eq!(average(i64::MAX, 2), i64::MAX / 2 + 1);
+    }
 }

@@ -276,3 +276,13 @@ fn ember_query_cli_and_diff_against_a_running_server() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn server_help_states_the_listen_and_data_dir_defaults() {
+    let (ok, stdout, stderr) = ember(&["server", "--help"]);
+    assert!(ok, "{stderr}");
+    let help = String::from_utf8_lossy(&stdout);
+    for default in ["[default: 127.0.0.1:4040]", "[default: ./ember-data]"] {
+        assert!(help.contains(default), "{default} missing from:\n{help}");
+    }
+}
