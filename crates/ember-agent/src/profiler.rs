@@ -241,6 +241,11 @@ fn run(
     let mut last_cut = Instant::now();
     let mut last_emit = Instant::now();
     let mut pending: Option<Recording> = None;
+    let emit_cut = |rec: Recording, symbolizer: &mut Symbolizer| {
+        emit(
+            rec, sinks.push, symbolizer, &hostname, &filter, &rules, &outbox, &metrics,
+        )
+    };
     loop {
         session.poll(Duration::from_millis(100));
         if stop.load(Ordering::SeqCst) {
@@ -248,43 +253,33 @@ fn run(
         }
         if last_cut.elapsed() >= step {
             last_cut = Instant::now();
-            let mut rec = session.cut();
-            feed(&mut rec, &mut symbolizer, &mut sinks.feeder);
-            drop_unsent(&mut rec, sinks.push);
-            merge(&mut pending, rec);
+            let rec = session.cut();
+            absorb(
+                rec,
+                &mut pending,
+                &mut symbolizer,
+                &mut sinks.feeder,
+                sinks.push,
+            );
             if last_emit.elapsed() >= interval {
                 last_emit = Instant::now();
                 if let Some(rec) = pending.take() {
-                    emit(
-                        rec,
-                        sinks.push,
-                        &mut symbolizer,
-                        &hostname,
-                        &filter,
-                        &rules,
-                        &outbox,
-                        &metrics,
-                    );
+                    emit_cut(rec, &mut symbolizer);
                 }
             }
         }
     }
-    let mut last = session.finish();
+    let last = session.finish();
     if flush.load(Ordering::SeqCst) {
-        feed(&mut last, &mut symbolizer, &mut sinks.feeder);
-        drop_unsent(&mut last, sinks.push);
-        merge(&mut pending, last);
+        absorb(
+            last,
+            &mut pending,
+            &mut symbolizer,
+            &mut sinks.feeder,
+            sinks.push,
+        );
         if let Some(rec) = pending.take() {
-            emit(
-                rec,
-                sinks.push,
-                &mut symbolizer,
-                &hostname,
-                &filter,
-                &rules,
-                &outbox,
-                &metrics,
-            );
+            emit_cut(rec, &mut symbolizer);
         }
     }
     metrics.profiler.running.store(0, Ordering::Relaxed);
@@ -295,6 +290,20 @@ const FEED_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Symbolizes the cut's raw events once and hands them to the bucket exporters; the raw
 /// events are dropped afterwards either way (the server profiles use the aggregated stacks).
+/// One cut's way into the pending profile: its raw events to the bucket exporters, then its
+/// aggregates (less what no server profile carries) merged into `pending`.
+fn absorb(
+    mut rec: Recording,
+    pending: &mut Option<Recording>,
+    symbolizer: &mut Symbolizer,
+    feeder: &mut Feeder,
+    push: Push,
+) {
+    feed(&mut rec, symbolizer, feeder);
+    drop_unsent(&mut rec, push);
+    merge(pending, rec);
+}
+
 fn feed(rec: &mut Recording, symbolizer: &mut Symbolizer, feeder: &mut Feeder) {
     if !feeder.is_empty() && !rec.raw_events.is_empty() {
         let events = ember_export::events_from_recording(rec, symbolizer);

@@ -14,7 +14,7 @@ use std::io::{self, Read};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use crate::fold::{Folder, LocalWarning, SharedMap, StackMap};
+use crate::fold::{Folder, LocalWarning, SharedMap, Sink, StackMap};
 use crate::{CollapseError, CollapseOptions, Warning};
 
 /// What the folding produced before sorting.
@@ -30,6 +30,18 @@ struct UnitMeta {
     seq: u64,
     lines: u64,
     warnings: Vec<LocalWarning>,
+}
+
+/// Folds one whole unit of input (it ends on a sample boundary) and returns what the merge
+/// step needs to know of it; used by the workers and by the reader when the queue is full.
+fn fold_unit(folder: &mut Folder, seq: u64, unit: &[u8], map: &mut impl Sink) -> UnitMeta {
+    folder.fold(unit, map, false);
+    folder.finish(map);
+    UnitMeta {
+        seq,
+        lines: std::mem::take(&mut folder.lines),
+        warnings: std::mem::take(&mut folder.warnings),
+    }
 }
 
 /// Input read with the configured chunk size before chunks grow: small inputs keep small
@@ -213,13 +225,7 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
                             let Ok((seq, buf, start, end)) = item else {
                                 break;
                             };
-                            folder.fold(&buf[start..end], &mut map, false);
-                            folder.finish(&mut map);
-                            metas.push(UnitMeta {
-                                seq,
-                                lines: std::mem::take(&mut folder.lines),
-                                warnings: std::mem::take(&mut folder.warnings),
-                            });
+                            metas.push(fold_unit(&mut folder, seq, &buf[start..end], &mut map));
                             // The producer may be gone already; then the buffer is just freed.
                             let _ = free_tx.send(buf);
                         }
@@ -249,13 +255,7 @@ pub(crate) fn run<R: Read>(reader: R, options: &CollapseOptions) -> Result<Outco
                     match work_tx.try_send((next_seq, buf, start, end)) {
                         Ok(()) => {}
                         Err(mpsc::TrySendError::Full((seq, buf, start, end))) => {
-                            folder.fold(&buf[start..end], &mut map, false);
-                            folder.finish(&mut map);
-                            metas.push(UnitMeta {
-                                seq,
-                                lines: std::mem::take(&mut folder.lines),
-                                warnings: std::mem::take(&mut folder.warnings),
-                            });
+                            metas.push(fold_unit(&mut folder, seq, &buf[start..end], &mut map));
                             spare = buf;
                         }
                         Err(mpsc::TrySendError::Disconnected(_)) => {
