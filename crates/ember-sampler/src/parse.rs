@@ -140,6 +140,10 @@ pub enum Record {
         id: SampleId,
         /// The task left the CPU (else it arrived).
         out: bool,
+        /// The task on the other side of the switch (pid, tid): the one
+        /// arriving when `out`, the one leaving otherwise. Only CPU-wide
+        /// records carry it.
+        other: Option<(u32, u32)>,
     },
     /// The kernel dropped records because the buffer was full.
     Lost {
@@ -347,10 +351,20 @@ fn parse_one(kind: u32, misc: u16, body: &[u8], layout: Layout) -> Option<Record
                 lost,
             })
         }
-        kind::SWITCH | kind::SWITCH_CPU_WIDE => Some(Record::Switch {
+        kind::SWITCH => Some(Record::Switch {
             id: sample_id(body),
             out: misc & MISC_SWITCH_OUT != 0,
+            other: None,
         }),
+        kind::SWITCH_CPU_WIDE => {
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            Some(Record::Switch {
+                id: sample_id(body),
+                out: misc & MISC_SWITCH_OUT != 0,
+                other: Some((pid, tid)),
+            })
+        }
         kind::LOST_SAMPLES => {
             let lost = c.u64()?;
             Some(Record::Lost {
@@ -401,6 +415,41 @@ mod tests {
         v.extend_from_slice(&time.to_ne_bytes());
         v.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
         v
+    }
+
+    #[test]
+    fn cpu_wide_switch_names_the_task_on_the_other_side() {
+        let mut body = Vec::new();
+        body.extend_from_slice(&0u32.to_ne_bytes());
+        body.extend_from_slice(&0u32.to_ne_bytes());
+        body.extend(trailer(41, 42, 99));
+        let mut bytes = header(kind::SWITCH_CPU_WIDE, 0, body.len());
+        bytes.extend(body);
+        // A per-task record (no pid/tid before the sample id) switching out.
+        let task = trailer(41, 42, 100);
+        bytes.extend(header(kind::SWITCH, MISC_SWITCH_OUT, task.len()));
+        bytes.extend(task);
+        let id = |time| SampleId {
+            pid: 41,
+            tid: 42,
+            time,
+            cpu: 1,
+        };
+        assert_eq!(
+            parse_records(&bytes, Layout::default()),
+            vec![
+                Record::Switch {
+                    id: id(99),
+                    out: false,
+                    other: Some((0, 0)),
+                },
+                Record::Switch {
+                    id: id(100),
+                    out: true,
+                    other: None,
+                },
+            ]
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use crate::SamplerError;
 use crate::launch::{self, ExitStatus};
-use crate::parse::{self, Record, SampleRecord};
+use crate::parse::{self, Record, SampleId, SampleRecord};
 use crate::process::ProcessTable;
 use crate::sys::{self, EventConfig, EventKind, RingBuffer};
 use crate::tracepoint::{self, STATE_EXITING, SwitchFormat};
@@ -427,10 +427,7 @@ fn open_target_events(
         } else {
             tracepoint::sched_switch().and_then(|ss| {
                 let tp = EventConfig {
-                    kind: EventKind::SchedSwitch {
-                        id: ss.id,
-                        switch_records: !tasks.contains(&-1),
-                    },
+                    kind: EventKind::SchedSwitch { id: ss.id },
                     side_band: false,
                     ..*cfg
                 };
@@ -607,6 +604,9 @@ struct Aggregator {
     /// Layout of `sched_switch` records when off-CPU samples come from the
     /// tracepoint.
     switch_format: Option<SwitchFormat>,
+    /// The task the last `sched_switch` sample of each CPU put on it, to
+    /// tell the switches the tracepoint reported from those it missed.
+    tracepoint_next: HashMap<u32, u32>,
 }
 
 impl Aggregator {
@@ -661,9 +661,12 @@ impl Aggregator {
                 self.table.exit(pid, tid);
             }
             Record::Lost { lost, .. } => self.rec.lost += lost,
-            Record::Switch { id, out } => {
+            Record::Switch { id, out, other } => {
                 if !out {
                     self.switch_in(id.tid, id.time);
+                    if let Some(prev) = other {
+                        self.fill_missed_switch(id, prev);
+                    }
                 }
             }
         }
@@ -779,6 +782,7 @@ impl Aggregator {
             {
                 // The task taking the CPU stops being off-CPU.
                 self.switch_in(f.next_tid, time);
+                self.tracepoint_next.insert(cpu, f.next_tid);
                 if f.prev_state & STATE_EXITING != 0 {
                     return;
                 }
@@ -867,6 +871,47 @@ impl Aggregator {
             value.count += 1;
             value.period += period;
         }
+    }
+
+    /// A CPU-wide PERF_RECORD_SWITCH says task `id` arrived from `prev`.
+    /// When the tracepoint reported no such switch (see
+    /// [`EventKind::SchedSwitch`] for when it does not), the raw timeline
+    /// gets one built from this record, so a trace does not show the CPU
+    /// idle while the task ran. Its prev stack and state are unknown.
+    fn fill_missed_switch(&mut self, id: SampleId, (prev_pid, prev_tid): (u32, u32)) {
+        if !self.raw
+            || self.switch_format.is_none()
+            || self.tracepoint_next.get(&id.cpu) == Some(&id.tid)
+        {
+            return;
+        }
+        self.tracepoint_next.insert(id.cpu, id.tid);
+        let prev_comm = if prev_tid == 0 {
+            self.name("swapper")
+        } else {
+            let comm = self
+                .table
+                .threads
+                .get(&prev_tid)
+                .cloned()
+                .unwrap_or_default();
+            self.name(&comm)
+        };
+        let next_comm = self.table.threads.get(&id.tid).cloned().unwrap_or_default();
+        let next_comm = self.name(&next_comm);
+        let prev_stack = self.raw_stack(&[]);
+        self.rec.raw_events.push(RawEvent::Switch(RawSwitch {
+            time_ns: id.time,
+            cpu: id.cpu,
+            prev_pid,
+            prev_tid,
+            prev_comm,
+            prev_state: None,
+            prev_stack,
+            next_pid: Some(id.pid),
+            next_tid: Some(id.tid),
+            next_comm: Some(next_comm),
+        }));
     }
 
     fn switch_in(&mut self, tid: u32, time: u64) {
@@ -1076,6 +1121,7 @@ impl Session {
             dead_now: HashSet::new(),
             dead_prev: HashSet::new(),
             switch_format: None,
+            tracepoint_next: HashMap::new(),
         };
         let mut cfg = EventConfig {
             kind: EventKind::CpuClock,

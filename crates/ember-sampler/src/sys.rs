@@ -33,13 +33,19 @@ pub enum EventKind {
     /// The `sched:sched_switch` tracepoint (id from tracefs), sampled on
     /// every switch with the stack of the task leaving and the raw record
     /// (prev/next task, prev state): off-CPU time.
+    ///
+    /// It also asks for PERF_RECORD_SWITCH records, which say when a task
+    /// comes back on the CPU. A per-task event needs them because it only
+    /// fires when its own task leaves. A CPU-wide event sees the return as
+    /// `next_pid` of the next switch, but not always: on kernel 6.18 a CPU
+    /// was seen to stop delivering the tracepoint while its idle task is
+    /// current (every switch *from* idle missing, for as long as the
+    /// session ran), so a sleeper woken on an idle CPU never came back. The
+    /// side-band records come from the scheduler's perf hooks, not the
+    /// tracepoint, and were there every time.
     SchedSwitch {
         /// Tracepoint id.
         id: u64,
-        /// Also ask for PERF_RECORD_SWITCH records: a per-task event only
-        /// fires when its task leaves the CPU, so these tell when it comes
-        /// back (a CPU-wide event sees that as `next_pid` of a later switch).
-        switch_records: bool,
     },
 }
 
@@ -103,12 +109,12 @@ fn build_attr(cfg: &EventConfig) -> b::perf_event_attr {
             attr.__bindgen_anon_1.sample_period = 1;
             attr.set_context_switch(1);
         }
-        EventKind::SchedSwitch { id, switch_records } => {
+        EventKind::SchedSwitch { id } => {
             attr.type_ = b::PERF_TYPE_TRACEPOINT;
             attr.config = id;
             attr.sample_type |= b::PERF_SAMPLE_RAW as u64;
             attr.__bindgen_anon_1.sample_period = 1;
-            attr.set_context_switch(u64::from(switch_records));
+            attr.set_context_switch(1);
         }
     }
     attr.set_disabled(1);
