@@ -9,7 +9,7 @@
 #      then samples utime+stime (/proc/PID/stat) and VmRSS/VmHWM over the window;
 #   4. reports agent CPU % of one core, peak RSS, profiles sent, samples/lost (agent
 #      /metrics), and the same CPU/RSS for the server (not part of the target).
-# Writes bench/agent/RESULTS.md. Environment: EMBER (binary; default: cargo build --release),
+# Appends a section for this run to bench/agent/RESULTS.md. Environment: EMBER (binary; default: cargo build --release),
 # WARMUP (seconds, default 20), WINDOW (seconds, default 120), RESULTS (output file),
 # PERF (file: also `perf record -g` the agent over the window), SPAWN=0 (no short-lived processes),
 # EXPORTERS=1 (also run exporters.perf_collector and exporters.perfetto_daemon with their
@@ -146,8 +146,12 @@ exporters=${EXPORTERS:-0} (perf dumps uploaded $dumps1, perfetto snapshots $snap
 echo "$summary"
 
 commit=$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
-cat > "$results" <<MD
-# Agent overhead benchmark (issue 5, item 6)
+if [[ ! -s "$results" ]]; then
+  printf '# Agent overhead benchmark (issue 5, item 6)\n\nEach run of `bench/agent/run.sh` appends a section below.\n' > "$results"
+fi
+cat >> "$results" <<MD
+
+## Run at $commit ($(date -u +%Y-%m-%dT%H:%MZ))
 
 Reproduce: \`bench/agent/run.sh\` (env: WARMUP=$warmup WINDOW=$window; EMBER=path skips the build).
 
@@ -171,4 +175,4 @@ Totals at the end: profiles enqueued $enq1, sent ${sent1%.*}, dropped $dropped1,
 The agent's CPU figure is its own utime+stime from /proc/PID/stat, so it stays meaningful when
 other jobs share the machine; only the load average says how busy the host was.
 MD
-echo "wrote $results" >&2
+echo "appended this run to $results" >&2

@@ -15,7 +15,8 @@
 # after its WAL fsync, so with few connections the rate is bounded by connections / (fsync
 # + request) latency rather than by CPU; the wide run shows what the server does when
 # enough pushes are in flight to fill each group commit.
-# Writes bench/server/RESULTS.md. Environment: EMBER (binary; default: cargo build --release),
+# Appends a section for this run to bench/server/RESULTS.md (earlier runs are kept, so
+# figures can be compared across commits). Environment: EMBER (binary; default: cargo build --release),
 # COUNT (ingest profiles per run, default 20000), CONCURRENCY (default 16), WIDE (default 64),
 # CORPORA.
 set -euo pipefail
@@ -101,8 +102,10 @@ ratio=$(python3 -c "print(f'{100*$data_bytes/$input_bytes:.1f}')")
 
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+results="$here/RESULTS.md"
+section="$(mktemp)"
 {
-  echo "# ember server benchmark"
+  echo "## Run at $commit ($(date -u +%Y-%m-%dT%H:%MZ))"
   echo
   echo "Produced by \`bench/server/run.sh\` (COUNT=$count CONCURRENCY=$concurrency WIDE=$wide) at $commit on $(date -u +%Y-%m-%dT%H:%MZ),"
   echo "$(nproc) cores, load average (1/5/15 min) before: $load_before, after: $load_after. Loopback; server and load generator share the machine."
@@ -125,5 +128,10 @@ commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "Queries are \`GET /pyroscope/render?query=process_cpu:cpu:...{service_name=\"day\"}&maxNodes=1024\`, best of 5 with curl, HTTP included."
   echo "Ingest sends 100 variants of each of the 4 corpus Go CPU profiles (\`ember loadgen --vary 100\`: per-sample random value factors, distinct timestamps). The 2,000-profile warm-up is stored too and counted in the input bytes; every push is acknowledged only after its write-ahead-log fsync (group commit)."
   echo "Storage is \`du -sb\` of the data directory after SIGTERM (graceful shutdown folds the log into blocks); head profiles before shutdown: $day_profiles."
-} > "$here/RESULTS.md"
-cat "$here/RESULTS.md"
+} > "$section"
+if [[ ! -s "$results" ]]; then
+  printf '# ember server benchmark\n\nEach run of `bench/server/run.sh` appends a section below.\n' > "$results"
+fi
+{ echo; cat "$section"; } >> "$results"
+cat "$section"
+rm -f "$section"

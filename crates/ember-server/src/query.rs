@@ -230,16 +230,90 @@ pub(crate) async fn render(
 }
 
 pub(crate) fn merged_profile(merged: &Merged) -> ember_pprof::Profile {
-    let (_, t, u, pt, pu) = type_parts(merged);
+    build_profile(
+        merged,
+        merged.stacks.iter().map(|(f, v)| (f.as_slice(), *v)),
+    )
+}
+
+/// A one-sample-type pprof profile of `stacks`, typed (sample type and period) like `typed`.
+fn build_profile<'a>(
+    typed: &Merged,
+    stacks: impl Iterator<Item = (&'a [String], i64)>,
+) -> ember_pprof::Profile {
+    let (_, t, u, pt, pu) = type_parts(typed);
     let mut b = ember_pprof::ProfileBuilder::new(&[(t.as_str(), u.as_str())]);
     if !pt.is_empty() {
         b.set_period((&pt, &pu), 0);
     }
-    for (frames, v) in &merged.stacks {
+    for (frames, v) in stacks {
         let f: Vec<&str> = frames.iter().map(String::as_str).collect();
-        b.add_folded_stack(&f, &[*v]);
+        b.add_folded_stack(&f, &[v]);
     }
     b.build()
+}
+
+/// The `format` parameter, `flamebearer` when absent; a 400 for anything not in `allowed`.
+fn output_format(params: &Params, allowed: &[&str]) -> Result<String, ApiError> {
+    let format = params
+        .get("format")
+        .cloned()
+        .unwrap_or_else(|| "flamebearer".into());
+    if allowed.contains(&format.as_str()) {
+        Ok(format)
+    } else {
+        Err(ApiError::bad_request(
+            "bad_query",
+            format!("format={format:?}: use pprof, folded, svg, top or flamebearer"),
+        ))
+    }
+}
+
+/// The 404 of a query whose selection holds no profile.
+fn nothing_matches(message: &str) -> ApiError {
+    ApiError {
+        retry_after_secs: None,
+        status: axum::http::StatusCode::NOT_FOUND,
+        code: "not_found",
+        reason: "not_found",
+        message: message.into(),
+    }
+}
+
+fn text_response(body: String) -> Response {
+    ([("content-type", "text/plain; charset=utf-8")], body).into_response()
+}
+
+fn top_response(profile: &ember_pprof::Profile) -> Result<Response, ApiError> {
+    let table = ember_report::top(profile, &ember_report::TopOptions::default())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(text_response(table.render()))
+}
+
+/// An SVG flame graph of `lines` (differential when they carry a second count), titled with the
+/// query, or `default_title` without one.
+fn svg_response(
+    lines: Vec<ember_folded::FoldedLine>,
+    title: String,
+    default_title: &str,
+) -> Result<Response, ApiError> {
+    let folded = ember_folded::Folded {
+        lines,
+        ignored_lines: 0,
+        has_fractional: false,
+    };
+    let options = ember_flamegraph::Options {
+        title: if title.is_empty() {
+            default_title.into()
+        } else {
+            title
+        },
+        ..Default::default()
+    };
+    let mut svg = Vec::new();
+    ember_flamegraph::render(&folded, &options, &mut svg)
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(([("content-type", "image/svg+xml")], svg).into_response())
 }
 
 /// `GET /api/v1/query`.
@@ -250,32 +324,22 @@ pub(crate) async fn query(
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&s, &headers)?;
     let q = store_query(&params, "")?;
-    let format = params
-        .get("format")
-        .cloned()
-        .unwrap_or_else(|| "flamebearer".into());
+    let format = output_format(
+        &params,
+        &["flamebearer", "json", "pprof", "folded", "svg", "top"],
+    )?;
     let title = params.get("query").cloned().unwrap_or_default();
     if format == "flamebearer" || format == "json" {
         let max = max_nodes(&params)?;
         let body = blocking(&s, move |st| flamebearer_json(st, &tenant, &q, max, &title)).await?;
         return Ok(Json(body).into_response());
     }
-    if !matches!(format.as_str(), "pprof" | "folded" | "svg" | "top") {
-        return Err(ApiError::bad_request(
-            "bad_query",
-            format!("format={format:?}: use pprof, folded, svg, top or flamebearer"),
-        ));
-    }
     blocking(&s, move |st| {
         let merged = st.store.merge_stacks(&tenant, &q);
         if merged.profiles == 0 || merged.stacks.is_empty() {
-            return Err(ApiError {
-                retry_after_secs: None,
-                status: axum::http::StatusCode::NOT_FOUND,
-                code: "not_found",
-                reason: "not_found",
-                message: "no profiles match the query in the time range".into(),
-            });
+            return Err(nothing_matches(
+                "no profiles match the query in the time range",
+            ));
         }
         match format.as_str() {
             "folded" => {
@@ -286,51 +350,26 @@ pub(crate) async fn query(
                     out.push_str(&v.to_string());
                     out.push('\n');
                 }
-                Ok(([("content-type", "text/plain; charset=utf-8")], out).into_response())
+                Ok(text_response(out))
             }
             "pprof" => {
                 let bytes = ember_pprof::encode_gzip(&merged_profile(&merged));
                 Ok(([("content-type", "application/octet-stream")], bytes).into_response())
             }
-            "top" => {
-                let table = ember_report::top(
-                    &merged_profile(&merged),
-                    &ember_report::TopOptions::default(),
-                )
-                .map_err(|e| ApiError::internal(e.to_string()))?;
-                Ok((
-                    [("content-type", "text/plain; charset=utf-8")],
-                    table.render(),
-                )
-                    .into_response())
-            }
-            _ => {
-                let folded = ember_folded::Folded {
-                    lines: merged
-                        .stacks
-                        .iter()
-                        .map(|(frames, v)| ember_folded::FoldedLine {
-                            stack: frames.join(";"),
-                            count: *v as f64,
-                            second_count: None,
-                        })
-                        .collect(),
-                    ignored_lines: 0,
-                    has_fractional: false,
-                };
-                let options = ember_flamegraph::Options {
-                    title: if title.is_empty() {
-                        "Flame Graph".into()
-                    } else {
-                        title
-                    },
-                    ..Default::default()
-                };
-                let mut svg = Vec::new();
-                ember_flamegraph::render(&folded, &options, &mut svg)
-                    .map_err(|e| ApiError::internal(e.to_string()))?;
-                Ok(([("content-type", "image/svg+xml")], svg).into_response())
-            }
+            "top" => top_response(&merged_profile(&merged)),
+            _ => svg_response(
+                merged
+                    .stacks
+                    .iter()
+                    .map(|(frames, v)| ember_folded::FoldedLine {
+                        stack: frames.join(";"),
+                        count: *v as f64,
+                        second_count: None,
+                    })
+                    .collect(),
+                title,
+                "Flame Graph",
+            ),
         }
     })
     .await?
@@ -396,19 +435,12 @@ fn diff_stacks<'a>(l: &'a Merged, r: &'a Merged) -> Vec<(&'a [String], i64, i64)
 /// The pprof form of a diff: right minus left per stack (negative where the right side
 /// spends less), like `pprof -diff_base=left right`.
 fn diff_profile(l: &Merged, r: &Merged) -> ember_pprof::Profile {
-    let (_, t, u, pt, pu) = type_parts(if r.profiles > 0 { r } else { l });
-    let mut b = ember_pprof::ProfileBuilder::new(&[(t.as_str(), u.as_str())]);
-    if !pt.is_empty() {
-        b.set_period((&pt, &pu), 0);
-    }
-    for (frames, left, right) in diff_stacks(l, r) {
-        let delta = right.saturating_sub(left);
-        if delta != 0 {
-            let f: Vec<&str> = frames.iter().map(String::as_str).collect();
-            b.add_folded_stack(&f, &[delta]);
-        }
-    }
-    b.build()
+    let typed = if r.profiles > 0 { r } else { l };
+    let deltas = diff_stacks(l, r)
+        .into_iter()
+        .map(|(frames, left, right)| (frames, right.saturating_sub(left)))
+        .filter(|(_, delta)| *delta != 0);
+    build_profile(typed, deltas)
 }
 
 /// `GET /api/v1/diff`: the `right` selection against the `left` (baseline) one.
@@ -420,19 +452,10 @@ pub(crate) async fn diff(
     let tenant = tenant(&s, &headers)?;
     let left = store_query(&params, "left")?;
     let right = store_query(&params, "right")?;
-    let format = params
-        .get("format")
-        .cloned()
-        .unwrap_or_else(|| "flamebearer".into());
-    if !matches!(
-        format.as_str(),
-        "flamebearer" | "json" | "folded" | "svg" | "pprof" | "top"
-    ) {
-        return Err(ApiError::bad_request(
-            "bad_query",
-            format!("format={format:?}: use pprof, folded, svg, top or flamebearer"),
-        ));
-    }
+    let format = output_format(
+        &params,
+        &["flamebearer", "json", "folded", "svg", "pprof", "top"],
+    )?;
     let title = params
         .get("rightQuery")
         .or_else(|| params.get("query"))
@@ -442,16 +465,10 @@ pub(crate) async fn diff(
         let l = st.store.merge_stacks(&tenant, &left);
         let r = st.store.merge_stacks(&tenant, &right);
         if l.stacks.is_empty() && r.stacks.is_empty() {
-            return Err(ApiError {
-                retry_after_secs: None,
-                status: axum::http::StatusCode::NOT_FOUND,
-                code: "not_found",
-                reason: "not_found",
-                message: "no profiles match either side of the diff in its time range".into(),
-            });
+            return Err(nothing_matches(
+                "no profiles match either side of the diff in its time range",
+            ));
         }
-        let text =
-            |body: String| ([("content-type", "text/plain; charset=utf-8")], body).into_response();
         Ok(match format.as_str() {
             "folded" => {
                 let mut out = String::new();
@@ -459,45 +476,26 @@ pub(crate) async fn diff(
                     out.push_str(&frames.join(";"));
                     out.push_str(&format!(" {a} {b}\n"));
                 }
-                text(out)
+                text_response(out)
             }
             "pprof" => (
                 [("content-type", "application/octet-stream")],
                 ember_pprof::encode_gzip(&diff_profile(&l, &r)),
             )
                 .into_response(),
-            "top" => {
-                let table =
-                    ember_report::top(&diff_profile(&l, &r), &ember_report::TopOptions::default())
-                        .map_err(|e| ApiError::internal(e.to_string()))?;
-                text(table.render())
-            }
-            "svg" => {
-                let folded = ember_folded::Folded {
-                    lines: diff_stacks(&l, &r)
-                        .into_iter()
-                        .map(|(frames, a, b)| ember_folded::FoldedLine {
-                            stack: frames.join(";"),
-                            count: a as f64,
-                            second_count: Some(b as f64),
-                        })
-                        .collect(),
-                    ignored_lines: 0,
-                    has_fractional: false,
-                };
-                let options = ember_flamegraph::Options {
-                    title: if title.is_empty() {
-                        "Differential Flame Graph".into()
-                    } else {
-                        title
-                    },
-                    ..Default::default()
-                };
-                let mut svg = Vec::new();
-                ember_flamegraph::render(&folded, &options, &mut svg)
-                    .map_err(|e| ApiError::internal(e.to_string()))?;
-                ([("content-type", "image/svg+xml")], svg).into_response()
-            }
+            "top" => top_response(&diff_profile(&l, &r))?,
+            "svg" => svg_response(
+                diff_stacks(&l, &r)
+                    .into_iter()
+                    .map(|(frames, a, b)| ember_folded::FoldedLine {
+                        stack: frames.join(";"),
+                        count: a as f64,
+                        second_count: Some(b as f64),
+                    })
+                    .collect(),
+                title,
+                "Differential Flame Graph",
+            )?,
             _ => Json(diff_flamebearer(&l, &r, &title)).into_response(),
         })
     })
