@@ -8,6 +8,7 @@
 //! survives a scrape change); [`Agent::shutdown`] stops the producers and flushes the queue
 //! and the bucket exporters.
 
+#![warn(missing_docs)]
 pub mod admin;
 pub mod config;
 pub mod exporters;

@@ -45,6 +45,7 @@
 //! assert_eq!(folded, b"java;start_thread;java/lang/Thread:.run_[j] 500000\n");
 //! ```
 
+#![warn(missing_docs)]
 mod fold;
 mod fxhash;
 mod stream;

@@ -5,6 +5,7 @@
 //! [`textproto`]), object storage and the local spool ([`sink`]), and the two
 //! exporters ([`perf_collector`], [`perfetto_daemon`]).
 
+#![warn(missing_docs)]
 pub mod config;
 pub mod events;
 pub mod perf_collector;

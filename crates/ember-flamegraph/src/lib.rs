@@ -9,6 +9,7 @@
 //! output lines up with graphs people already use; the embedded JavaScript
 //! (zoom, search, tooltips) is Ember's own.
 
+#![warn(missing_docs)]
 mod attrs;
 mod color;
 mod input;

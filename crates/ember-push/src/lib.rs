@@ -2,6 +2,7 @@
 //! server (to decode) and the clients (`ember push`, the agent's server exporter) share, a
 //! small HTTP/1.1 client, and a bounded, retrying background sender.
 
+#![warn(missing_docs)]
 pub mod client;
 pub mod http;
 pub mod proto;

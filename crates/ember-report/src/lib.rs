@@ -4,6 +4,7 @@
 //! Everything here works on a decoded [`ember_pprof::Profile`]; folded input is first turned into
 //! a profile ([`convert::folded_to_profile`]) so that every report has one code path.
 
+#![warn(missing_docs)]
 pub mod convert;
 pub mod speedscope;
 pub mod top;

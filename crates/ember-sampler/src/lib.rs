@@ -14,6 +14,7 @@
 //! by the kernel's frame-pointer walk or by CFI ([`unwind`]), whose
 //! architecture-specific parts live in [`arch`].
 
+#![warn(missing_docs)]
 pub mod arch;
 pub mod debuginfod;
 pub mod launch;

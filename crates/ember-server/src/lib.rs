@@ -46,6 +46,7 @@
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown) and `retention_days` (30; 0 keeps everything).
 
+#![warn(missing_docs)]
 pub mod client;
 pub mod flamebearer;
 mod grpc;

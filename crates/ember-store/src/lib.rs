@@ -14,6 +14,7 @@
 //!
 //! Tenants are separate heads: nothing one tenant stored is reachable from another's queries.
 
+#![warn(missing_docs)]
 mod block;
 pub mod head;
 mod objects;
