@@ -8,7 +8,9 @@
 # pages (the kernel's fault-around) and the code alone costs ~2.4 MB of resident memory. Laid out
 # contiguously, the same code costs a fraction of that (bench/COLLAPSE-RESULTS.md, session 4).
 #
-# Usage: bench/collapse-link-order.sh
+# Usage: bench/collapse-link-order.sh [--check]
+#   --check  only report how many of the listed symbols the current release binary still has
+#            (fails below 90 %: time to regenerate); no build, no valgrind.
 #   Builds the release binary, runs `ember collapse` under valgrind's callgrind on the
 #   benchmark inputs (start-up only, 1 thread, default threads, stdin, gzip input; both
 #   spellings of `-j`), and writes the executed symbols, start-up first. Then rebuild
@@ -27,6 +29,15 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 ember="$CARGO_TARGET_DIR/release/ember"
 medium="$here/out/data/medium.perf.txt"
 order="$repo/crates/ember/link-order.txt"
+
+if [[ "${1:-}" == --check ]]; then
+    [[ -x "$ember" ]] || { echo "collapse-link-order.sh: no $ember; build it first" >&2; exit 1; }
+    listed=$(grep -vc '^#' "$order")
+    present=$(grep -v '^#' "$order" | grep -cFx -f <(nm --defined-only "$ember" | awk '{ print $NF }') || true)
+    echo "collapse-link-order.sh: $present of $listed symbols of link-order.txt are in $ember"
+    ((present * 10 >= listed * 9)) || { echo "collapse-link-order.sh: stale order, regenerate it" >&2; exit 1; }
+    exit 0
+fi
 
 command -v valgrind >/dev/null || { echo "collapse-link-order.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 [[ -s "$medium" ]] || { echo "collapse-link-order.sh: no $medium; run bench/run.sh data" >&2; exit 1; }
