@@ -17,8 +17,10 @@
 //!    `-C target-feature=+crt-static` (in RUSTFLAGS it would also reach the proc-macros, which
 //!    then cannot be built), so only the final link is changed: `-static`, and the three
 //!    libraries rustc asks for by their shared names (`-lc`, `-lm`, `-lgcc_s`) are redirected to
-//!    their static archives by one-line linker scripts under `OUT_DIR`, found first because the
-//!    `-L` is given for the binary only. Name resolution keeps working: glibc's `files` and
+//!    their static archives by one-line linker scripts under `OUT_DIR` (GNU ld and lld alike),
+//!    found before the system's because a command-line `-L` is searched before the compiler's
+//!    default directories. All of it is given to the binary only (`-bins`): test executables
+//!    link as before. Name resolution keeps working: glibc's `files` and
 //!    `dns` lookups are built into the static library; other NSS modules named in
 //!    /etc/nsswitch.conf (mDNS, LDAP...) are still loaded from the system at run time, which
 //!    glibc supports when the system's glibc is the version linked in (`getaddrinfo` of
@@ -72,9 +74,11 @@ fn link_glibc_statically() {
     fs::create_dir_all(&dir).expect("create OUT_DIR/static-libs");
     // rustc (without crt-static) passes `-lgcc_s -lm -lc` after `-Bdynamic`, so the linker looks
     // for the `.so` names first: these scripts answer for them with the archives (`-l:` is an
-    // exact file name). libgcc_eh is the static form of libgcc_s's unwinder.
+    // exact file name). libgcc_eh is the static form of libgcc_s's unwinder. libc.a itself needs
+    // libgcc (e.g. 128-bit float helpers) but comes last: the GROUP lets GNU ld, which reads
+    // archives once in order, resolve that (lld does not need it, it is order-independent).
     for (name, script) in [
-        ("libc.so", "INPUT(-l:libc.a)\n"),
+        ("libc.so", "GROUP(-l:libc.a -l:libgcc.a -l:libgcc_eh.a)\n"),
         ("libm.so", "INPUT(-l:libm.a)\n"),
         ("libgcc_s.so", "INPUT(-l:libgcc_eh.a -l:libgcc.a)\n"),
     ] {
