@@ -20,7 +20,9 @@
 #
 # The names are the exact (mangled) symbols of this build. Symbols that a later change renames
 # simply drop out of the order (the link does not fail, the layout degrades); rerun this script
-# after large changes to the collapse path, clap or the standard library version.
+# after large changes to the collapse path, clap or the standard library version. Two runs
+# differ by a few symbols (paths taken only under thread contention, e.g. a mutex's slow path):
+# the threaded run is not deterministic, and those rare paths barely matter for the layout.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
