@@ -26,7 +26,7 @@
 # that module (about 1 in 12 listed names carry such a suffix). Regenerate after merges: --check
 # only fails below 90 %, and 18 lost names of 607 (97 %) already cost ~900 KiB of start-up RSS. Fat
 # LTO (codegen-units = 1) has no such names and keeps 100 % across unrelated changes, but costs
-# ~150 KiB of start-up RSS (its constants are unnamed and scattered; bench/COLLAPSE-RESULTS.md,
+# 90-216 KiB of start-up RSS (its constants are unnamed and scattered; bench/COLLAPSE-RESULTS.md,
 # "Release profile"). Two runs
 # differ by a few symbols (paths taken only under thread contention, e.g. a mutex's slow path):
 # the threaded run is not deterministic, and those rare paths barely matter for the layout.
