@@ -21,13 +21,11 @@
 # The names are the exact (mangled) symbols of this build. Symbols that a later change renames
 # simply drop out of the order (the link does not fail, the layout degrades); rerun this script
 # after large changes to the collapse path, clap or the standard library version. With the
-# release profile's ThinLTO, names also drift after *unrelated* changes: ThinLTO renames promoted
-# local functions NAME.llvm.<hash of their LTO module>, and the hash moves with any code change in
-# that module (about 1 in 12 listed names carry such a suffix). Regenerate after merges: --check
-# only fails below 90 %, and 18 lost names of 607 (97 %) already cost ~900 KiB of start-up RSS. Fat
-# LTO (codegen-units = 1) has no such names and keeps 100 % across unrelated changes, but costs
-# 90-216 KiB of start-up RSS (its constants are unnamed and scattered; bench/COLLAPSE-RESULTS.md,
-# "Release profile"). Two runs
+# release profile's fat LTO (one codegen unit) they do not drift after *unrelated* changes; with
+# ThinLTO they did (it renames promoted local functions NAME.llvm.<hash of their LTO module>, and
+# the hash moves with any code change in that module: 18 lost names of 607 cost ~900 KiB of
+# start-up RSS), which is why the profile is fat (bench/COLLAPSE-RESULTS.md, "Release profile").
+# --check only fails below 90 %: regenerate whenever it reports fewer than all. Two runs
 # differ by a few symbols (paths taken only under thread contention, e.g. a mutex's slow path):
 # the threaded run is not deterministic, and those rare paths barely matter for the layout.
 set -euo pipefail
