@@ -100,7 +100,7 @@ def main():
         loads = [float(l.split()[1]) for l in open(load_path) if l.strip()]
         if loads:
             p(f"- 1-minute load average seen before each case: {min(loads):.1f} to {max(loads):.1f} "
-              f"(on {os.cpu_count()} CPUs; other builds were running)")
+              f"(on {os.cpu_count()} CPUs; above 1 per CPU, other work shared the machine)")
     p()
 
     p("## perf script → folded (`ember collapse` vs `inferno-collapse-perf`)")
