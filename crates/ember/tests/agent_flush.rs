@@ -4,43 +4,22 @@
 mod agent_util;
 mod server_util;
 
-use agent_util::{AgentProc, go_app, metric, wait_for};
-use server_util::{Server, enc, temp_dir};
+use agent_util::{AgentProc, go_app, host_perf_allowed, metric, query_folded, wait_for};
+use server_util::{Server, temp_dir};
 use std::time::Duration;
 
-fn may_profile_the_host() -> bool {
-    let paranoid =
-        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
-    root || paranoid.trim().parse::<i32>().unwrap_or(2) <= 0
-}
-
-/// Folded stacks of `service` on the server (empty when it has none).
+/// Folded CPU stacks of `service` on the server (empty when it has none).
 fn folded(server: &Server, service: &str) -> String {
-    let (s, b) = server_util::http(
+    query_folded(
         &server.addr,
-        "GET",
-        &format!(
-            "/api/v1/query?query={}&type={}&from=now-1h&until=now&format=folded",
-            enc(&format!("{{service_name=\"{service}\"}}")),
-            enc("process_cpu:cpu:nanoseconds:cpu:nanoseconds")
-        ),
-        &[],
-        b"",
-    );
-    if s == 200 {
-        String::from_utf8_lossy(&b).into_owned()
-    } else {
-        String::new()
-    }
+        &format!("{{service_name=\"{service}\"}}"),
+        "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+    )
 }
 
 #[test]
 fn sigterm_flushes_the_profile_in_progress() {
-    if !may_profile_the_host() {
+    if !host_perf_allowed() {
         eprintln!("!!!!!!!! SKIPPING: needs root or perf_event_paranoid <= 0 !!!!!!!!");
         return;
     }

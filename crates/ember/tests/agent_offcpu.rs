@@ -7,8 +7,8 @@
 mod agent_util;
 mod server_util;
 
-use agent_util::{AgentProc, host_perf_allowed, wait_for};
-use server_util::{Server, enc, temp_dir};
+use agent_util::{AgentProc, folded_count, host_perf_allowed, query_folded, wait_for};
+use server_util::{Server, temp_dir};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -43,32 +43,9 @@ int main(void) {
 
 const OFF_CPU: &str = "process_cpu:off_cpu:nanoseconds:cpu:nanoseconds";
 
-/// Folded off-CPU stacks of a service, summed per line ("" until the server has some).
+/// Folded off-CPU stacks of a service ("" until the server has some).
 fn folded(server: &str, service: &str) -> String {
-    let (s, b) = server_util::http(
-        server,
-        "GET",
-        &format!(
-            "/api/v1/query?query={}&type={}&from=now-1h&until=now&format=folded",
-            enc(&format!("{{service_name=\"{service}\"}}")),
-            enc(OFF_CPU)
-        ),
-        &[],
-        b"",
-    );
-    if s == 200 {
-        String::from_utf8_lossy(&b).into_owned()
-    } else {
-        String::new()
-    }
-}
-
-fn total(folded: &str, function: &str) -> u64 {
-    folded
-        .lines()
-        .filter(|l| l.split(' ').next().unwrap_or("").contains(function))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    query_folded(server, &format!("{{service_name=\"{service}\"}}"), OFF_CPU)
 }
 
 struct Killed(std::process::Child);
@@ -124,7 +101,7 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
     let mut text = String::new();
     let arrived = wait_for(Duration::from_secs(40), || {
         text = folded(&server.addr, "offcpu_sleeper");
-        total(&text, "sleep_long") >= 2_000_000_000
+        folded_count(&text, "sleep_long") >= 2_000_000_000
     });
     let elapsed = started.elapsed().as_nanos() as u64;
     assert!(
@@ -132,14 +109,14 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
         "sleep_long off-CPU time did not reach 2 s:\n{text}\n{}",
         agent.log()
     );
-    let long = total(&text, "sleep_long");
+    let long = folded_count(&text, "sleep_long");
     // The program sleeps 300 ms of every 400 ms in sleep_long: never more than the elapsed time.
     assert!(
         long <= elapsed,
         "sleep_long {long} ns > {elapsed} ns elapsed"
     );
     // 20 ms naps are under the 100 ms threshold: none of them is counted.
-    assert_eq!(total(&text, "sleep_short"), 0, "{text}");
+    assert_eq!(folded_count(&text, "sleep_short"), 0, "{text}");
     // Lower the threshold under 20 ms (SIGHUP reload): the short naps now count.
     let yaml = std::fs::read_to_string(&config).unwrap();
     std::fs::write(
@@ -150,7 +127,7 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
     agent.signal("-HUP");
     let short = wait_for(Duration::from_secs(30), || {
         text = folded(&server.addr, "offcpu_sleeper");
-        total(&text, "sleep_short") >= 200_000_000
+        folded_count(&text, "sleep_short") >= 200_000_000
     });
     assert!(
         short,

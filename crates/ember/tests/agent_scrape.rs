@@ -6,7 +6,7 @@
 mod agent_util;
 mod server_util;
 
-use agent_util::{AgentProc, free_port, go_app, metric, server_on, wait_for};
+use agent_util::{AgentProc, free_port, go_app, metric, query_folded, server_on, wait_for};
 use server_util::{Server, enc, temp_dir};
 use std::time::Duration;
 
@@ -25,24 +25,6 @@ fn label_values(server: &Server, name: &str, selector: &str) -> Vec<String> {
         .iter()
         .map(|x| x.as_str().unwrap().to_string())
         .collect()
-}
-
-fn folded(server_addr: &str, selector: &str, profile_type: &str) -> String {
-    let (s, b) = server_util::http(
-        server_addr,
-        "GET",
-        &format!(
-            "/api/v1/query?query={}&type={}&from=now-1h&until=now&format=folded",
-            enc(selector),
-            enc(profile_type)
-        ),
-        &[],
-        b"",
-    );
-    if s != 200 {
-        return String::new();
-    }
-    String::from_utf8_lossy(&b).into_owned()
 }
 
 #[test]
@@ -80,7 +62,7 @@ fn scrapes_a_real_go_program_and_reports_an_unreachable_target() {
         ["process_cpu", "memory", "goroutine", "mutex", "block"]
             .iter()
             .all(|n| names.iter().any(|x| x == n))
-            && folded(&server.addr, selector, cpu).contains("main.emberBurn")
+            && query_folded(&server.addr, selector, cpu).contains("main.emberBurn")
     });
     assert!(
         arrived,
@@ -90,7 +72,7 @@ fn scrapes_a_real_go_program_and_reports_an_unreachable_target() {
         agent.log()
     );
     // Memory is a delta of cumulative allocs: the burner allocates 64 KiB per loop.
-    let alloc = folded(
+    let alloc = query_folded(
         &server.addr,
         "{service_name=\"go-app\"}",
         "memory:alloc_space:bytes:space:bytes",
@@ -267,7 +249,7 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
     let cpu = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
     let selector = "{service_name=\"svc-emberhost\"}";
     assert!(
-        wait_for(Duration::from_secs(30), || folded(
+        wait_for(Duration::from_secs(30), || query_folded(
             &server.addr,
             selector,
             cpu

@@ -1,6 +1,7 @@
 //! `ember up`: embedded server plus host agent; profiles of this host arrive, and Ctrl-C
 //! (SIGINT) stops both cleanly within 5 s (the shutdown flush itself: agent_flush.rs).
 
+mod agent_util;
 mod server_util;
 
 use std::io::{BufRead, BufReader};
@@ -9,14 +10,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn up_profiles_this_host_and_stops_cleanly() {
-    let paranoid =
-        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
-    if !root && paranoid.trim().parse::<i32>().unwrap_or(2) > 0 {
-        eprintln!("!!!!!!!! SKIPPING ember up: needs root or perf_event_paranoid <= 0 !!!!!!!!");
+    if !agent_util::host_perf_allowed() {
         return;
     }
     let dir = server_util::temp_dir("agent-up");

@@ -124,6 +124,28 @@ pub fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Folded stacks the server at `addr` merges for `selector` and `profile_type` over the last
+/// hour ("" until it has some).
+pub fn query_folded(addr: &str, selector: &str, profile_type: &str) -> String {
+    let enc = super::server_util::enc;
+    let (s, b) = super::server_util::http(
+        addr,
+        "GET",
+        &format!(
+            "/api/v1/query?query={}&type={}&from=now-1h&until=now&format=folded",
+            enc(selector),
+            enc(profile_type)
+        ),
+        &[],
+        b"",
+    );
+    if s == 200 {
+        String::from_utf8_lossy(&b).into_owned()
+    } else {
+        String::new()
+    }
+}
+
 /// A port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
