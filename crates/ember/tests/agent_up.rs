@@ -1,11 +1,13 @@
-//! `ember up`: embedded server plus host agent; profiles of this host arrive, and Ctrl-C
-//! (SIGINT) stops both cleanly within 5 s (the shutdown flush itself: agent_flush.rs).
+//! `ember up`: embedded server plus host agent; profiles of this host arrive (a CPU-burning
+//! workload's service and stacks), and Ctrl-C (SIGINT) stops both cleanly within 5 s (the
+//! shutdown flush itself: agent_flush.rs).
 
 mod agent_util;
 mod server_util;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -14,6 +16,9 @@ fn up_profiles_this_host_and_stops_cleanly() {
         return;
     }
     let dir = server_util::temp_dir("agent-up");
+    // An idle host gives a 19 Hz sampler almost nothing to see (CI once waited 30 s for a first
+    // sample), so something on this host burns CPU the whole time.
+    let _workload = agent_util::Workload::start(&dir);
     let mut child = Command::new(env!("CARGO_BIN_EXE_ember"))
         .args([
             "up",
@@ -27,9 +32,21 @@ fn up_profiles_this_host_and_stops_cleanly() {
         ])
         .arg(dir.join("data"))
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Keep what `ember up` logs, so that a failure says why.
+    let log = Arc::new(Mutex::new(String::new()));
+    let mut stderr = child.stderr.take().unwrap();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -44,13 +61,24 @@ fn up_profiles_this_host_and_stops_cleanly() {
     while started.elapsed() < Duration::from_secs(30) {
         let (s, b) = server_util::http(&addr, "GET", "/api/v1/label/service_name/values", &[], b"");
         services = String::from_utf8_lossy(&b).into_owned();
-        if s == 200 && services.len() > 4 {
+        if s == 200 && services.contains("\"three_paths\"") {
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    // Whole-host profiling: any process that ran on a CPU (ember up itself at least) is a service.
-    assert!(services.len() > 4, "no services arrived: {services}");
+    // Whole-host profiling: the workload is a service named after its executable, with its
+    // stacks symbolized.
+    assert!(
+        services.contains("\"three_paths\""),
+        "the workload's service did not arrive: {services}\nember up logged:\n{}",
+        log.lock().unwrap()
+    );
+    let folded = agent_util::query_folded(
+        &addr,
+        r#"{service_name="three_paths"}"#,
+        "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+    );
+    assert!(folded.contains("path_a"), "{folded}");
     let t = Instant::now();
     assert!(
         Command::new("kill")
