@@ -1,68 +1,10 @@
-//! Fast lookups used on hot paths: id → table position, and a cheap hasher
-//! for maps keyed by small integers or short integer slices.
+//! Fast lookups used on hot paths: id → table position, and the map type for
+//! keys of small integers, short integer slices and strings.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// Multiply-rotate hasher in the style of rustc's FxHash. The keys we hash are
-/// interned ids we produced ourselves, so HashDoS resistance buys nothing and
-/// SipHash would dominate merge time.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FastHasher(u64);
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FastHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(SEED);
-    }
-}
-
-impl Hasher for FastHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes([
-                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-            ]));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut buf = [0u8; 8];
-            buf[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(buf));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    #[inline]
-    fn write_i64(&mut self, i: i64) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-}
-
-/// HashMap with [`FastHasher`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+/// A `HashMap` with rustc's Fx hash. The keys we hash are interned ids and strings of the
+/// profile being read, so HashDoS resistance buys nothing and SipHash would dominate merge
+/// time.
+pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Maps an entity id (mapping, function or location) to its position in the
 /// profile's table. Most producers number ids 1..=n in table order, which we

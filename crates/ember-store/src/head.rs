@@ -14,73 +14,14 @@
 //! mappings) still add up by name. Both walk integers only and resolve symbols at the end.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::Hash;
 
 use crate::selector::Selector;
 
-/// Multiply-rotate hasher (the rustc "Fx" scheme) for the symbol and stack maps: their keys
-/// are small integers and short strings from the tenant's own data, looked up once per
-/// frame of every ingested sample, where SipHash's DoS resistance is not worth its cost.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w));
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(i.into());
-    }
-
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.add(i.into());
-    }
-
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-
-    #[inline]
-    fn write_i64(&mut self, i: i64) {
-        self.add(i as u64);
-    }
-
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A `HashMap` with [`FxHasher`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// A `HashMap` with rustc's Fx hash for the symbol and stack maps: their keys are small
+/// integers and short strings from the tenant's own data, looked up once per frame of every
+/// ingested sample, where SipHash's DoS resistance is not worth its cost.
+pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Sorted `(name, value)` label pairs identifying a series.
 pub type Labels = Vec<(String, String)>;
