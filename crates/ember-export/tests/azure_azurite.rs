@@ -5,7 +5,8 @@
 //! refused), that dumps land in the container under
 //! PREFIX/BUCKET_SUBDIRECTORY/NODE_NAME/ and fold back to the samples, and
 //! that with Azurite down they pile up locally to `max_dumps_retained`, then
-//! are uploaded oldest first once it is back.
+//! are uploaded oldest first once it is back; and that a plain http
+//! endpoint (AZURE_STORAGE_ENDPOINT, AZURE_ALLOW_HTTP) works too.
 //!
 //! One test per binary: it sets the AZURE_* variables of the process.
 
@@ -79,7 +80,7 @@ async fn create_container(port: u16) {
     // reqwest is built without a default rustls provider (ring, not aws-lc);
     // Err only means one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = ReqwestConnector {}
+    let client = ReqwestConnector::default()
         .connect(&ClientOptions::new().with_allow_http(true))
         .unwrap();
     let resp = client.execute(req).await.expect("PUT container");
@@ -238,4 +239,23 @@ async fn az_upload_outage_and_recovery_against_azurite() {
     }
     assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
     assert_eq!(pc.stats().pending, 0);
+
+    // 4. Without emulator mode, an explicit http:// endpoint works when
+    //    AZURE_ALLOW_HTTP says so: the Uploader keeps the client options the
+    //    builder read from the environment.
+    // SAFETY: as above.
+    unsafe {
+        std::env::remove_var("AZURE_STORAGE_USE_EMULATOR");
+        std::env::set_var(
+            "AZURE_STORAGE_ENDPOINT",
+            format!("http://127.0.0.1:{port}/{ACCOUNT}"),
+        );
+        std::env::set_var("AZURE_ALLOW_HTTP", "true");
+    }
+    let plain = Uploader::new(&format!("az://{CONTAINER}/cluster-a")).unwrap();
+    plain
+        .put("cluster-a/endpoint-probe", first.as_bytes().to_vec())
+        .await
+        .unwrap();
+    assert_eq!(get("cluster-a/endpoint-probe").await, first.as_bytes());
 }

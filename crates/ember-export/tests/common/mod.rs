@@ -244,7 +244,6 @@ pub fn folded_dump(bytes: &[u8]) -> BTreeMap<String, u64> {
 /// log file quoted when it fails to come up; killed on drop.
 pub struct Server {
     child: Option<Child>,
-    name: &'static str,
     log: PathBuf,
     /// Its port.
     pub port: u16,
@@ -265,7 +264,6 @@ impl Server {
             .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
         let mut server = Server {
             child: Some(child),
-            name,
             log,
             port,
         };
@@ -307,11 +305,6 @@ impl Server {
             let _ = c.kill();
             let _ = c.wait();
         }
-    }
-
-    /// Its name.
-    pub fn name(&self) -> &'static str {
-        self.name
     }
 }
 
