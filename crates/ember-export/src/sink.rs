@@ -6,7 +6,7 @@
 
 use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjectPath;
-use object_store::{ClientOptions, ObjectStore, PutPayload, RetryConfig};
+use object_store::{ClientConfigKey, ObjectStore, PutPayload, RetryConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -191,8 +191,11 @@ impl Uploader {
     /// Builds the client for `export_to`. Remote stores take endpoint and
     /// credentials from the environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
     /// AWS_SECRET_ACCESS_KEY, AWS_REGION, ...; GOOGLE_SERVICE_ACCOUNT...;
-    /// AZURE_STORAGE_ACCOUNT_NAME...). Retries are short: a failed upload
-    /// stays in the spool and is tried again at the next cycle.
+    /// AZURE_STORAGE_ACCOUNT_NAME...). Emulators: for GCS a service-account
+    /// file with `"gcs_base_url"` and `"disable_oauth": true`; for Azurite
+    /// AZURE_STORAGE_USE_EMULATOR=true and AZURITE_BLOB_STORAGE_URL. Retries
+    /// are short: a failed upload stays in the spool and is tried again at
+    /// the next cycle.
     pub fn new(export_to: &str) -> Result<Self, ExportError> {
         let target = ExportTarget::parse(export_to)?;
         let store_err = |source| ExportError::Store {
@@ -204,9 +207,15 @@ impl Uploader {
             retry_timeout: Duration::from_secs(10),
             ..Default::default()
         };
-        let client = ClientOptions::new()
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_timeout(Duration::from_secs(60));
+        // Timeouts are set key by key, not with `with_client_options`, which
+        // would replace the client options the builders read from the
+        // environment (AWS_ALLOW_HTTP, AZURE_ALLOW_HTTP, *_PROXY_URL, ...) and
+        // their own defaults (GCS allows http, so that an emulator's
+        // `gcs_base_url` works; its default endpoint is https).
+        let timeouts = [
+            (ClientConfigKey::ConnectTimeout, "5s"),
+            (ClientConfigKey::Timeout, "60s"),
+        ];
         let bucket_url = match target.scheme {
             Scheme::S3 => format!("s3://{}", target.bucket),
             Scheme::Gcs => format!("gs://{}", target.bucket),
@@ -223,18 +232,21 @@ impl Uploader {
                 )
             }
             Scheme::S3 => {
+                use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
                 install_crypto_provider();
-                let mut b = object_store::aws::AmazonS3Builder::from_env()
+                let mut b = AmazonS3Builder::from_env()
                     .with_url(bucket_url)
-                    .with_retry(retry)
-                    .with_client_options(client.clone());
+                    .with_retry(retry);
+                for (key, value) in timeouts {
+                    b = b.with_config(AmazonS3ConfigKey::Client(key), value);
+                }
                 // A plain-http endpoint (MinIO, moto, a local gateway) must be
                 // allowed explicitly by object_store.
                 let endpoint = std::env::var("AWS_ENDPOINT_URL")
                     .or_else(|_| std::env::var("AWS_ENDPOINT"))
                     .unwrap_or_default();
                 if endpoint.starts_with("http://") {
-                    b = b.with_client_options(client.with_allow_http(true));
+                    b = b.with_allow_http(true);
                 }
                 if std::env::var_os("AWS_REGION").is_none()
                     && std::env::var_os("AWS_DEFAULT_REGION").is_none()
@@ -244,26 +256,28 @@ impl Uploader {
                 Arc::new(b.build().map_err(store_err)?)
             }
             Scheme::Gcs => {
+                use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
                 install_crypto_provider();
-                Arc::new(
-                    object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                        .with_url(bucket_url)
-                        .with_retry(retry)
-                        .with_client_options(client)
-                        .build()
-                        .map_err(store_err)?,
-                )
+                let mut b = GoogleCloudStorageBuilder::from_env()
+                    .with_url(bucket_url)
+                    .with_retry(retry);
+                for (key, value) in timeouts {
+                    b = b.with_config(GoogleConfigKey::Client(key), value);
+                }
+                Arc::new(b.build().map_err(store_err)?)
             }
             Scheme::Azure => {
+                use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
                 install_crypto_provider();
-                Arc::new(
-                    object_store::azure::MicrosoftAzureBuilder::from_env()
-                        .with_url(bucket_url)
-                        .with_retry(retry)
-                        .with_client_options(client)
-                        .build()
-                        .map_err(store_err)?,
-                )
+                // AZURE_STORAGE_USE_EMULATOR=true (Azurite) allows http itself;
+                // AZURITE_BLOB_STORAGE_URL moves it off http://127.0.0.1:10000.
+                let mut b = MicrosoftAzureBuilder::from_env()
+                    .with_url(bucket_url)
+                    .with_retry(retry);
+                for (key, value) in timeouts {
+                    b = b.with_config(AzureConfigKey::Client(key), value);
+                }
+                Arc::new(b.build().map_err(store_err)?)
             }
         };
         Ok(Uploader { target, store })

@@ -9,27 +9,13 @@
 mod common;
 
 use common::*;
-use ember_collapse::{CollapseOptions, collapse};
 use ember_export::{PerfCollector, PerfCollectorConfig, Sample};
 use object_store::ObjectStoreExt;
 use object_store::aws::AmazonS3Builder;
 use object_store::{ClientOptions, ObjectStore};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 const BUCKET: &str = "ember-dumps";
-
-fn folded(bytes: &[u8]) -> BTreeMap<String, u64> {
-    let opts = CollapseOptions {
-        threads: 1,
-        ..Default::default()
-    };
-    collapse(bytes, &opts)
-        .expect("collapse")
-        .stacks
-        .into_iter()
-        .collect()
-}
 
 async fn list(port: u16) -> Vec<String> {
     let store = AmazonS3Builder::new()
@@ -118,7 +104,10 @@ async fn s3_upload_outage_and_recovery_against_moto() {
     assert!(
         first.ends_with("-perf-data.gz") && first.len() == "YYYYMMDDTHHMMSS-perf-data.gz".len()
     );
-    assert_eq!(folded(&get(port, &keys[0]).await), fold(chunks[0], true));
+    assert_eq!(
+        folded_dump(&get(port, &keys[0]).await),
+        fold(chunks[0], true)
+    );
     assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
 
     // 2. Bucket unreachable: dumps stay local, at most max_dumps_retained.
@@ -161,7 +150,7 @@ async fn s3_upload_outage_and_recovery_against_moto() {
     assert_eq!(r.uploaded, want);
     assert_eq!(list(port).await, want);
     for (key, chunk) in want.iter().zip(&chunks[2..]) {
-        assert_eq!(folded(&get(port, key).await), fold(chunk, true));
+        assert_eq!(folded_dump(&get(port, key).await), fold(chunk, true));
     }
     assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
     assert_eq!(pc.stats().pending, 0);

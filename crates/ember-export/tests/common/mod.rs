@@ -1,6 +1,6 @@
 //! Shared test helpers: real perf-script corpora parsed into exporter events,
-//! scheduler switches derived from them, python tool detection, and a real
-//! `moto_server` process on a free loopback port.
+//! scheduler switches derived from them, python tool detection, and real
+//! storage servers (`moto_server`, emulators) on free loopback ports.
 #![allow(dead_code)]
 
 use ember_export::{Event, Frame, Sample, SchedSwitch};
@@ -207,13 +207,111 @@ pub fn python_has(module_check: &str, pip_hint: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !ok {
+    require(
+        ok,
+        &format!("the python module ({module_check})"),
+        &format!("pip install {pip_hint}"),
+    )
+}
+
+/// Whether a test's external tool is `present`: if not, the test is skipped
+/// locally with a printed reason, but fails under CI, whose `.ci/setup`
+/// installs it.
+pub fn require(present: bool, what: &str, install_hint: &str) -> bool {
+    if !present {
         if std::env::var_os("CI").is_some() {
-            panic!("CI must provide the python module ({module_check}): pip install {pip_hint}");
+            panic!("CI must provide {what}: {install_hint} (see .ci/setup)");
         }
-        eprintln!("SKIPPED: python3 cannot `{module_check}`; install with: pip install {pip_hint}");
+        eprintln!("SKIPPED: {what} is missing; install with: {install_hint}");
     }
-    ok
+    present
+}
+
+/// Folded stacks of a perf-script dump (gzip'd or not), by ember_collapse.
+pub fn folded_dump(bytes: &[u8]) -> BTreeMap<String, u64> {
+    let opts = ember_collapse::CollapseOptions {
+        threads: 1,
+        ..Default::default()
+    };
+    ember_collapse::collapse(bytes, &opts)
+        .expect("collapse")
+        .stacks
+        .into_iter()
+        .collect()
+}
+
+/// A server child process on 127.0.0.1:port (an emulator), its output in a
+/// log file quoted when it fails to come up; killed on drop.
+pub struct Server {
+    child: Option<Child>,
+    log: PathBuf,
+    /// Its port.
+    pub port: u16,
+}
+
+impl Server {
+    /// Spawns `cmd` (which must listen on `port`) and waits until it answers
+    /// an HTTP request, whatever the status (up to 60 s). Panics, with the
+    /// server's output, if it exits or does not answer in time.
+    pub fn start(name: &'static str, mut cmd: Command, port: u16, log: PathBuf) -> Server {
+        let out = std::fs::File::create(&log).expect("server log file");
+        let err = out.try_clone().expect("server log file");
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        let mut server = Server {
+            child: Some(child),
+            log,
+            port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok((status, _)) = http(port, "GET", "/")
+                && status != 0
+            {
+                return server;
+            }
+            let exited = server
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                panic!(
+                    "{name} exited ({status}) before answering on port {port}:\n{}",
+                    server.output()
+                );
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{name} did not answer on port {port} within 60 s:\n{}",
+                    server.output()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// What the server printed so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Kills the server and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// A free loopback port (bound then released).
