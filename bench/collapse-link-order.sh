@@ -20,11 +20,15 @@
 #
 # The names are the exact (mangled) symbols of this build. Symbols that a later change renames
 # simply drop out of the order (the link does not fail, the layout degrades); rerun this script
-# after large changes to the collapse path, clap or the standard library version. With the
-# release profile's fat LTO (one codegen unit) they do not drift after *unrelated* changes; with
-# ThinLTO they did (it renames promoted local functions NAME.llvm.<hash of their LTO module>, and
-# the hash moves with any code change in that module: 18 lost names of 607 cost ~900 KiB of
-# start-up RSS), which is why the profile is fat (bench/COLLAPSE-RESULTS.md, "Release profile").
+# after changes to the collapse path, clap or the standard library version, and after any
+# change to the dependency graph of `ember`: a generic function's symbol carries a hash of the
+# crates it was instantiated in, and those hashes move when a dependency is added anywhere in
+# the graph (adding rustc-hash to ember-pprof left 472 of 552 names; start-up floor 2.0 -> 2.8
+# MiB). With the release profile's fat LTO (one codegen unit) they do not drift after
+# unrelated *code* changes; with ThinLTO they did (it renames promoted local functions
+# NAME.llvm.<hash of their LTO module>, and the hash moves with any code change in that
+# module: 18 lost names of 607 cost ~900 KiB of start-up RSS), which is why the profile is fat
+# (bench/COLLAPSE-RESULTS.md, "Release profile").
 # --check only fails below 90 %: regenerate whenever it reports fewer than all. Two runs
 # differ by a few symbols (paths taken only under thread contention, e.g. a mutex's slow path):
 # the threaded run is not deterministic, and those rare paths barely matter for the layout.

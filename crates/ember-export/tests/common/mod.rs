@@ -251,8 +251,10 @@ pub struct Server {
 
 impl Server {
     /// Spawns `cmd` (which must listen on `port`) and waits until it answers
-    /// an HTTP request, whatever the status (up to 60 s). Panics, with the
-    /// server's output, if it exits or does not answer in time.
+    /// an HTTP request, whatever the status (up to 120 s: node loading
+    /// Azurite's 450 packages from a cold disk on a busy 2-core machine is
+    /// slow). Panics, with the server's output, if it exits or does not
+    /// answer in time.
     pub fn start(name: &'static str, mut cmd: Command, port: u16, log: PathBuf) -> Server {
         let out = std::fs::File::create(&log).expect("server log file");
         let err = out.try_clone().expect("server log file");
@@ -267,7 +269,7 @@ impl Server {
             log,
             port,
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Ok((status, _)) = http(port, "GET", "/")
                 && status != 0
@@ -286,7 +288,7 @@ impl Server {
             }
             if Instant::now() >= deadline {
                 panic!(
-                    "{name} did not answer on port {port} within 60 s:\n{}",
+                    "{name} did not answer on port {port} within 120 s:\n{}",
                     server.output()
                 );
             }
@@ -366,7 +368,7 @@ impl Moto {
             child: Some(child),
             port,
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Ok((status, _)) = http(port, "GET", "/")
                 && status != 0
