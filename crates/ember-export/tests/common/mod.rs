@@ -347,41 +347,24 @@ pub fn http(port: u16, method: &str, path: &str) -> std::io::Result<(u16, String
     Ok((status, body))
 }
 
-/// A `moto_server` child process on 127.0.0.1:port.
+/// A `moto_server` child process on 127.0.0.1:port (a [`Server`], so a start
+/// that fails shows moto's own output).
 pub struct Moto {
-    child: Option<Child>,
+    server: Server,
     /// Its port.
     pub port: u16,
 }
 
 impl Moto {
-    /// Starts moto_server and waits until it answers (up to 60 s).
+    /// Starts moto_server and waits until it answers.
     pub fn start(port: u16) -> Moto {
-        let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto_server starts");
-        let moto = Moto {
-            child: Some(child),
+        let mut cmd = Command::new("moto_server");
+        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+        let log = scratch(&format!("moto-{port}")).join("moto.log");
+        Moto {
+            server: Server::start("moto_server", cmd, port, log),
             port,
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Ok((status, _)) = http(port, "GET", "/")
-                && status != 0
-            {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "moto_server did not come up on port {port}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
         }
-        moto
     }
 
     /// Creates a bucket.
@@ -392,16 +375,7 @@ impl Moto {
 
     /// Stops the server and waits for it to exit.
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        self.stop();
+        self.server.stop();
     }
 }
 
