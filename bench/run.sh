@@ -10,7 +10,7 @@
 # Environment:
 #   CARGO_TARGET_DIR  where cargo builds (default: <repo>/target)
 #   BENCH_OUT         output directory (default: <repo>/bench/out, git-ignored)
-#   EMBER_CORPORA     the shared test corpora (default: ../shared/corpora or /work/shared/corpora)
+#   EMBER_CORPORA     the shared test corpora (default: tests/data/corpora in the repository)
 #   RUNS              hyperfine runs per command (default 5; 1 warm-up run is added)
 #   RECORD_SECONDS    length of the perf recording of the big input (default 45)
 #   RERECORD=1        record the big perf input again even if bench/out/data/big.perf.txt exists
@@ -31,7 +31,7 @@ mkdir -p "$data" "$raw"
 
 corpora="${EMBER_CORPORA:-}"
 if [[ -z "$corpora" ]]; then
-    for candidate in "$repo/../shared/corpora" /work/shared/corpora; do
+    for candidate in "$repo/tests/data/corpora" "$repo/../shared/corpora"; do
         if [[ -f "$candidate/INDEX.md" ]]; then corpora="$candidate"; break; fi
     done
 fi

@@ -4,15 +4,15 @@
 # The corpora are not ours to redistribute, and libFuzzer grows the corpus directories while it
 # runs, so the copies live only in the git-ignored fuzz/corpus/ tree and are rebuilt by this script.
 #
-# Usage: fuzz/seed.sh [CORPORA_DIR]   (default: ../shared/corpora next to the repository, or
-#                                      $EMBER_CORPORA, or /work/shared/corpora)
+# Usage: fuzz/seed.sh [CORPORA_DIR]   (default: tests/data/corpora in the repository, or
+#                                      $EMBER_CORPORA)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
 corpora="${1:-${EMBER_CORPORA:-}}"
 if [[ -z "$corpora" ]]; then
-    for candidate in "$repo/../shared/corpora" /work/shared/corpora; do
+    for candidate in "$repo/tests/data/corpora" "$repo/../shared/corpora"; do
         if [[ -f "$candidate/INDEX.md" ]]; then corpora="$candidate"; break; fi
     done
 fi

@@ -22,7 +22,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-corpora="${CORPORA:-$root/../shared/corpora}"
+corpora="${CORPORA:-$root/tests/data/corpora}"
 count="${COUNT:-20000}"
 concurrency="${CONCURRENCY:-16}"
 wide="${WIDE:-64}"

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use ember_collapse::{CollapseError, CollapseOptions, Collapsed, collapse_bytes};
 
 fn corpora() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora")
 }
 
 fn read(rel: &str) -> Vec<u8> {

@@ -1,4 +1,4 @@
-//! Runs every row of `/work/shared/corpora/perf-cases.tsv` (read at run time) through
+//! Runs every row of `tests/data/corpora/perf-cases.tsv` (read at run time) through
 //! `ember_collapse::collapse` and compares byte for byte with the expected folded file, with one
 //! thread, with two threads, and with two threads on tiny chunks (so that the parallel chunking
 //! is really exercised on these small inputs).
@@ -11,7 +11,7 @@ use ember_collapse::{CollapseOptions, Collapsed, WarningKind, collapse, fold_sta
 const YAMAKAKY: &str = "FlameGraph/test/perf-rust-Yamakaky-dcpu.txt";
 
 fn corpora() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora")
 }
 
 struct Row {

@@ -1,4 +1,4 @@
-//! Renders every row of `shared/corpora/flamegraph-svg-cases.tsv` and compares the SVG with the
+//! Renders every row of `tests/data/corpora/flamegraph-svg-cases.tsv` and compares the SVG with the
 //! reference line by line (trailing whitespace trimmed), as the reference harness does. Each row
 //! is classified as an exact match or a match of everything but frame colours; rows whose
 //! colours are fully determined by the options (hash / deterministic / differential) must be exact.
@@ -12,7 +12,7 @@ use ember_folded::Folded;
 use std::path::{Path, PathBuf};
 
 fn corpora() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora")
 }
 
 fn read_folded(paths: &[PathBuf]) -> Folded {

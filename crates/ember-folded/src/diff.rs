@@ -255,7 +255,7 @@ mod tests {
 
     fn data(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/corpora/inferno/tests/data/diff-folded")
+            .join("../../tests/data/corpora/inferno/tests/data/diff-folded")
             .join(name)
     }
 

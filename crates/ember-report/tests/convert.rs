@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn corpora() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora")
 }
 
 /// Every valid profile.proto file of the manifest (legacy and broken files excluded).

@@ -5,7 +5,7 @@ use ember_folded::diff::{DiffOptions, diff_folded, diff_stacks, write_diff};
 use std::path::{Path, PathBuf};
 
 fn corpora() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora")
 }
 
 fn folded_u64(path: &str, index: usize) -> Vec<(String, u64)> {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn corpora() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora")
 }
 
 fn find_go() -> Option<PathBuf> {

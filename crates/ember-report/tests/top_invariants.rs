@@ -5,7 +5,7 @@ use ember_report::{SortBy, TopOptions, top};
 use std::path::{Path, PathBuf};
 
 fn proto_files() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora");
     let tsv = std::fs::read_to_string(root.join("pprof-cases.tsv")).unwrap();
     tsv.lines()
         .skip(1)

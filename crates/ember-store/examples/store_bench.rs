@@ -132,7 +132,7 @@ fn time_ms(n: usize, mut f: impl FnMut()) -> (f64, f64) {
 }
 
 fn main() {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora");
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora");
     let mut seen = std::collections::HashSet::new();
     let profiles: Vec<Profile> = GO_CPU
         .iter()

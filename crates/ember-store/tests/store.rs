@@ -10,7 +10,7 @@ use ember_store::{IngestRecord, LabelPair, Query, Store, StoreOptions, parse_sel
 
 fn corpus(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpora")
+        .join("../../tests/data/corpora")
         .join(rel)
 }
 

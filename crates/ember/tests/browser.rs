@@ -53,7 +53,7 @@ fn flame_graph_is_interactive_in_chromium() {
         return;
     }
     let input = repo_root().join(
-        "../shared/corpora/derived/FlameGraph-results-lastsample/results/perf-vertx-stacks-01-collapsed-all.txt",
+        "tests/data/corpora/derived/FlameGraph-results-lastsample/results/perf-vertx-stacks-01-collapsed-all.txt",
     );
     let folded = std::fs::read_to_string(&input).expect("corpus file");
     let dir = std::env::temp_dir().join(format!("ember-browser-{}", std::process::id()));

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// Root of the shared corpora.
 pub fn corpora() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.join("../../../shared/corpora")
+    here.join("../../tests/data/corpora")
 }
 
 /// Parses `perf script` text (header `comm pid/tid [cpu] secs.frac: ...`,

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 /// Root of the shared corpora, failing loudly when it is missing.
 pub fn corpus() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora");
     assert!(
         dir.join("pprof-cases.tsv").is_file(),
-        "test corpus not found at {} (expected /work/shared/corpora next to the repository)",
+        "test corpus not found at {} (tests/data/corpora in the repository)",
         dir.display()
     );
     dir

@@ -197,7 +197,7 @@ pub fn enc(s: &str) -> String {
 /// Path of a corpus file.
 pub fn corpus(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpora")
+        .join("../../tests/data/corpora")
         .join(rel)
 }
 
