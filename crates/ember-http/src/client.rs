@@ -329,6 +329,12 @@ impl Client {
                 after: self.config.connect_timeout.min(timeout),
             };
         }
+        if crate::error::is_tls(error) {
+            return HttpError::Tls {
+                url: url.to_string(),
+                detail: chain(error),
+            };
+        }
         if error.is_connect() {
             return HttpError::Connect {
                 url: url.to_string(),
