@@ -6,11 +6,11 @@ use std::collections::BTreeSet;
 use ember_store::{Labels, Merged, Store, TimeSeries};
 use serde_json::Value;
 
+use crate::QueryError;
 use crate::flamebearer::{self, Timeline};
 use crate::render::{self, Format, Output};
 use crate::request::QueryRequest;
 use crate::tree::{DiffTree, Tree};
-use crate::QueryError;
 
 /// Most timeline buckets of one flame graph (a bound on the answer's size whatever the step).
 const MAX_TIMELINE_BUCKETS: i64 = 100_000;

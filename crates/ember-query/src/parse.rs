@@ -125,9 +125,7 @@ pub fn resolve_selector(
     let text = if text.trim().is_empty() { "{}" } else { text };
     let mut selector =
         ember_store::parse_selector(text).map_err(|e| QueryError::Selector(e.to_string()))?;
-    let mut profile_type = explicit_type
-        .filter(|t| !t.is_empty())
-        .map(str::to_string);
+    let mut profile_type = explicit_type.filter(|t| !t.is_empty()).map(str::to_string);
     let Some(name) = selector.name.take() else {
         return Ok((selector, profile_type));
     };
