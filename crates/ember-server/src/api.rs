@@ -1,6 +1,10 @@
 //! Ember's HTTP query API, `/api/v1/*` (see the crate docs for the parameters): each handler
 //! reads its parameters into an [`ember_query::QueryRequest`], runs one
 //! [`ember_query::Querier`] operation and encodes the answer.
+//!
+//! Besides the parameters in the crate docs, every selection takes `spanSelector=ID,ID`
+//! (trace span ids); the store does not keep span ids of samples yet, so it is refused with a
+//! 501 `unimplemented` rather than answered unfiltered.
 
 use std::sync::Arc;
 
