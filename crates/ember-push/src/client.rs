@@ -125,6 +125,9 @@ impl PushError {
 pub struct Client {
     url: String,
     http: ember_http::Client,
+    /// Backoff settings for [`Client::push_with_retries`].
+    min_backoff: Duration,
+    max_backoff: Duration,
 }
 
 impl Client {
@@ -148,6 +151,8 @@ impl Client {
         Ok(Client {
             url: url.to_string(),
             http,
+            min_backoff: config.min_backoff,
+            max_backoff: config.max_backoff,
         })
     }
 
@@ -197,6 +202,44 @@ impl Client {
             })
         } else {
             Err(PushError::Rejected { status, message })
+        }
+    }
+}
+
+impl Client {
+    /// Pushes `profiles`, retrying a retryable failure up to `retries` times with the
+    /// [`Pusher`]'s backoff (exponential from `min_backoff` to `max_backoff`, with jitter, and
+    /// at least the server's `Retry-After`). `on_retry` hears of each failure that will be
+    /// retried, with the wait and the attempt number (for progress output).
+    pub async fn push_with_retries(
+        &self,
+        profiles: &[PushProfile],
+        retries: u32,
+        mut on_retry: impl FnMut(&PushError, Duration, u32),
+    ) -> Result<(), PushError> {
+        let mut rng = unique_id() | 1;
+        let mut attempt = 0;
+        loop {
+            match self.push(profiles).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_retryable() && attempt < retries => {
+                    attempt += 1;
+                    let retry_after = match &e {
+                        PushError::Retry { retry_after, .. } => *retry_after,
+                        _ => None,
+                    };
+                    let delay = backoff(
+                        self.min_backoff,
+                        self.max_backoff,
+                        attempt,
+                        retry_after,
+                        &mut rng,
+                    );
+                    on_retry(&e, delay, attempt);
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 }
@@ -556,7 +599,13 @@ async fn send_loop(shared: Arc<Shared>, client: Client, config: PushConfig) {
                     *last = Some(text);
                     e.is_retryable().then(|| {
                         failures = failures.saturating_add(1);
-                        backoff(&config, failures, retry_after, &mut rng)
+                        backoff(
+                            config.min_backoff,
+                            config.max_backoff,
+                            failures,
+                            retry_after,
+                            &mut rng,
+                        )
                     })
                 }
             }
@@ -577,15 +626,15 @@ async fn send_loop(shared: Arc<Shared>, client: Client, config: PushConfig) {
 
 /// Exponential backoff with "equal jitter" (half fixed, half random), at least `Retry-After`.
 fn backoff(
-    config: &PushConfig,
+    min_backoff: Duration,
+    max_backoff: Duration,
     failures: u32,
     retry_after: Option<Duration>,
     rng: &mut u64,
 ) -> Duration {
-    let exp = config
-        .min_backoff
+    let exp = min_backoff
         .saturating_mul(1u32 << failures.saturating_sub(1).min(20))
-        .min(config.max_backoff);
+        .min(max_backoff);
     *rng ^= *rng << 13;
     *rng ^= *rng >> 7;
     *rng ^= *rng << 17;
@@ -605,22 +654,28 @@ mod tests {
     fn backoff_grows_caps_and_honours_retry_after() {
         let config = PushConfig::default();
         let mut rng = 12345;
-        let d1 = backoff(&config, 1, None, &mut rng);
+        let d1 = backoff(config.min_backoff, config.max_backoff, 1, None, &mut rng);
         assert!(
             d1 >= Duration::from_millis(250) && d1 <= Duration::from_millis(500),
             "{d1:?}"
         );
-        let d4 = backoff(&config, 4, None, &mut rng);
+        let d4 = backoff(config.min_backoff, config.max_backoff, 4, None, &mut rng);
         assert!(
             d4 >= Duration::from_secs(2) && d4 <= Duration::from_secs(4),
             "{d4:?}"
         );
-        let d30 = backoff(&config, 30, None, &mut rng);
+        let d30 = backoff(config.min_backoff, config.max_backoff, 30, None, &mut rng);
         assert!(
             d30 <= config.max_backoff && d30 >= config.max_backoff / 2,
             "{d30:?}"
         );
-        let r = backoff(&config, 1, Some(Duration::from_secs(7)), &mut rng);
+        let r = backoff(
+            config.min_backoff,
+            config.max_backoff,
+            1,
+            Some(Duration::from_secs(7)),
+            &mut rng,
+        );
         assert_eq!(r, Duration::from_secs(7));
     }
 

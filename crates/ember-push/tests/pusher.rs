@@ -244,3 +244,39 @@ fn bad_settings_fail_at_start() {
     .unwrap_err();
     assert!(error.to_string().contains("/nonexistent/ca.pem"), "{error}");
 }
+
+/// The one-shot client's retries: busy answers are retried with backoff until `retries` runs
+/// out; each retry is reported first.
+#[tokio::test]
+async fn push_with_retries_retries_busy_answers() {
+    let server = Server::default();
+    let base = server.start().await;
+    let client = Client::new(&PushConfig {
+        url: base,
+        min_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(20),
+        ..PushConfig::default()
+    })
+    .unwrap();
+    server.answer(500, vec![], "oops");
+    server.answer(503, vec![], "busy");
+    let mut retries = Vec::new();
+    client
+        .push_with_retries(&[profile("r")], 2, |e, delay, attempt| {
+            retries.push((e.to_string(), delay, attempt));
+        })
+        .await
+        .unwrap();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert!(retries[0].0.contains("oops") && retries[1].0.contains("busy"));
+    assert!(retries.iter().all(|r| r.1 <= Duration::from_millis(20)));
+    assert_eq!(server.received().len(), 3);
+
+    // Out of retries: the last error comes back.
+    server.answer(503, vec![], "still busy");
+    let error = client
+        .push_with_retries(&[profile("r")], 0, |_, _, _| panic!("no retry expected"))
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("still busy"), "{error}");
+}

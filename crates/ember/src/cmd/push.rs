@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ember_push::{Client, PushConfig, PushError, PushProfile};
+use ember_push::{Client, PushConfig, PushProfile};
 
 /// Options of `ember push`.
 #[derive(clap::Args)]
@@ -160,7 +160,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             labels: labels.clone(),
             raw_profile: bytes,
         };
-        match runtime.block_on(push_with_retries(&client, &profile, args.retries, &config)) {
+        let pushed = client.push_with_retries(
+            std::slice::from_ref(&profile),
+            args.retries,
+            |e, delay, attempt| {
+                eprintln!(
+                    "ember push: {e}; retrying in {delay:?} ({attempt}/{})",
+                    args.retries
+                );
+            },
+        );
+        match runtime.block_on(pushed) {
             Ok(()) => {
                 accepted += 1;
                 bytes_sent += size;
@@ -188,34 +198,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             total - accepted
         ),
         None => Ok(()),
-    }
-}
-
-async fn push_with_retries(
-    client: &Client,
-    profile: &PushProfile,
-    retries: u32,
-    config: &PushConfig,
-) -> Result<(), PushError> {
-    let mut attempt = 0;
-    loop {
-        match client.push(std::slice::from_ref(profile)).await {
-            Ok(()) => return Ok(()),
-            Err(e) if e.is_retryable() && attempt < retries => {
-                attempt += 1;
-                let mut delay =
-                    (config.min_backoff * (1 << attempt.min(10))).min(config.max_backoff);
-                if let PushError::Retry {
-                    retry_after: Some(r),
-                    ..
-                } = &e
-                {
-                    delay = delay.max(*r);
-                }
-                eprintln!("ember push: {e}; retrying in {delay:?} ({attempt}/{retries})");
-                tokio::time::sleep(delay).await;
-            }
-            Err(e) => return Err(e),
-        }
     }
 }
