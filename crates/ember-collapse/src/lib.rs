@@ -48,7 +48,9 @@
 #![warn(missing_docs)]
 mod fold;
 mod fxhash;
+mod lines;
 mod stream;
+mod table;
 mod tidy;
 
 use std::fmt;

@@ -1,7 +1,7 @@
 //! Ember's profile server: Pyroscope-compatible ingest, durable storage and queries over HTTP.
 //!
 //! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics.
-//! Storage lives in `ember-store`; rendering reuses `ember-flamegraph` and `ember-report`.
+//! Storage lives in `ember-store`; rendering reuses `ember-flamegraph` and `ember-formats`.
 //!
 //! # Routes
 //!

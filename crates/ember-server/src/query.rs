@@ -285,7 +285,7 @@ fn text_response(body: String) -> Response {
 }
 
 fn top_response(profile: &ember_pprof::Profile) -> Result<Response, ApiError> {
-    let table = ember_report::top(profile, &ember_report::TopOptions::default())
+    let table = ember_formats::top(profile, &ember_formats::TopOptions::default())
         .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(text_response(table.render()))
 }
@@ -293,11 +293,11 @@ fn top_response(profile: &ember_pprof::Profile) -> Result<Response, ApiError> {
 /// An SVG flame graph of `lines` (differential when they carry a second count), titled with the
 /// query, or `default_title` without one.
 fn svg_response(
-    lines: Vec<ember_folded::FoldedLine>,
+    lines: Vec<ember_formats::FoldedLine>,
     title: String,
     default_title: &str,
 ) -> Result<Response, ApiError> {
-    let folded = ember_folded::Folded {
+    let folded = ember_formats::Folded {
         lines,
         ignored_lines: 0,
         has_fractional: false,
@@ -361,7 +361,7 @@ pub(crate) async fn query(
                 merged
                     .stacks
                     .iter()
-                    .map(|(frames, v)| ember_folded::FoldedLine {
+                    .map(|(frames, v)| ember_formats::FoldedLine {
                         stack: frames.join(";"),
                         count: *v as f64,
                         second_count: None,
@@ -487,7 +487,7 @@ pub(crate) async fn diff(
             "svg" => svg_response(
                 diff_stacks(&l, &r)
                     .into_iter()
-                    .map(|(frames, a, b)| ember_folded::FoldedLine {
+                    .map(|(frames, a, b)| ember_formats::FoldedLine {
                         stack: frames.join(";"),
                         count: a as f64,
                         second_count: Some(b as f64),
