@@ -299,6 +299,73 @@ fn read_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<(&Path, InputBytes)>> {
     Ok(buffers)
 }
 
+/// Folds every input: pprof profiles through the folded view of the chosen sample type,
+/// folded text parsed in place. Also returns the unit of the first pprof input.
+fn fold_inputs<'b>(
+    args: &Args,
+    buffers: &'b [(&Path, InputBytes)],
+) -> anyhow::Result<(FoldedRef<'b>, Option<String>)> {
+    let mut folded = FoldedRef::default();
+    let mut pprof_unit = None;
+    for (path, bytes) in buffers {
+        let kind = if args.pprof || args.sample_type.is_some() {
+            Kind::Pprof
+        } else {
+            detect::classify(bytes)
+        };
+        let part = match kind {
+            Kind::Pprof => {
+                let (f, unit) = pprof_folded(bytes, args.sample_type.as_deref(), path)?;
+                pprof_unit.get_or_insert(unit);
+                f
+            }
+            Kind::Folded => ember_formats::parse_borrowed(bytes),
+            Kind::PerfScript | Kind::Speedscope => {
+                return Err(FormatError::Unsupported {
+                    path: path.display().to_string(),
+                    kind,
+                    hint: detect::unsupported_hint(kind).unwrap_or_default(),
+                }
+                .into());
+            }
+        };
+        folded.lines.extend(part.lines);
+        folded.ignored_lines += part.ignored_lines;
+        folded.has_fractional |= part.has_fractional;
+    }
+    Ok((folded, pprof_unit))
+}
+
+/// Loads `--palette-map` and `--nameattr`, printing their warnings.
+fn load_maps(args: &Args) -> anyhow::Result<(Option<PaletteMap>, Option<FrameAttrsMap>)> {
+    let palette_map = match &args.palette_map {
+        Some(path) => {
+            // A palette file that does not exist yet starts empty (the first consistent run).
+            let text = read_text(path)?.unwrap_or_default();
+            let (map, warnings) = PaletteMap::parse(&text);
+            warnings
+                .iter()
+                .for_each(|w| warn(&format!("{}: {w}", path.display())));
+            Some(map)
+        }
+        None => None,
+    };
+    let frame_attrs = match &args.nameattr {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let text = String::from_utf8_lossy(&bytes);
+            let (map, warnings) = FrameAttrsMap::parse(&text);
+            warnings
+                .iter()
+                .for_each(|w| warn(&format!("{}: {w}", path.display())));
+            Some(map)
+        }
+        None => None,
+    };
+    Ok((palette_map, frame_attrs))
+}
+
 /// Runs `ember flamegraph`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let colors: Palette = args
@@ -328,59 +395,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.inputs.clone()
     };
     let buffers = read_inputs(&inputs)?;
-    let mut folded = FoldedRef::default();
-    let mut pprof_unit = None;
-    for (path, bytes) in &buffers {
-        let kind = if args.pprof || args.sample_type.is_some() {
-            Kind::Pprof
-        } else {
-            detect::classify(bytes)
-        };
-        let part = match kind {
-            Kind::Pprof => {
-                let (f, unit) = pprof_folded(bytes, args.sample_type.as_deref(), path)?;
-                pprof_unit.get_or_insert(unit);
-                f
-            }
-            Kind::Folded => ember_formats::parse_borrowed(bytes),
-            Kind::PerfScript | Kind::Speedscope => {
-                return Err(FormatError::Unsupported {
-                    path: path.display().to_string(),
-                    kind,
-                    hint: detect::unsupported_hint(kind).unwrap_or_default(),
-                }
-                .into());
-            }
-        };
-        folded.lines.extend(part.lines);
-        folded.ignored_lines += part.ignored_lines;
-        folded.has_fractional |= part.has_fractional;
-    }
-
-    let palette_map = match &args.palette_map {
-        Some(path) => {
-            // A palette file that does not exist yet starts empty (the first consistent run).
-            let text = read_text(path)?.unwrap_or_default();
-            let (map, warnings) = PaletteMap::parse(&text);
-            warnings
-                .iter()
-                .for_each(|w| warn(&format!("{}: {w}", path.display())));
-            Some(map)
-        }
-        None => None,
-    };
-    let frame_attrs = match &args.nameattr {
-        Some(path) => {
-            let text = read_text(path)?
-                .with_context(|| format!("reading {}: no such file", path.display()))?;
-            let (map, warnings) = FrameAttrsMap::parse(&text);
-            warnings
-                .iter()
-                .for_each(|w| warn(&format!("{}: {w}", path.display())));
-            Some(map)
-        }
-        None => None,
-    };
+    let (folded, pprof_unit) = fold_inputs(&args, &buffers)?;
+    let (palette_map, frame_attrs) = load_maps(&args)?;
 
     let direction = if args.inverted {
         Direction::Inverted
