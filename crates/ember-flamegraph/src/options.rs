@@ -40,7 +40,7 @@ pub struct Options {
     pub hash: bool,
     /// Colour by an FNV hash of the full name (stable across machines and runs).
     pub deterministic: bool,
-    /// Persistent name → colour map; new names are added to it (see [`RenderReport::palette_map`]).
+    /// Persistent name → colour map; new names are added to it (see [`crate::RenderReport::palette_map`]).
     pub palette_map: Option<PaletteMap>,
     /// Per-function SVG attributes (`--nameattr`).
     pub frame_attrs: Option<FrameAttrsMap>,

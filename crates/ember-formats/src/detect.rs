@@ -48,8 +48,8 @@ const HEAD: usize = 64 * 1024;
 /// - binary content (control bytes other than tab and line breaks in the first 512 bytes, or
 ///   a first byte of `0x0a`, the tag that starts most profile.proto messages) is pprof;
 /// - text whose first non-blank character is `{` is speedscope JSON;
-/// - text with an indented `hexaddress symbol` line among its first lines, and fewer folded
-///   lines than not, is `perf script` output;
+/// - text with `hexaddress symbol (module)` frame lines among its first lines, and fewer
+///   folded lines than not, is `perf script` output;
 /// - any other text is folded stacks (legacy pprof text formats included: their lines do not
 ///   parse as folded, and [`decode`] reports them through the pprof decoder).
 pub fn classify(bytes: &[u8]) -> Kind {
@@ -75,9 +75,9 @@ fn looks_binary(bytes: &[u8]) -> bool {
             .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
 }
 
-/// `perf script` prints each sample as a header line followed by indented frame lines
-/// (`\t    7f3a2b1c main+0x12 (/usr/bin/app)`); folded stacks are one unindented line per
-/// stack ending in a count. Looks at the first 200 non-blank lines.
+/// `perf script` prints each sample as a header line followed by frame lines
+/// (`\t    7f3a2b1c main+0x12 (/usr/bin/app)`); folded stacks are one line per stack ending
+/// in a count. Looks at the first 200 non-blank lines.
 fn looks_like_perf_script(head: &[u8]) -> bool {
     let mut frames = 0usize;
     let mut folded = 0usize;
@@ -98,14 +98,14 @@ fn looks_like_perf_script(head: &[u8]) -> bool {
     frames > 0 && folded < frames + others
 }
 
-/// An indented line whose first word is a hexadecimal address followed by a symbol.
+/// A frame line: a hexadecimal address, a space, and a symbol ending in the module in
+/// parentheses (usually indented, though some perf versions print it flush left).
 fn is_perf_frame(line: &[u8]) -> bool {
-    if !matches!(line.first(), Some(b' ' | b'\t')) {
-        return false;
-    }
-    let rest = line.trim_ascii_start();
-    let digits = rest.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    digits > 0 && rest.get(digits).is_some_and(|&b| b == b' ' || b == b'\t')
+    let line = line.trim_ascii();
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    digits > 0
+        && line.get(digits).is_some_and(|&b| b == b' ' || b == b'\t')
+        && line.ends_with(b")")
 }
 
 /// A decoded input.

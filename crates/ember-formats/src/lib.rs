@@ -4,7 +4,7 @@
 //!   variant): lenient parsing (owned or borrowing the input) and writing.
 //! - [`diff_folded`]: two folded inputs → `stack before after` lines (`difffolded.pl`).
 //! - [`speedscope`]: speedscope JSON output.
-//! - [`top`]: the `go tool pprof -top` table, byte for byte; [`units`] its value formatting.
+//! - [`mod@top`]: the `go tool pprof -top` table, byte for byte; [`units`] its value formatting.
 //! - [`convert`]: conversions between pprof, folded stacks and speedscope (the matrix is in
 //!   that module's documentation).
 //! - [`input`] and [`detect`]: reading a path or stdin (memory-mapping large files,
