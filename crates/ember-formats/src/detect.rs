@@ -103,9 +103,7 @@ fn looks_like_perf_script(head: &[u8]) -> bool {
 fn is_perf_frame(line: &[u8]) -> bool {
     let line = line.trim_ascii();
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    digits > 0
-        && line.get(digits).is_some_and(|&b| b == b' ' || b == b'\t')
-        && line.ends_with(b")")
+    digits > 0 && line.get(digits).is_some_and(|&b| b == b' ' || b == b'\t') && line.ends_with(b")")
 }
 
 /// A decoded input.
