@@ -1,10 +1,20 @@
-//! Input detection and conversions between pprof profiles and folded stacks.
+//! Conversions between pprof profiles, folded stacks and speedscope JSON.
 //!
-//! Ember commands accept either format for any profile argument; [`read_input`] decides by
-//! content (a valid profile.proto message, gzip'd or not, else folded text), never by file name.
+//! Every Ember command that takes a profile accepts pprof (gzip'd or raw) or folded stacks,
+//! decided by content ([`crate::detect`]). The conversions (rows: input, columns: output):
+//!
+//! | from \\ to  | pprof | folded | speedscope |
+//! |-------------|-------|--------|------------|
+//! | pprof       | re-encoded, gzip'd | [`ember_pprof::folded_stacks`] (one sample type; [`pprof_stacks`] drops negative values) | [`crate::profile_to_speedscope`] (every sample type, or one) |
+//! | folded      | [`folded_to_profile`] (one `type/unit`, counts truncated) | rewritten (counts truncated) | [`crate::folded_to_speedscope`] |
+//! | perf script | `ember collapse`, then folded → pprof | `ember-collapse` | `ember collapse`, then folded → speedscope |
+//! | speedscope  | not read | not read | not read |
+//!
+//! pprof → folded exists once, as `ember_pprof::folded_stacks` (the pprof model's folded
+//! view); everything here builds on it.
 
-use crate::ReportError;
-use ember_folded::Folded;
+use crate::detect::Input;
+use crate::folded::{Folded, FoldedLineRef, FoldedRef};
 use ember_pprof::{Profile, ProfileBuilder};
 use std::path::Path;
 
@@ -52,51 +62,6 @@ impl Format {
     }
 }
 
-/// A decoded input file.
-#[derive(Debug, Clone)]
-pub enum Input {
-    /// A pprof profile.
-    Pprof(Box<Profile>),
-    /// Folded stacks.
-    Folded(Folded),
-}
-
-/// Reads a file and decides its format by content.
-pub fn read_input(path: &Path) -> Result<Input, ReportError> {
-    let bytes = std::fs::read(path).map_err(|source| ReportError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
-    detect(&bytes).map_err(|pprof| ReportError::UnknownFormat {
-        path: path.display().to_string(),
-        pprof,
-    })
-}
-
-/// Decides the format of in-memory bytes: a profile when they decode and validate as one,
-/// otherwise folded stacks when at least one line parses.
-pub fn detect(bytes: &[u8]) -> Result<Input, ember_pprof::PprofError> {
-    match ember_pprof::decode(bytes) {
-        Ok(profile) => Ok(Input::Pprof(Box::new(profile))),
-        Err(err) => {
-            // gzip'd input that failed is a broken profile, not text, and a recognised legacy
-            // pprof format is not folded stacks. ("text" only means "not protobuf".)
-            if bytes.starts_with(&[0x1f, 0x8b])
-                || matches!(err, ember_pprof::PprofError::LegacyFormat { kind } if kind != "text")
-            {
-                return Err(err);
-            }
-            let folded = ember_folded::parse_bytes(bytes);
-            // Binary data yields a few accidental matches among many rejected lines.
-            if folded.lines.is_empty() || folded.ignored_lines > folded.lines.len() {
-                Err(err)
-            } else {
-                Ok(Input::Folded(folded))
-            }
-        }
-    }
-}
-
 /// Builds a profile from folded stacks with one sample type `(type, unit)`. Fractional counts
 /// are truncated; differential lines keep their first count. Returns the profile and how many
 /// lines had a fractional part.
@@ -113,6 +78,43 @@ pub fn folded_to_profile(folded: &Folded, sample_type: (&str, &str)) -> (Profile
         builder.add_folded_stack(&frames, &[line.count as i64]);
     }
     (builder.build(), fractional)
+}
+
+/// The stacks of sample type `index` of `profile` (via [`ember_pprof::folded_stacks`]) with
+/// their values, leaving out the negative ones (which folded stacks cannot show), and how many
+/// were left out.
+pub fn pprof_stacks(profile: &Profile, index: usize) -> (Vec<(String, u64)>, usize) {
+    let mut negative = 0;
+    let stacks = ember_pprof::folded_stacks(profile, index)
+        .into_iter()
+        .filter_map(|(stack, value)| match u64::try_from(value) {
+            Ok(value) => Some((stack, value)),
+            Err(_) => {
+                negative += 1;
+                None
+            }
+        })
+        .collect();
+    (stacks, negative)
+}
+
+/// [`pprof_stacks`] as a [`FoldedRef`] (the form the flame graph renderer takes), and how
+/// many negative stacks were left out.
+pub fn pprof_folded_ref(profile: &Profile, index: usize) -> (FoldedRef<'static>, usize) {
+    let (stacks, negative) = pprof_stacks(profile, index);
+    let lines = stacks
+        .into_iter()
+        .map(|(stack, value)| FoldedLineRef {
+            stack: stack.into(),
+            count: value as f64,
+            second_count: None,
+        })
+        .collect();
+    let folded = FoldedRef {
+        lines,
+        ..FoldedRef::default()
+    };
+    (folded, negative)
 }
 
 /// Turns any input into a profile (folded input gets type `samples/count`).

@@ -6,7 +6,7 @@
 //! whose cumulative value is at most 0.5% of the total dropped (`Dropped N nodes`), ties sorted
 //! by name, and units chosen from the smallest and largest value shown.
 
-use crate::ReportError;
+use crate::FormatError;
 use crate::units::{percentage, scale, scaled_label};
 use ember_pprof::Profile;
 use std::collections::{HashMap, HashSet};
@@ -135,10 +135,10 @@ impl TopTable {
 pub fn select_sample_index(
     profile: &Profile,
     selector: Option<&str>,
-) -> Result<usize, ReportError> {
+) -> Result<usize, FormatError> {
     let count = profile.sample_type.len();
     if count == 0 {
-        return Err(ReportError::NoSampleTypes);
+        return Err(FormatError::NoSampleTypes);
     }
     let type_name = |i: usize| string(profile, profile.sample_type[i].r#type);
     let Some(selector) = selector.filter(|s| !s.is_empty()) else {
@@ -155,7 +155,7 @@ pub fn select_sample_index(
             .ok()
             .filter(|&i| i < count)
             .ok_or_else(|| {
-                ReportError::SampleIndex(format!(
+                FormatError::SampleIndex(format!(
                     "sample index {selector} is outside the range [0..{}]",
                     count - 1
                 ))
@@ -176,7 +176,7 @@ pub fn select_sample_index(
         return Ok(i);
     }
     let names: Vec<&str> = (0..count).map(type_name).collect();
-    Err(ReportError::SampleIndex(format!(
+    Err(FormatError::SampleIndex(format!(
         "sample index {selector:?} must be one of: {}",
         names.join(" ")
     )))
@@ -421,7 +421,7 @@ fn has_url_scheme(s: &str) -> bool {
 }
 
 /// Computes the top table of `profile`.
-pub fn top(profile: &Profile, options: &TopOptions) -> Result<TopTable, ReportError> {
+pub fn top(profile: &Profile, options: &TopOptions) -> Result<TopTable, FormatError> {
     let index = select_sample_index(profile, options.sample_index.as_deref())?;
     let sample_type = string(profile, profile.sample_type[index].r#type).to_owned();
     let sample_unit = string(profile, profile.sample_type[index].unit).to_owned();

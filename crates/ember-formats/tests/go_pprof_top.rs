@@ -11,7 +11,7 @@
 //! Go 1.19's pprof is the reference (Debian `golang-1.19-go`, installed by `.ci/setup`). Without
 //! it the test is skipped with a loud message, unless `CI` is set, where it fails.
 
-use ember_report::{SortBy, TopOptions, top};
+use ember_formats::{SortBy, TopOptions, top};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -2,10 +2,11 @@
 //! speedscope output parses, has one profile per sample type with the right totals and the same
 //! stacks as the folded view, and matches the structure of speedscope files in the wild.
 
-use ember_folded::{Folded, FoldedLine};
-use ember_report::convert::{Input, detect, folded_to_profile};
-use ember_report::speedscope::{File, SCHEMA};
-use ember_report::{
+use ember_formats::convert::folded_to_profile;
+use ember_formats::detect::{Input, decode as detect};
+use ember_formats::speedscope::{File, SCHEMA};
+use ember_formats::{Folded, FoldedLine};
+use ember_formats::{
     TopOptions, folded_to_speedscope, profile_to_speedscope, select_sample_index, top,
 };
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The pieces `ember diff` chains together, on corpus files: pprof profiles folded and diffed,
 //! diff-folded text read back by the folded parser, and the differential flame graph colours.
 
-use ember_folded::diff::{DiffOptions, diff_folded, diff_stacks, write_diff};
+use ember_formats::diff_folded::{DiffOptions, diff_folded, diff_stacks, write_diff};
 use std::path::{Path, PathBuf};
 
 fn corpora() -> PathBuf {
@@ -68,7 +68,7 @@ fn diff_text_reads_back_and_renders_red_and_blue() {
     let diff = diff_folded(&before[..], &after[..], &DiffOptions::default()).unwrap();
     let mut text = Vec::new();
     write_diff(&diff.lines, &mut text).unwrap();
-    let parsed = ember_folded::parse_bytes(&text);
+    let parsed = ember_formats::parse_bytes(&text);
     assert_eq!(parsed, diff.to_folded());
 
     let render = |negate: bool| {

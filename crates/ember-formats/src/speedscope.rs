@@ -5,7 +5,7 @@
 //! are function-level (name and file), matching how Ember folds stacks: a location's inlined
 //! functions appear after their caller, and a location without symbols is `0x<address>`.
 
-use crate::ReportError;
+use crate::FormatError;
 use crate::top::select_sample_index;
 use ember_pprof::Profile;
 use serde::{Deserialize, Serialize};
@@ -121,7 +121,7 @@ pub fn profile_to_speedscope(
     profile: &Profile,
     sample_index: Option<&str>,
     name: &str,
-) -> Result<File, ReportError> {
+) -> Result<File, FormatError> {
     let default = select_sample_index(profile, sample_index)?;
     let indices: Vec<usize> = if sample_index.is_some() {
         vec![default]
@@ -212,7 +212,7 @@ pub fn profile_to_speedscope(
 
 /// Converts folded stacks (one `"sampled"` profile, unit `none`). Lines with a non-positive
 /// count are left out; differential lines use their first count.
-pub fn folded_to_speedscope(folded: &ember_folded::Folded, name: &str) -> File {
+pub fn folded_to_speedscope(folded: &crate::folded::Folded, name: &str) -> File {
     let mut table = FrameTable::default();
     let mut samples = Vec::with_capacity(folded.lines.len());
     let mut weights = Vec::with_capacity(folded.lines.len());

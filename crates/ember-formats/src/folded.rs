@@ -7,9 +7,6 @@
 //! than failing the whole input, lines starting with `# ` are comments, and bytes that are not UTF-8 are replaced
 //! (lossy) instead of rejected, so arbitrary input can never make it panic.
 
-#![warn(missing_docs)]
-pub mod diff;
-
 use std::io::{BufRead, Write};
 
 /// One parsed folded line.

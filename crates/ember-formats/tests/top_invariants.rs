@@ -1,7 +1,7 @@
 //! Properties of the top table that hold for every corpus profile, checked without Go (the exact
 //! comparison with `go tool pprof` lives in `go_pprof_top.rs`).
 
-use ember_report::{SortBy, TopOptions, top};
+use ember_formats::{SortBy, TopOptions, top};
 use std::path::{Path, PathBuf};
 
 fn proto_files() -> Vec<PathBuf> {
@@ -37,7 +37,7 @@ fn rows_are_ordered_and_consistent_with_totals() {
             assert_eq!(table.total, total, "{name}");
             let mut flat_sum = 0i64;
             for pair in table.rows.windows(2) {
-                let key = |r: &ember_report::TopRow| match sort {
+                let key = |r: &ember_formats::TopRow| match sort {
                     SortBy::Flat => r.flat.abs(),
                     SortBy::Cum => r.cum.abs(),
                 };

@@ -138,13 +138,13 @@ pub fn write_diff<'a>(
 }
 
 impl Diff {
-    /// The diff as three-column [`crate::Folded`] input, ready for a differential flame graph.
-    pub fn to_folded(&self) -> crate::Folded {
-        crate::Folded {
+    /// The diff as three-column [`crate::folded::Folded`] input, ready for a differential flame graph.
+    pub fn to_folded(&self) -> crate::folded::Folded {
+        crate::folded::Folded {
             lines: self
                 .lines
                 .iter()
-                .map(|l| crate::FoldedLine {
+                .map(|l| crate::folded::FoldedLine {
                     stack: l.stack.clone(),
                     count: l.before as f64,
                     second_count: Some(l.after as f64),
