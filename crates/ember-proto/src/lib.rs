@@ -75,6 +75,9 @@ mod tests {
         let bytes = request.encode_to_vec();
         // series (field 1, length-delimited) → labels (field 1) → name (field 1) "service_name".
         assert_eq!(&bytes[..2], &[0x0a, (bytes.len() - 2) as u8]);
-        assert_eq!(crate::push::PushRequest::decode(&bytes[..]).unwrap(), request);
+        assert_eq!(
+            crate::push::PushRequest::decode(&bytes[..]).unwrap(),
+            request
+        );
     }
 }

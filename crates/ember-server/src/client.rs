@@ -1,5 +1,5 @@
 //! A minimal blocking HTTP/1.1 client for talking to an Ember server from the CLI
-//! (`ember query`, the `ember loadgen` load generator).
+//! (`ember query`, and `ember-loadgen` in `bench/loadgen` until `ember-http` replaces it).
 //!
 //! Owns one keep-alive connection per [`HttpClient`]: requests carry `Content-Length`,
 //! responses are read by `Content-Length` or chunked encoding. A request on a reused
@@ -61,6 +61,7 @@ impl HttpResponse {
 }
 
 /// A blocking keep-alive HTTP/1.1 connection to one server.
+#[derive(Debug)]
 pub struct HttpClient {
     addr: String,
     prefix: String,

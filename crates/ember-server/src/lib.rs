@@ -1,7 +1,11 @@
 //! Ember's profile server: Pyroscope-compatible ingest, durable storage and queries over HTTP.
 //!
-//! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics.
-//! Storage lives in `ember-store`; rendering reuses `ember-flamegraph` and `ember-report`.
+//! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics,
+//! with one small module per protocol: `pyroscope` (legacy `/ingest`, render), `push`
+//! (`push.v1` over Connect), `grpc` (gRPC framing of the same), `querier` (`querier.v1`)
+//! and the `/api/v1` routes. Ingest routes only turn a request into an
+//! [`ember_store::IngestBatch`]: validation, limits and the write-ahead log are
+//! [`ember_store::Store::ingest`]'s. Rendering reuses `ember-flamegraph` and `ember-report`.
 //!
 //! # Routes
 //!
@@ -46,13 +50,14 @@
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown) and `retention_days` (30; 0 keeps everything).
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 pub mod client;
 pub mod flamebearer;
 mod grpc;
 mod ingest;
-pub mod loadgen;
-pub mod proto;
+mod push;
+mod pyroscope;
 pub mod querier;
 mod query;
 
@@ -66,7 +71,7 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use ember_store::{Store, StoreOptions};
+use ember_store::{IngestLimits, Store, StoreOptions};
 
 /// Request and data limits; every one has a default.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -172,7 +177,7 @@ pub enum ServerError {
 }
 
 /// Counters exported at `/metrics`.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Metrics {
     ingested_profiles: AtomicU64,
     ingested_bytes: AtomicU64,
@@ -197,6 +202,7 @@ impl Metrics {
 }
 
 /// State shared by all handlers.
+#[derive(Debug)]
 pub struct AppState {
     store: Store,
     limits: Limits,
@@ -285,15 +291,7 @@ impl From<ember_store::StoreError> for ApiError {
     fn from(e: ember_store::StoreError) -> Self {
         use ember_store::StoreError as E;
         match e {
-            E::SeriesLimit { .. } => ApiError {
-                retry_after_secs: None,
-                status: StatusCode::TOO_MANY_REQUESTS,
-                code: "resource_exhausted",
-                reason: "series_limit",
-                message: e.to_string(),
-            },
             E::Selector(_) => ApiError::bad_request("bad_query", e.to_string()),
-            E::Profile(_) => ApiError::bad_request("bad_profile", e.to_string()),
             E::Closed => ApiError {
                 retry_after_secs: None,
                 status: StatusCode::SERVICE_UNAVAILABLE,
@@ -359,6 +357,7 @@ pub(crate) fn tenant(s: &AppState, headers: &HeaderMap) -> Result<String, ApiErr
 }
 
 /// A bound, ready server.
+#[derive(Debug)]
 pub struct Server {
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
@@ -372,6 +371,13 @@ impl Server {
         let store_options = StoreOptions {
             max_series_per_tenant: limits.max_series_per_tenant,
             retention_nanos: (limits.retention_days.max(0.0) * 86_400e9) as i64,
+            ingest: IngestLimits {
+                max_decompressed_bytes: limits.max_decompressed_bytes,
+                max_samples_per_profile: limits.max_samples_per_profile,
+                max_labels_per_series: limits.max_labels_per_series,
+                max_label_name_length: limits.max_label_name_length,
+                max_label_value_length: limits.max_label_value_length,
+            },
         };
         let store = tokio::task::spawn_blocking(move || Store::open(&data_dir, store_options))
             .await
@@ -459,23 +465,25 @@ fn flush_and_expire(s: &AppState) {
                 .flush_micros
                 .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
             if let Some(path) = stats.block {
-                eprintln!(
-                    "ember server: flushed {} records ({} WAL bytes) into {} ({} bytes)",
-                    stats.records,
-                    stats.wal_bytes,
-                    path.display(),
-                    stats.block_bytes
+                tracing::info!(
+                    records = stats.records,
+                    wal_bytes = stats.wal_bytes,
+                    block = %path.display(),
+                    block_bytes = stats.block_bytes,
+                    "flushed the write-ahead log into a block"
                 );
             }
         }
         Err(e) => {
             s.metrics.reject("flush_failed");
-            eprintln!("ember server: flush failed (data stays in the log): {e}");
+            tracing::error!(error = %e, "flush failed (data stays in the log)");
         }
     }
     let now = ingest::now_nanos();
-    if let Err(e) = s.store.enforce_retention(now) {
-        eprintln!("ember server: retention failed: {e}");
+    match s.store.enforce_retention(now) {
+        Ok(0) => {}
+        Ok(deleted) => tracing::info!(blocks = deleted, "retention deleted expired blocks"),
+        Err(e) => tracing::error!(error = %e, "retention failed"),
     }
 }
 
@@ -484,9 +492,9 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/ready", get(ready))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .route("/ingest", post(ingest::legacy))
-        .route("/pyroscope/ingest", post(ingest::legacy))
-        .route("/push.v1.PusherService/Push", post(ingest::push))
+        .route("/ingest", post(pyroscope::ingest::legacy))
+        .route("/pyroscope/ingest", post(pyroscope::ingest::legacy))
+        .route("/push.v1.PusherService/Push", post(push::push))
         .route("/pyroscope/render", get(query::render))
         .route("/api/v1/query", get(query::query))
         .route("/api/v1/timeseries", get(query::timeseries))

@@ -1,19 +1,22 @@
-//! The load generator behind `ember loadgen`: pushes pprof files to a server from N
-//! concurrent workers, each on its own keep-alive connection, and measures the rate and
-//! latency of acknowledged pushes.
+//! The load generator behind `ember-loadgen` (`bench/server/run.sh`): pushes pprof files to
+//! a server from N concurrent workers, each on its own keep-alive connection, and measures
+//! the rate and latency of acknowledged pushes.
 //!
 //! Owns the two request shapes a benchmark needs: `push.v1` Connect pushes with a rotating
 //! set of distinct label sets (live ingest), and legacy `/ingest` requests with explicit
 //! `from`/`until` stepping through the past (back-filling a time range for query benchmarks).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ember_proto::push::{PushRequest, RawProfileSeries, RawSample};
+use ember_proto::types::LabelPair;
+use ember_server::client::{ClientError, HttpClient, url_encode};
 use prost::Message;
-
-use crate::client::{ClientError, HttpClient, url_encode};
-use crate::proto;
 
 /// What each request carries.
 #[derive(Debug, Clone)]
@@ -93,20 +96,20 @@ fn request_for(
     let profile = &opts.profiles[(i % opts.profiles.len() as u64) as usize];
     match opts.mode {
         LoadMode::Push => {
-            let mut labels = vec![proto::LabelPair {
+            let mut labels = vec![LabelPair {
                 name: "service_name".into(),
                 value: opts.service.clone(),
             }];
             if opts.label_sets > 1 {
-                labels.push(proto::LabelPair {
+                labels.push(LabelPair {
                     name: "pod".into(),
                     value: format!("pod-{}", i % opts.label_sets as u64),
                 });
             }
-            let body = proto::PushRequest {
-                series: vec![proto::RawProfileSeries {
+            let body = PushRequest {
+                series: vec![RawProfileSeries {
                     labels,
-                    samples: vec![proto::RawSample {
+                    samples: vec![RawSample {
                         raw_profile: profile.clone(),
                         id: String::new(),
                     }],
