@@ -1,5 +1,5 @@
 //! A minimal blocking HTTP/1.1 client for talking to an Ember server from the CLI
-//! (`ember query`, and `ember-loadgen` in `bench/loadgen` until `ember-http` replaces it).
+//! (`ember query`, until it moves to `ember-http`).
 //!
 //! Owns one keep-alive connection per [`HttpClient`]: requests carry `Content-Length`,
 //! responses are read by `Content-Length` or chunked encoding. A request on a reused
