@@ -13,9 +13,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ember_http::{BlockingClient, ClientConfig, HttpError, Request};
 use ember_proto::push::{PushRequest, RawProfileSeries, RawSample};
 use ember_proto::types::LabelPair;
-use ember_http::{BlockingClient, ClientConfig, HttpError, Request};
 use prost::Message;
 
 /// Why a load run could not start.

@@ -525,109 +525,99 @@ async fn healthz() -> &'static str {
 }
 
 async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -> Response {
-    use std::fmt::Write;
+    use ember_telemetry::{Exposition, MetricType};
     let m = &s.metrics;
-    let mut out = String::new();
-    let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-        );
-    };
-    counter(
-        &mut out,
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let seconds = |micros: u64| micros as f64 / 1e6;
+    let mut e = Exposition::new();
+    e.counter(
         "ember_ingested_profiles_total",
         "Profiles accepted and durably stored.",
-        m.ingested_profiles.load(Ordering::Relaxed),
-    );
-    counter(
-        &mut out,
+        load(&m.ingested_profiles),
+    )
+    .counter(
         "ember_ingested_bytes_total",
         "Request body bytes of accepted profiles.",
-        m.ingested_bytes.load(Ordering::Relaxed),
+        load(&m.ingested_bytes),
     );
-    let _ = writeln!(
-        out,
-        "# HELP ember_rejected_total Rejected ingest requests by reason.\n# TYPE ember_rejected_total counter"
-    );
-    for (reason, n) in m.rejected.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        let _ = writeln!(out, "ember_rejected_total{{reason=\"{reason}\"}} {n}");
+    {
+        let rejected = e.family(
+            "ember_rejected_total",
+            MetricType::Counter,
+            "Rejected ingest requests by reason.",
+        );
+        for (reason, n) in m.rejected.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            rejected.sample(&[("reason", reason)], *n);
+        }
     }
-    counter(
-        &mut out,
+    let w = s.store.wal_stats();
+    let (blocks, block_bytes, wal_bytes) = s.store.disk_usage();
+    let (series, profiles, strings, nodes) = s.store.head_stats();
+    e.counter(
         "ember_ingest_requests_total",
         "Accepted ingest requests.",
-        m.ingest_requests.load(Ordering::Relaxed),
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_ingest_seconds_total Time spent in accepted ingest requests (including the WAL fsync).\n# TYPE ember_ingest_seconds_total counter\nember_ingest_seconds_total {:.6}",
-        m.ingest_micros.load(Ordering::Relaxed) as f64 / 1e6
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_queries_total Queries answered.\n# TYPE ember_queries_total counter\nember_queries_total {}",
-        m.queries.load(Ordering::Relaxed)
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_query_seconds_total Time spent answering queries.\n# TYPE ember_query_seconds_total counter\nember_query_seconds_total {:.6}",
-        m.query_micros.load(Ordering::Relaxed) as f64 / 1e6
-    );
-    let w = s.store.wal_stats();
-    counter(
-        &mut out,
+        load(&m.ingest_requests),
+    )
+    .counter(
+        "ember_ingest_seconds_total",
+        "Time spent in accepted ingest requests (including the WAL fsync).",
+        seconds(load(&m.ingest_micros)),
+    )
+    .counter("ember_queries_total", "Queries answered.", load(&m.queries))
+    .counter(
+        "ember_query_seconds_total",
+        "Time spent answering queries.",
+        seconds(load(&m.query_micros)),
+    )
+    .counter(
         "ember_wal_records_total",
         "Records written to the write-ahead log.",
         w.records,
-    );
-    counter(
-        &mut out,
+    )
+    .counter(
         "ember_wal_bytes_total",
         "Bytes written to the write-ahead log.",
         w.bytes,
-    );
-    counter(
-        &mut out,
+    )
+    .counter(
         "ember_wal_fsyncs_total",
         "fsync calls of the write-ahead log (one per group commit).",
         w.fsyncs,
+    )
+    .counter(
+        "ember_wal_sync_seconds_total",
+        "Time spent writing and fsyncing the log.",
+        seconds(w.sync_micros),
+    )
+    .counter(
+        "ember_flushes_total",
+        "Flushes of the log into blocks.",
+        load(&m.flushes),
+    )
+    .counter(
+        "ember_flush_seconds_total",
+        "Time spent flushing.",
+        seconds(load(&m.flush_micros)),
     );
-    let _ = writeln!(
-        out,
-        "# HELP ember_wal_sync_seconds_total Time spent writing and fsyncing the log.\n# TYPE ember_wal_sync_seconds_total counter\nember_wal_sync_seconds_total {:.6}",
-        w.sync_micros as f64 / 1e6
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_flushes_total Flushes of the log into blocks.\n# TYPE ember_flushes_total counter\nember_flushes_total {}\n# HELP ember_flush_seconds_total Time spent flushing.\n# TYPE ember_flush_seconds_total counter\nember_flush_seconds_total {:.6}",
-        m.flushes.load(Ordering::Relaxed),
-        m.flush_micros.load(Ordering::Relaxed) as f64 / 1e6
-    );
-    let (blocks, block_bytes, wal_bytes) = s.store.disk_usage();
-    let _ = writeln!(
-        out,
-        "# HELP ember_disk_bytes Bytes on disk.\n# TYPE ember_disk_bytes gauge\nember_disk_bytes{{kind=\"blocks\"}} {block_bytes}\nember_disk_bytes{{kind=\"wal\"}} {wal_bytes}\n# HELP ember_blocks Block files on disk.\n# TYPE ember_blocks gauge\nember_blocks {blocks}"
-    );
-    let (series, profiles, strings, nodes) = s.store.head_stats();
-    let _ = writeln!(
-        out,
-        "# HELP ember_head_series Series in memory.\n# TYPE ember_head_series gauge\nember_head_series {series}"
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_head_profiles Profiles in memory.\n# TYPE ember_head_profiles gauge\nember_head_profiles {profiles}"
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_head_symbols De-duplicated frame names and call-tree nodes in memory.\n# TYPE ember_head_symbols gauge\nember_head_symbols{{kind=\"strings\"}} {strings}\nember_head_symbols{{kind=\"stack_nodes\"}} {nodes}"
-    );
+    e.family("ember_disk_bytes", MetricType::Gauge, "Bytes on disk.")
+        .sample(&[("kind", "blocks")], block_bytes)
+        .sample(&[("kind", "wal")], wal_bytes);
+    e.gauge("ember_blocks", "Block files on disk.", blocks)
+        .gauge("ember_head_series", "Series in memory.", series)
+        .gauge("ember_head_profiles", "Profiles in memory.", profiles);
+    e.family(
+        "ember_head_symbols",
+        MetricType::Gauge,
+        "De-duplicated frame names and call-tree nodes in memory.",
+    )
+    .sample(&[("kind", "strings")], strings)
+    .sample(&[("kind", "stack_nodes")], nodes);
     (
         [(
             axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4",
+            ember_telemetry::CONTENT_TYPE,
         )],
-        out,
+        e.render(),
     )
         .into_response()
 }
