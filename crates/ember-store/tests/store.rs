@@ -253,7 +253,6 @@ fn corrupt_block_is_an_error_not_a_panic() {
     // Truncated halfway: gzip or the columns must report it.
     std::fs::write(&block, &bytes[..bytes.len() / 2]).unwrap();
     let err = Store::open(&dir, StoreOptions::default())
-        .err()
-        .expect("a truncated block must not load");
+        .expect_err("a truncated block must not load");
     assert!(err.to_string().contains("corrupt block"), "{err}");
 }
