@@ -1,5 +1,5 @@
-//! Pyroscope's own HTTP front end: the legacy `/ingest` route ([`ingest`]) and the
-//! flame graph reads Grafana and Pyroscope's UI make (`render`).
+//! Pyroscope-compatible routes: the legacy `/ingest` ([`ingest`]) and the flame graph reads
+//! Grafana and Pyroscope's UI make (`render`).
 
 pub(crate) mod ingest;
 pub(crate) mod render;
