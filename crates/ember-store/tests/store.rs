@@ -252,7 +252,7 @@ fn corrupt_block_is_an_error_not_a_panic() {
     let bytes = std::fs::read(&block).unwrap();
     // Truncated halfway: gzip or the columns must report it.
     std::fs::write(&block, &bytes[..bytes.len() / 2]).unwrap();
-    let err = Store::open(&dir, StoreOptions::default())
-        .expect_err("a truncated block must not load");
+    let err =
+        Store::open(&dir, StoreOptions::default()).expect_err("a truncated block must not load");
     assert!(err.to_string().contains("corrupt block"), "{err}");
 }
