@@ -1,19 +1,58 @@
-//! The load generator behind `ember loadgen`: pushes pprof files to a server from N
-//! concurrent workers, each on its own keep-alive connection, and measures the rate and
-//! latency of acknowledged pushes.
+//! The load generator behind `ember-loadgen` (`bench/server/run.sh`): pushes pprof files to
+//! a server from N concurrent workers, each on its own keep-alive connection, and measures
+//! the rate and latency of acknowledged pushes.
 //!
 //! Owns the two request shapes a benchmark needs: `push.v1` Connect pushes with a rotating
 //! set of distinct label sets (live ingest), and legacy `/ingest` requests with explicit
 //! `from`/`until` stepping through the past (back-filling a time range for query benchmarks).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ember_http::{BlockingClient, ClientConfig, HttpError, Request};
+use ember_proto::push::{PushRequest, RawProfileSeries, RawSample};
+use ember_proto::types::LabelPair;
 use prost::Message;
 
-use crate::client::{ClientError, HttpClient, url_encode};
-use crate::proto;
+/// Why a load run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// No profiles were given.
+    #[error("no profiles to send")]
+    NoProfiles,
+    /// The server URL is not `http://` or `https://`.
+    #[error("bad server URL {0:?}: expected http://host:port")]
+    Url(String),
+    /// The HTTP client could not be set up.
+    #[error(transparent)]
+    Http(#[from] HttpError),
+}
+
+/// Percent-encodes a query parameter value (RFC 3986 unreserved characters stay).
+fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// One keep-alive client per worker, as a fleet of agents would connect; proxies from the
+/// environment are ignored (a benchmark talks to the server it names).
+fn client() -> Result<BlockingClient, HttpError> {
+    BlockingClient::new(&ClientConfig {
+        env_proxy: false,
+        ..ClientConfig::default()
+    })
+}
 
 /// What each request carries.
 #[derive(Debug, Clone)]
@@ -93,20 +132,20 @@ fn request_for(
     let profile = &opts.profiles[(i % opts.profiles.len() as u64) as usize];
     match opts.mode {
         LoadMode::Push => {
-            let mut labels = vec![proto::LabelPair {
+            let mut labels = vec![LabelPair {
                 name: "service_name".into(),
                 value: opts.service.clone(),
             }];
             if opts.label_sets > 1 {
-                labels.push(proto::LabelPair {
+                labels.push(LabelPair {
                     name: "pod".into(),
                     value: format!("pod-{}", i % opts.label_sets as u64),
                 });
             }
-            let body = proto::PushRequest {
-                series: vec![proto::RawProfileSeries {
+            let body = PushRequest {
+                series: vec![RawProfileSeries {
                     labels,
-                    samples: vec![proto::RawSample {
+                    samples: vec![RawSample {
                         raw_profile: profile.clone(),
                         id: String::new(),
                     }],
@@ -186,15 +225,16 @@ pub fn variants(
 }
 
 /// Runs the load and reports; fails only when the options are unusable.
-pub fn run(opts: &LoadOptions) -> Result<LoadReport, ClientError> {
+pub fn run(opts: &LoadOptions) -> Result<LoadReport, LoadError> {
     if opts.profiles.is_empty() {
-        return Err(ClientError::Protocol {
-            addr: opts.server.clone(),
-            why: "no profiles to send".into(),
-        });
+        return Err(LoadError::NoProfiles);
     }
-    // Validates the URL before any worker starts.
-    HttpClient::new(&opts.server)?;
+    // Validates the URL and the client settings before any worker starts.
+    if !(opts.server.starts_with("http://") || opts.server.starts_with("https://")) {
+        return Err(LoadError::Url(opts.server.clone()));
+    }
+    client()?;
+    let base = opts.server.trim_end_matches('/');
     let next = AtomicU64::new(0);
     let first_error: Mutex<Option<String>> = Mutex::new(None);
     let started = Instant::now();
@@ -204,7 +244,7 @@ pub fn run(opts: &LoadOptions) -> Result<LoadReport, ClientError> {
                 scope.spawn(|| {
                     let mut latencies = Vec::new();
                     let (mut errors, mut pbytes, mut rbytes) = (0u64, 0u64, 0u64);
-                    let Ok(mut client) = HttpClient::new(&opts.server) else {
+                    let Ok(client) = client() else {
                         return (latencies, 1, 0, 0);
                     };
                     loop {
@@ -216,16 +256,19 @@ pub fn run(opts: &LoadOptions) -> Result<LoadReport, ClientError> {
                             break;
                         }
                         let (path, headers, body, profile_len) = request_for(opts, i);
-                        let mut h: Vec<(&str, &str)> =
-                            headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                        let body_len = body.len();
+                        let mut request = Request::post(format!("{base}{path}"), body);
+                        for (name, value) in &headers {
+                            request = request.header(name, value);
+                        }
                         if let Some(t) = &opts.tenant {
-                            h.push(("X-Scope-OrgID", t));
+                            request = request.header("X-Scope-OrgID", t);
                         }
                         let t0 = Instant::now();
-                        let result = client.request("POST", &path, &h, &body);
+                        let result = client.send(request);
                         let micros = t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
                         let failure = match result {
-                            Ok(r) if (200..300).contains(&r.status) => None,
+                            Ok(r) if r.is_success() => None,
                             Ok(r) => Some(format!(
                                 "HTTP {}: {}",
                                 r.status,
@@ -237,7 +280,7 @@ pub fn run(opts: &LoadOptions) -> Result<LoadReport, ClientError> {
                             None => {
                                 latencies.push(micros);
                                 pbytes += profile_len as u64;
-                                rbytes += body.len() as u64;
+                                rbytes += body_len as u64;
                             }
                             Some(f) => {
                                 errors += 1;

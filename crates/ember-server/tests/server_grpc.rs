@@ -1,13 +1,13 @@
-//! A real gRPC client against `ember server`: Python `grpcio` (installed by `.ci/setup` with
+//! A real gRPC client against the server (run in-process): Python `grpcio` (installed by `.ci/setup` with
 //! `grpcio-tools`) generates stubs from the `push.v1` subset of Pyroscope's push.proto, pushes
 //! a corpus Go CPU profile plainly and gzip-compressed over cleartext HTTP/2, and sends a
 //! broken profile; the test then queries the pushed profile back over HTTP/1.1.
 
-mod server_util;
+mod util;
 
 use std::process::Command;
 
-use server_util::{Server, corpus, enc, temp_dir};
+use util::{Server, corpus, enc, temp_dir};
 
 /// The wire-relevant subset of Pyroscope's `push/v1/push.proto` and `types/v1/types.proto`
 /// (field numbers and the service's full name are what matter on the wire).

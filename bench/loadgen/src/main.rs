@@ -1,66 +1,75 @@
-//! `ember loadgen`: a load generator for `ember server` benchmarks (bench/server/run.sh).
+//! `ember-loadgen`: a load generator for `ember server` benchmarks (bench/server/run.sh).
 //! Pushes pprof files from N concurrent keep-alive connections and prints profiles/s, MB/s and
 //! latency percentiles.
+
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ember_server::loadgen::{LoadMode, LoadOptions};
+use clap::Parser;
+use ember_loadgen::{LoadMode, LoadOptions};
 
-/// Options of `ember loadgen`.
-#[derive(clap::Args)]
-pub struct Args {
+/// Options of `ember-loadgen`.
+#[derive(Parser)]
+#[command(
+    name = "ember-loadgen",
+    version,
+    about = "Load generator for ember server benchmarks: concurrent keep-alive pushes, rate and latency"
+)]
+struct Args {
     /// pprof files to send (gzip'd or raw), used round-robin.
     #[arg(required = true)]
-    pub files: Vec<PathBuf>,
+    files: Vec<PathBuf>,
     /// Server base URL.
     #[arg(long, default_value = "http://127.0.0.1:4040", value_name = "URL")]
-    pub server: String,
+    server: String,
     /// Concurrent workers, each with its own keep-alive connection.
     #[arg(long, short = 'c', default_value_t = 16)]
-    pub concurrency: usize,
+    concurrency: usize,
     /// Number of profiles to send [default: 10000 unless --duration is given].
     #[arg(long, short = 'n')]
-    pub count: Option<u64>,
+    count: Option<u64>,
     /// Send for this many seconds instead of (or as well as) a fixed count.
     #[arg(long, short = 'd', value_name = "SECONDS")]
-    pub duration: Option<f64>,
+    duration: Option<f64>,
     /// Distinct label sets (`pod=pod-<i mod N>`).
     #[arg(long, default_value_t = 100)]
-    pub label_sets: usize,
+    label_sets: usize,
     /// service_name of every profile.
     #[arg(long, default_value = "loadgen")]
-    pub service: String,
+    service: String,
     /// Back-fill instead of live pushes: legacy /ingest with from/until, the first profile
     /// starting at this unix time (seconds), each next one --step seconds later.
     #[arg(long, value_name = "UNIX_SECONDS")]
-    pub backfill_from: Option<i64>,
+    backfill_from: Option<i64>,
     /// Seconds each back-filled profile covers.
     #[arg(long, default_value_t = 10)]
-    pub step: i64,
+    step: i64,
     /// Send N distinct variants of each file (sample values scaled by per-sample random
     /// factors, timestamps set to now) instead of the files' exact bytes; 0 sends the files
     /// unchanged.
     #[arg(long, default_value_t = 0, value_name = "N")]
-    pub vary: usize,
+    vary: usize,
     /// Tenant (X-Scope-OrgID).
     #[arg(long)]
-    pub tenant: Option<String>,
+    tenant: Option<String>,
     /// Print one JSON object instead of text.
     #[arg(long)]
-    pub json: bool,
+    json: bool,
 }
 
 /// Runs the load and prints the report; fails if any request failed.
-pub fn run(args: Args) -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
     let profiles = args
         .files
         .iter()
         .map(|f| std::fs::read(f).with_context(|| format!("reading {}", f.display())))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let profiles = if args.vary > 0 {
-        ember_server::loadgen::variants(&profiles, args.vary).context("making profile variants")?
+        ember_loadgen::variants(&profiles, args.vary).context("making profile variants")?
     } else {
         profiles
     };
@@ -93,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         tenant: args.tenant.clone(),
     };
-    let r = ember_server::loadgen::run(&opts)?;
+    let r = ember_loadgen::run(&opts)?;
     let [p50, p90, p99, max] = r.latency_ms;
     if args.json {
         println!(

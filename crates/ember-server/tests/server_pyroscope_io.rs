@@ -1,12 +1,12 @@
-//! A real Pyroscope client against `ember server`: the `pyroscope-io` Python package (installed
+//! A real Pyroscope client against the server (run in-process): the `pyroscope-io` Python package (installed
 //! by `.ci/setup`) profiles a small Python workload and pushes to the server; the test then
 //! queries the server and finds the workload's Python function names.
 
-mod server_util;
+mod util;
 
 use std::process::Command;
 
-use server_util::{Server, enc, temp_dir};
+use util::{Server, enc, temp_dir};
 
 const WORKLOAD: &str = r#"
 import sys, time

@@ -1,10 +1,10 @@
-//! HTTP API of `ember server` against the real binary: legacy ingest (folded and pprof),
+//! HTTP API of the server (run in-process on 127.0.0.1:0): legacy ingest (folded and pprof),
 //! Connect push (proto and JSON), selectors, render/flamebearer with maxNodes, query formats,
 //! tenants, limits and metrics.
 
-mod server_util;
+mod util;
 
-use server_util::{Server, base64, corpus, enc, push_request, temp_dir};
+use util::{Server, base64, corpus, enc, push_request, temp_dir};
 
 fn flamebearer_total(v: &serde_json::Value) -> i64 {
     v["flamebearer"]["numTicks"].as_i64().unwrap()

@@ -1,11 +1,11 @@
 //! `querier.v1.QuerierService` Connect methods (what Grafana's Pyroscope data source calls) and
-//! `/pyroscope/render-diff`, against the real `ember server` binary.
+//! `/pyroscope/render-diff`, against the server run in-process.
 
-mod server_util;
+mod util;
 
-use ember_server::querier::{FlameGraphResponse, SelectRequest};
+use ember_proto::querier::{FlameGraphResponse, SelectRequest};
 use prost::Message;
-use server_util::{Server, corpus, enc, push_request, temp_dir};
+use util::{Server, corpus, enc, push_request, temp_dir};
 
 const CPU: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
 
