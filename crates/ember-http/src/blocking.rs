@@ -112,11 +112,12 @@ impl BlockingClient {
         content_type: &str,
         content_encoding: Option<&str>,
     ) -> Result<Response, HttpError> {
-        let mut request = Request::post(url, body).content_type(content_type);
-        if let Some(encoding) = content_encoding {
-            request = request.content_encoding(encoding);
-        }
-        self.fetch(request)
+        self.fetch(Request::post_typed(
+            url,
+            body,
+            content_type,
+            content_encoding,
+        ))
     }
 
     /// [`Client::download`]: streams the body of a 2xx answer to `sink`, which runs on the
