@@ -104,22 +104,6 @@ impl BlockingClient {
         self.run(move |client| async move { client.get_bytes(&url, max_body).await })
     }
 
-    /// [`Client::post_bytes`]: `POST url` with `body`.
-    pub fn post_bytes(
-        &self,
-        url: &str,
-        body: impl Into<Bytes>,
-        content_type: &str,
-        content_encoding: Option<&str>,
-    ) -> Result<Response, HttpError> {
-        self.fetch(Request::post_typed(
-            url,
-            body,
-            content_type,
-            content_encoding,
-        ))
-    }
-
     /// [`Client::download`]: streams the body of a 2xx answer to `sink`, which runs on the
     /// calling thread (so it may write files without holding up the worker's runtime).
     pub fn download(

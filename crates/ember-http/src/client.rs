@@ -49,21 +49,6 @@ impl Request {
         Request::new("POST", url).body(body)
     }
 
-    /// The request both clients' `post_bytes` send: a `POST` of `body` with its
-    /// `Content-Type`, and its `Content-Encoding` when the caller compressed it.
-    pub(crate) fn post_typed(
-        url: &str,
-        body: impl Into<Bytes>,
-        content_type: &str,
-        content_encoding: Option<&str>,
-    ) -> Request {
-        let request = Request::post(url, body).content_type(content_type);
-        match content_encoding {
-            Some(encoding) => request.content_encoding(encoding),
-            None => request,
-        }
-    }
-
     /// Adds a header (after the client's own headers; the same name set twice is sent twice).
     pub fn header(mut self, name: &str, value: &str) -> Request {
         self.headers.push((name.to_string(), value.to_string()));
@@ -245,24 +230,6 @@ impl Client {
     pub async fn get_bytes(&self, url: &str, max_body: u64) -> Result<Bytes, HttpError> {
         let request = Request::get(url).max_body(max_body);
         Ok(self.fetch(request).await?.body)
-    }
-
-    /// `POST url` with `body` and its `Content-Type` (and `Content-Encoding`, when the caller
-    /// compressed it): the 2xx response, else [`HttpError::Status`].
-    pub async fn post_bytes(
-        &self,
-        url: &str,
-        body: impl Into<Bytes>,
-        content_type: &str,
-        content_encoding: Option<&str>,
-    ) -> Result<Response, HttpError> {
-        self.fetch(Request::post_typed(
-            url,
-            body,
-            content_type,
-            content_encoding,
-        ))
-        .await
     }
 
     /// Streams the body of a 2xx answer to `sink`, chunk by chunk as it arrives, and returns
