@@ -4,12 +4,13 @@
 //! to the process image that was mapped when it was taken.
 
 use crate::SamplerError;
-use crate::launch::{self, ExitStatus};
+use crate::launch;
 use crate::parse::{self, Record, SampleId, SampleRecord};
 use crate::process::ProcessTable;
 use crate::sys::{self, EventConfig, EventKind, RingBuffer};
 use crate::tracepoint::{self, STATE_EXITING, SwitchFormat};
 use crate::unwind::DwarfUnwinder;
+use ember_samples::{Frame, MapInfo, RawEvent, RawSample, RawSwitch, Recording, StackKey};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
@@ -17,6 +18,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
+
+pub use ember_samples::OffCpuSource;
 
 /// What to sample.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,21 +81,6 @@ pub struct Options {
     pub off_cpu_min_ns: u64,
 }
 
-/// The event off-CPU time is measured with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OffCpuSource {
-    /// The `sched:sched_switch` tracepoint when tracefs is there (mounted
-    /// by Ember when root and missing) and the kernel allows it, otherwise
-    /// context-switch events with a warning.
-    #[default]
-    Auto,
-    /// The tracepoint or an error.
-    Tracepoint,
-    /// The software `context-switches` event plus switch records (no task
-    /// state, no next task).
-    ContextSwitch,
-}
-
 impl Options {
     /// Defaults: 99 Hz, `auto` unwinding with 16 KiB stack copies, 64 data
     /// pages per CPU (256 with stack copies).
@@ -113,75 +101,6 @@ impl Options {
     }
 }
 
-/// One not-yet-symbolized frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Frame {
-    /// A kernel address.
-    Kernel {
-        /// Instruction address.
-        addr: u64,
-        /// A return address (look up `addr - 1`).
-        ret: bool,
-    },
-    /// A user address inside a known mapping.
-    User {
-        /// Index into [`Recording::maps`].
-        map: u32,
-        /// Instruction address.
-        addr: u64,
-        /// A return address (look up `addr - 1`).
-        ret: bool,
-    },
-    /// A user address outside any file mapping (JIT code or unknown).
-    Anon {
-        /// Process the address belongs to.
-        pid: u32,
-        /// Instruction address.
-        addr: u64,
-        /// A return address.
-        ret: bool,
-    },
-}
-
-/// A mapping referenced by at least one frame.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct MapInfo {
-    /// Process the mapping belongs to.
-    pub pid: u32,
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-    /// File offset of `start`.
-    pub pgoff: u64,
-    /// Mapped path.
-    pub path: Arc<str>,
-}
-
-/// Identity of an aggregated stack.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct StackKey {
-    /// Process id.
-    pub pid: u32,
-    /// Thread id.
-    pub tid: u32,
-    /// Process name when sampled.
-    pub comm: Arc<str>,
-    /// Thread name when sampled.
-    pub thread_name: Arc<str>,
-    /// Frames, leaf first.
-    pub frames: Vec<Frame>,
-}
-
-/// Totals of an aggregated stack.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StackValue {
-    /// Number of samples.
-    pub count: u64,
-    /// Sum of sample periods (CPU nanoseconds).
-    pub period: u64,
-}
-
 /// Live figures for a progress line.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
@@ -193,168 +112,6 @@ pub struct Progress {
     pub lost: u64,
 }
 
-/// Everything a recording produced, before symbolization.
-#[derive(Debug, Default)]
-pub struct Recording {
-    /// Aggregated stacks.
-    pub stacks: HashMap<StackKey, StackValue>,
-    /// Mappings referenced by [`Frame::User`].
-    pub maps: Vec<MapInfo>,
-    /// Total samples.
-    pub samples: u64,
-    /// Lost records.
-    pub lost: u64,
-    /// Sampling frequency used.
-    pub frequency: u32,
-    /// Wall-clock start, nanoseconds since the Unix epoch.
-    pub start_unix_ns: i64,
-    /// Recording duration in nanoseconds.
-    pub duration_ns: i64,
-    /// How the launched command ended, for [`Target::Command`].
-    pub exit_status: Option<ExitStatus>,
-    /// Degradations met while recording (vanished pids, ...).
-    pub warnings: Vec<String>,
-    /// Off-CPU recording was requested.
-    pub off_cpu: bool,
-    /// Wall-clock (on + off CPU) view was requested.
-    pub wall: bool,
-    /// Blocked time per stack (count = blocking episodes, period = ns).
-    pub off_cpu_stacks: HashMap<StackKey, StackValue>,
-    /// Context switches sampled for off-CPU time.
-    pub off_cpu_switches: u64,
-    /// CLOCK_MONOTONIC nanoseconds at the start of this recording: the
-    /// clock of [`RawSample::time_ns`] and [`RawSwitch::time_ns`]
-    /// (`unix_ns = start_unix_ns + (time_ns - start_monotonic_ns)`).
-    pub start_monotonic_ns: u64,
-    /// With [`Options::raw_events`]: every on-CPU sample and every sampled
-    /// context switch, sorted by time.
-    pub raw_events: Vec<RawEvent>,
-    /// Distinct stacks (leaf first) referenced by [`RawSample::stack`] and
-    /// [`RawSwitch::prev_stack`]; symbolize them with
-    /// [`crate::output::Resolver`] over this recording.
-    pub raw_stacks: Vec<Vec<Frame>>,
-    /// The source off-CPU switches came from (`None` without off-CPU).
-    pub off_cpu_source: Option<OffCpuSource>,
-    /// With `--call-graph auto`: the method settled on for each binary
-    /// sampled so far in the session.
-    pub auto_choices: Vec<crate::unwind::AutoChoice>,
-}
-
-/// One event of the ordered timeline kept with [`Options::raw_events`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RawEvent {
-    /// A cpu-clock sample.
-    Sample(RawSample),
-    /// A task left a CPU.
-    Switch(RawSwitch),
-}
-
-impl RawEvent {
-    /// CLOCK_MONOTONIC nanoseconds of the event.
-    pub fn time_ns(&self) -> u64 {
-        match self {
-            RawEvent::Sample(s) => s.time_ns,
-            RawEvent::Switch(s) => s.time_ns,
-        }
-    }
-}
-
-/// One on-CPU sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawSample {
-    /// CLOCK_MONOTONIC nanoseconds (the perf events are opened with
-    /// `use_clockid = CLOCK_MONOTONIC`, so this is also perf's clock here).
-    pub time_ns: u64,
-    /// CPU the sample was taken on.
-    pub cpu: u32,
-    /// Process id.
-    pub pid: u32,
-    /// Thread id.
-    pub tid: u32,
-    /// Index into [`Recording::raw_stacks`].
-    pub stack: u32,
-    /// CPU nanoseconds the sample stands for (the cpu-clock period).
-    pub weight_ns: u64,
-}
-
-/// A context switch: `prev` leaves the CPU, `next` (when known) takes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawSwitch {
-    /// CLOCK_MONOTONIC nanoseconds.
-    pub time_ns: u64,
-    /// CPU of the switch.
-    pub cpu: u32,
-    /// Process id of the task leaving.
-    pub prev_pid: u32,
-    /// Thread id of the task leaving.
-    pub prev_tid: u32,
-    /// Name of the task leaving.
-    pub prev_comm: Arc<str>,
-    /// Kernel task state of the task leaving (`prev_state` of
-    /// `sched:sched_switch`, 0 = runnable/preempted); `None` when the
-    /// context-switch fallback is used, which does not report it.
-    pub prev_state: Option<u64>,
-    /// Stack of the task leaving (index into [`Recording::raw_stacks`]).
-    pub prev_stack: u32,
-    /// Process id of the task arriving, when known.
-    pub next_pid: Option<u32>,
-    /// Thread id of the task arriving, when known.
-    pub next_tid: Option<u32>,
-    /// Name of the task arriving, when known.
-    pub next_comm: Option<Arc<str>>,
-}
-
-impl RawSwitch {
-    /// `prev_state` as `perf script`/ftrace print it: `R` (runnable), `S`,
-    /// `D`, `T`, `t`, `X`, `Z`, `P`, `I`, joined with `|`, and `+` when the
-    /// task was preempted; `?` when unknown.
-    pub fn prev_state_str(&self) -> String {
-        let Some(state) = self.prev_state else {
-            return "?".into();
-        };
-        // Bits of TASK_REPORT (include/linux/sched.h, stable since 4.14);
-        // TASK_REPORT_MAX (0x100) marks a preempted runnable task.
-        const NAMES: [(u64, &str); 8] = [
-            (0x01, "S"),
-            (0x02, "D"),
-            (0x04, "T"),
-            (0x08, "t"),
-            (0x10, "X"),
-            (0x20, "Z"),
-            (0x40, "P"),
-            (0x80, "I"),
-        ];
-        let parts: Vec<&str> = NAMES
-            .iter()
-            .filter(|(bit, _)| state & bit != 0)
-            .map(|&(_, n)| n)
-            .collect();
-        let mut out = if parts.is_empty() {
-            "R".to_string()
-        } else {
-            parts.join("|")
-        };
-        if state & 0x100 != 0 {
-            out.push('+');
-        }
-        out
-    }
-}
-
-impl Recording {
-    /// Distinct processes that were sampled.
-    pub fn process_count(&self) -> usize {
-        let mut pids: Vec<u32> = self
-            .stacks
-            .keys()
-            .chain(self.off_cpu_stacks.keys())
-            .map(|k| k.pid)
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
-        pids.len()
-    }
-}
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -727,11 +484,12 @@ impl Aggregator {
     }
 
     fn intern_map(&mut self, info: MapInfo) -> u32 {
-        let next = self.rec.maps.len() as u32;
-        *self.map_index.entry(info.clone()).or_insert_with(|| {
-            self.rec.maps.push(info);
-            next
-        })
+        if let Some(&i) = self.map_index.get(&info) {
+            return i;
+        }
+        let i = self.rec.push_map(info.clone());
+        self.map_index.insert(info, i);
+        i
     }
 
     fn user_frame(&mut self, pid: u32, ip: u64, ret: bool) -> Frame {
@@ -762,8 +520,7 @@ impl Aggregator {
         if let Some(&i) = self.raw_index.get(frames) {
             return i;
         }
-        let i = self.rec.raw_stacks.len() as u32;
-        self.rec.raw_stacks.push(frames.to_vec());
+        let i = self.rec.push_raw_stack(frames.to_vec());
         self.raw_index.insert(frames.to_vec(), i);
         i
     }
@@ -801,7 +558,7 @@ impl Aggregator {
                 {
                     let stack = self.raw_stack(&[]);
                     let next_pid = self.table.pid_of(next_tid);
-                    self.rec.raw_events.push(RawEvent::Switch(RawSwitch {
+                    self.rec.push_raw_event(RawEvent::Switch(RawSwitch {
                         time_ns: time,
                         cpu,
                         prev_pid: 0,
@@ -861,15 +618,13 @@ impl Aggregator {
                     weight_ns: period,
                 })
             };
-            self.rec.raw_events.push(event);
+            self.rec.push_raw_event(event);
         }
         if off_cpu {
             // Blocked time is known when the task comes back (SWITCH in).
             self.switched_out.insert(key.tid, (time, time, key));
         } else {
-            let value = self.rec.stacks.entry(key).or_default();
-            value.count += 1;
-            value.period += period;
+            self.rec.add_stack(key, 1, period);
         }
     }
 
@@ -900,7 +655,7 @@ impl Aggregator {
         let next_comm = self.table.threads.get(&id.tid).cloned().unwrap_or_default();
         let next_comm = self.name(&next_comm);
         let prev_stack = self.raw_stack(&[]);
-        self.rec.raw_events.push(RawEvent::Switch(RawSwitch {
+        self.rec.push_raw_event(RawEvent::Switch(RawSwitch {
             time_ns: id.time,
             cpu: id.cpu,
             prev_pid,
@@ -918,9 +673,8 @@ impl Aggregator {
         if let Some((uncharged, began, key)) = self.switched_out.remove(&tid)
             && time.saturating_sub(began) >= self.off_cpu_min_ns
         {
-            let value = self.rec.off_cpu_stacks.entry(key).or_default();
-            value.count += 1;
-            value.period += time.saturating_sub(uncharged);
+            self.rec
+                .add_off_cpu(key, 1, time.saturating_sub(uncharged));
         }
     }
 
@@ -1200,16 +954,15 @@ impl Session {
                 sys::set_enabled(fd, true).map_err(|e| open_error(e, "enabling cpu-clock"))?;
             }
         }
-        agg.rec = Recording {
-            frequency: opts.frequency,
-            off_cpu: opts.off_cpu,
-            wall: opts.wall,
-            start_unix_ns,
-            start_monotonic_ns: start_mono_ns,
-            warnings,
-            off_cpu_source,
-            ..Default::default()
-        };
+        let mut rec = Recording::default();
+        rec.frequency = opts.frequency;
+        rec.off_cpu = opts.off_cpu;
+        rec.wall = opts.wall;
+        rec.start_unix_ns = start_unix_ns;
+        rec.start_monotonic_ns = start_mono_ns;
+        rec.warnings = warnings;
+        rec.off_cpu_source = off_cpu_source;
+        agg.rec = rec;
         let raw_fds = events.rings.iter().map(|r| r.fd().as_raw_fd()).collect();
         Ok(Session {
             opts,
@@ -1350,8 +1103,8 @@ impl Session {
         let mut blocked: Vec<(u32, (u64, u64, StackKey))> = agg.switched_out.drain().collect();
         for (_, (uncharged, began, key)) in &mut blocked {
             if end.saturating_sub(*began) >= agg.off_cpu_min_ns {
-                let value = agg.rec.off_cpu_stacks.entry(key.clone()).or_default();
-                value.period += end.saturating_sub(*uncharged);
+                agg.rec
+                    .add_off_cpu(key.clone(), 0, end.saturating_sub(*uncharged));
                 *uncharged = end;
             }
         }
@@ -1360,15 +1113,10 @@ impl Session {
                 "process {pid} vanished or its /proc entry is unreadable; its user frames are [unknown]"
             ));
         }
-        let next = Recording {
-            frequency: agg.rec.frequency,
-            off_cpu: agg.rec.off_cpu,
-            wall: agg.rec.wall,
-            off_cpu_source: agg.rec.off_cpu_source,
-            start_monotonic_ns: end,
-            start_unix_ns: self.start_unix_ns + (end - self.start_mono_ns) as i64,
-            ..Default::default()
-        };
+        let next = agg.rec.next_cut(
+            self.start_unix_ns + (end - self.start_mono_ns) as i64,
+            end,
+        );
         let mut rec = std::mem::replace(&mut agg.rec, next);
         rec.duration_ns = (end - start) as i64;
         if agg.call_graph == CallGraph::Auto {
@@ -1376,7 +1124,7 @@ impl Session {
         }
         // Ordered on arrival; a record later than the horizon margin would
         // be the only exception, so make the order a guarantee.
-        rec.raw_events.sort_by_key(RawEvent::time_ns);
+        rec.sort_raw_events();
         agg.map_index.clear();
         agg.raw_index.clear();
         agg.names.clear();
@@ -1388,7 +1136,7 @@ impl Session {
             }
             for frame in &mut key.frames {
                 if let Frame::User { map, .. } = frame
-                    && let Some(info) = rec.maps.get(*map as usize)
+                    && let Some(info) = rec.map(*map)
                 {
                     *map = agg.intern_map(info.clone());
                 }

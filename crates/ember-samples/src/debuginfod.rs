@@ -505,7 +505,7 @@ fn create_dir(dir: &Path) -> Result<(), DebuginfodError> {
 /// The downloaded file must be ELF with the build-id it was asked for.
 fn check_build_id(path: &Path, build_id: &str) -> Result<(), String> {
     use object::Object;
-    let map = crate::symbolize::Mmap::open(path).map_err(|e| e.to_string())?;
+    let map = crate::mmap::Mmap::open(path).map_err(|e| e.to_string())?;
     let file = object::File::parse(map.bytes()).map_err(|e| format!("not ELF: {e}"))?;
     let found: String = match file.build_id() {
         Ok(Some(id)) => id.iter().map(|b| format!("{b:02x}")).collect(),

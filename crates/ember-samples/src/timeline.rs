@@ -1,7 +1,13 @@
-//! The exporters' input: symbolized, time-ordered samples and scheduler
-//! switches, independent of how the sampler produced them (the agent converts
-//! the sampler's raw events into these).
+//! A recording's timeline, symbolized: time-ordered samples and scheduler switches with
+//! their frames named ([`timeline`] builds them from a [`Recording`] kept with raw events).
+//! This is what the bucket exporters (perf script dumps, Perfetto traces) consume.
 
+use crate::raw::RawEvent;
+use crate::recording::Recording;
+use crate::resolve::{FrameInfo, Resolver};
+use crate::stack::Frame as RawFrame;
+use crate::symbolize::Symbolizer;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// One symbolized stack frame.
@@ -115,4 +121,98 @@ impl Event {
             Event::Switch(s) => base + s.prev_comm.len() + s.next_comm.len(),
         }
     }
+}
+
+/// Instruction address of a raw frame.
+pub(crate) fn address(f: &RawFrame) -> u64 {
+    match *f {
+        RawFrame::Kernel { addr, .. }
+        | RawFrame::User { addr, .. }
+        | RawFrame::Anon { addr, .. } => addr,
+    }
+}
+
+/// Appends the frames `perf script` prints for one raw frame: its inlined callees as frames
+/// of their own at the same address (innermost first, no offset), then the function itself.
+pub(crate) fn push_frames(raw: &RawFrame, info: &FrameInfo, out: &mut Vec<Frame>) {
+    let addr = address(raw);
+    for inl in info.inlined.iter() {
+        out.push(Frame {
+            address: addr,
+            function: inl.name.clone(),
+            offset: None,
+            module: info.module.clone(),
+        });
+    }
+    out.push(Frame {
+        address: addr,
+        function: if info.known {
+            info.name.clone()
+        } else {
+            Arc::from("")
+        },
+        offset: if info.known { info.sym_offset } else { None },
+        module: info.module.clone(),
+    });
+}
+
+/// The events of `rec` (empty unless it was recorded with
+/// `Options::raw_events`), symbolized with `sym` (keep one symbolizer for the
+/// whole run: its caches are per binary). Inlined functions become frames of
+/// their own at the same address, innermost first, as `perf script` prints
+/// them.
+pub fn timeline(rec: &Recording, sym: &mut Symbolizer) -> Vec<Event> {
+    let mut resolver = Resolver::new(rec, sym);
+    let stacks: Vec<Vec<Frame>> = rec
+        .raw_stacks()
+        .iter()
+        .map(|stack| {
+            let mut out = Vec::with_capacity(stack.len());
+            for raw in stack {
+                push_frames(raw, &resolver.resolve(raw), &mut out);
+            }
+            out
+        })
+        .collect();
+    let mut names: HashMap<u32, Arc<str>> = HashMap::new();
+    for (key, _, _) in rec.all_stacks() {
+        let name = if key.thread_name.is_empty() {
+            &key.comm
+        } else {
+            &key.thread_name
+        };
+        names.entry(key.tid).or_insert_with(|| name.clone());
+    }
+    for e in rec.raw_events() {
+        if let RawEvent::Switch(s) = e {
+            names
+                .entry(s.prev_tid)
+                .or_insert_with(|| s.prev_comm.clone());
+        }
+    }
+    let empty: Arc<str> = Arc::from("");
+    rec.raw_events()
+        .iter()
+        .map(|e| match e {
+            RawEvent::Sample(s) => Event::Sample(Sample {
+                time_ns: s.time_ns,
+                cpu: s.cpu,
+                pid: s.pid,
+                tid: s.tid,
+                comm: names.get(&s.tid).cloned().unwrap_or_else(|| empty.clone()),
+                frames: stacks.get(s.stack as usize).cloned().unwrap_or_default(),
+            }),
+            RawEvent::Switch(s) => Event::Switch(SchedSwitch {
+                time_ns: s.time_ns,
+                cpu: s.cpu,
+                prev_pid: s.prev_tid as i32,
+                prev_comm: s.prev_comm.clone(),
+                prev_prio: None,
+                prev_state: s.prev_state.map(|v| v as i64),
+                next_pid: s.next_tid.map_or(-1, |t| t as i32),
+                next_comm: s.next_comm.clone().unwrap_or_else(|| empty.clone()),
+                next_prio: None,
+            }),
+        })
+        .collect()
 }
