@@ -6,9 +6,9 @@
 //! are dropped and counted); they are uploaded, oldest first, once it is back.
 
 use crate::config::PerfCollectorConfig;
-use crate::events::Sample;
-use crate::perf_script::perf_script_gzip;
 use crate::sink::{ExportError, Spool, Uploader, default_node_name, unix_now};
+use ember_samples::perf_script::samples_gzip;
+use ember_samples::timeline::Sample;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -161,7 +161,7 @@ impl PerfCollector {
             ..Default::default()
         };
         if !samples.is_empty() {
-            let bytes = perf_script_gzip(&samples).map_err(|source| ExportError::Io {
+            let bytes = samples_gzip(&samples).map_err(|source| ExportError::Io {
                 what: "cannot compress a dump in",
                 path: self.spool.dir().to_path_buf(),
                 source,

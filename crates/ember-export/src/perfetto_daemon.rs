@@ -8,10 +8,10 @@
 //! perfetto-snapshot`.
 
 use crate::config::{PerfettoDaemonConfig, PerfettoTrigger};
-use crate::events::Event;
 use crate::perfetto::{TraceSummary, build_trace};
 use crate::sink::{ExportError, Spool, Uploader, default_node_name, unix_now};
 use crate::textproto::PerfettoTraceConfig;
+use ember_samples::timeline::Event;
 use std::collections::{HashSet, VecDeque};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};

@@ -112,7 +112,6 @@ pub struct Progress {
     pub lost: u64,
 }
 
-
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_interrupt(_sig: libc::c_int) {
@@ -673,8 +672,7 @@ impl Aggregator {
         if let Some((uncharged, began, key)) = self.switched_out.remove(&tid)
             && time.saturating_sub(began) >= self.off_cpu_min_ns
         {
-            self.rec
-                .add_off_cpu(key, 1, time.saturating_sub(uncharged));
+            self.rec.add_off_cpu(key, 1, time.saturating_sub(uncharged));
         }
     }
 
@@ -1113,10 +1111,9 @@ impl Session {
                 "process {pid} vanished or its /proc entry is unreadable; its user frames are [unknown]"
             ));
         }
-        let next = agg.rec.next_cut(
-            self.start_unix_ns + (end - self.start_mono_ns) as i64,
-            end,
-        );
+        let next = agg
+            .rec
+            .next_cut(self.start_unix_ns + (end - self.start_mono_ns) as i64, end);
         let mut rec = std::mem::replace(&mut agg.rec, next);
         rec.duration_ns = (end - start) as i64;
         if agg.call_graph == CallGraph::Auto {

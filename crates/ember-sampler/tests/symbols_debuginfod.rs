@@ -7,9 +7,10 @@
 //!
 //! Needs perf_event_open (root in CI), gcc, objcopy and python3.
 
-use ember_sampler::debuginfod::{Debuginfod, DebuginfodError};
-use ember_sampler::symbolize::Binary;
-use ember_sampler::{CallGraph, Options, Recording, Symbolizer, Target, build_profile};
+use ember_sampler::{CallGraph, Options, Target};
+use ember_samples::debuginfod::{Debuginfod, DebuginfodError};
+use ember_samples::symbolize::Binary;
+use ember_samples::{Recording, Symbolizer, build_profile};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -49,4 +49,3 @@ pub struct AutoChoice {
     /// Why: "no CFI", or "frame pointers matched CFI in N/M samples".
     pub reason: String,
 }
-

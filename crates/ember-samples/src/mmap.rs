@@ -72,11 +72,15 @@ impl<T> std::fmt::Debug for Pinned<T> {
 impl<T> Pinned<T> {
     /// Builds the value from the mapping's bytes. `build` may keep the slice only inside the
     /// value it returns (every caller is in this crate and does).
-    pub(crate) fn build(map: Arc<Mmap>, build: impl FnOnce(&'static [u8]) -> Option<T>) -> Option<Self> {
+    pub(crate) fn build(
+        map: Arc<Mmap>,
+        build: impl FnOnce(&'static [u8]) -> Option<T>,
+    ) -> Option<Self> {
         // SAFETY: the slice points into the mapping, which `_map` keeps alive for as long as
         // the value (declared first, so dropped first) exists; the mapping never moves or
         // changes, and `build` stores the slice nowhere but in the value.
-        let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(map.bytes()) };
+        let data: &'static [u8] =
+            unsafe { std::mem::transmute::<&[u8], &'static [u8]>(map.bytes()) };
         let value = build(data)?;
         Some(Pinned { value, _map: map })
     }

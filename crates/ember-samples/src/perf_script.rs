@@ -89,7 +89,11 @@ pub fn samples_gzip<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> io::Re
 /// Writes the on-CPU stacks of `rec` as `perf script` text, symbolized with `sym`: one block
 /// per sample (a stack seen N times is written N times), stacks ordered by pid, tid and
 /// frames so that the output is deterministic.
-pub fn write_recording(rec: &Recording, sym: &mut Symbolizer, mut out: impl Write) -> io::Result<()> {
+pub fn write_recording(
+    rec: &Recording,
+    sym: &mut Symbolizer,
+    mut out: impl Write,
+) -> io::Result<()> {
     let mut resolver = Resolver::new(rec, sym);
     let mut keys: Vec<_> = rec.stacks().iter().collect();
     keys.sort_by(|a, b| {

@@ -183,4 +183,3 @@ pub(crate) fn frames_cmp(a: &[Frame], b: &[Frame]) -> Ordering {
     };
     a.iter().map(key).cmp(b.iter().map(key))
 }
-

@@ -375,7 +375,10 @@ mod tests {
         let (_, one) = &parts[0];
         assert_eq!(one.maps(), &[map(1, "/bin/a", 0x1000)]);
         assert_eq!((one.samples, one.off_cpu_switches), (2, 1));
-        assert_eq!((one.frequency, one.off_cpu, one.duration_ns), (99, true, 10));
+        assert_eq!(
+            (one.frequency, one.off_cpu, one.duration_ns),
+            (99, true, 10)
+        );
         let (_, two) = &parts[1];
         assert_eq!(two.maps(), &[map(2, "/bin/b", 0x2000)]);
         assert!(two.stacks().contains_key(&key(2, vec![user(0, 0x2010)])));

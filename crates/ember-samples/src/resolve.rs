@@ -71,9 +71,7 @@ impl<'a> Resolver<'a> {
             sym,
             cache: HashMap::new(),
         };
-        resolver.prepare(
-            rec.all_stacks().flat_map(|(k, _, _)| &k.frames),
-        );
+        resolver.prepare(rec.all_stacks().flat_map(|(k, _, _)| &k.frames));
         resolver
     }
 
@@ -256,4 +254,3 @@ impl<'a> Resolver<'a> {
         }
     }
 }
-

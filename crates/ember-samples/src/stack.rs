@@ -71,4 +71,3 @@ pub struct StackValue {
     /// Sum of sample periods (CPU nanoseconds).
     pub period: u64,
 }
-

@@ -1,9 +1,9 @@
 //! One ELF binary: headers, split debug files, symbol tables built on the first miss, DWARF on
 //! the first inline lookup, and per-address caches.
 
-use super::{SourceFrame, Symbol};
 use super::dwarf::DwarfInfo;
 use super::table::{NameSource, SOURCE_BIT, Sym, SymTable, UNSIZED_LIMIT, demangle};
+use super::{SourceFrame, Symbol};
 use crate::debuginfod::Debuginfod;
 use crate::mmap::Mmap;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
@@ -220,7 +220,11 @@ pub(super) fn hex(bytes: &[u8]) -> String {
 }
 
 /// Candidate split debug files for a binary.
-pub(super) fn debug_candidates(path: &Path, build_id: &str, debuglink: Option<&str>) -> Vec<PathBuf> {
+pub(super) fn debug_candidates(
+    path: &Path,
+    build_id: &str,
+    debuglink: Option<&str>,
+) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if build_id.len() > 2 {
         out.push(PathBuf::from(format!(
@@ -327,7 +331,11 @@ impl Binary {
 
     /// Takes `candidate` as the split debug file if it adds a symbol table
     /// or DWARF the binary lacks; true when it was taken.
-    pub(super) fn try_debug_file(&mut self, candidate: PathBuf, debug_has_symtab: &mut bool) -> bool {
+    pub(super) fn try_debug_file(
+        &mut self,
+        candidate: PathBuf,
+        debug_has_symtab: &mut bool,
+    ) -> bool {
         let Ok(debug_map) = Mmap::open(&candidate) else {
             return false;
         };

@@ -1,8 +1,8 @@
 //! The on-disk symbol cache: lookups of a binary (by build-id) carried across runs.
 
-use super::{SourceFrame, Symbol};
 use super::binary::Binary;
 use super::table::demangle;
+use super::{SourceFrame, Symbol};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -152,4 +152,3 @@ pub fn default_cache_dir() -> Option<PathBuf> {
         })?;
     Some(base.join("ember").join("symbols"))
 }
-

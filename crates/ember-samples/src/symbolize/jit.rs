@@ -34,4 +34,3 @@ impl PerfMap {
         self.symbols.symbol(addr, 1, false)
     }
 }
-

@@ -131,4 +131,3 @@ impl Kallsyms {
         self.symbols.symbol(addr, KERNEL_UNSIZED_LIMIT, false)
     }
 }
-

@@ -48,10 +48,10 @@ mod table;
 mod tests;
 
 pub use binary::Binary;
+pub use disk_cache::default_cache_dir;
 pub use jit::PerfMap;
 pub use kernel::Kallsyms;
 pub use table::demangle;
-pub use disk_cache::default_cache_dir;
 
 /// Caches of every symbol source, shared by all outputs of a recording.
 #[derive(Debug, Default)]
@@ -169,6 +169,31 @@ impl Symbolizer {
         }
     }
 
+    /// The GNU build-id (lowercase hex) of the binary at `path` as process `pid` sees it,
+    /// empty when it has none or cannot be read.
+    pub fn build_id(&mut self, path: &str, pid: u32) -> String {
+        let path: Arc<str> = Arc::from(path);
+        self.binary(&path, pid)
+            .map(|b| b.build_id.clone())
+            .unwrap_or_default()
+    }
+
+    /// Resolves every kernel address of `rec` in one pass over the kernel symbols, so that
+    /// per-process profiles built from its parts find them cached.
+    pub fn prepare_kernel_of(&mut self, rec: &crate::Recording) {
+        let kernel: Vec<u64> = rec
+            .all_stacks()
+            .flat_map(|(k, _, _)| &k.frames)
+            .filter_map(|frame| match *frame {
+                crate::Frame::Kernel { addr, ret } => {
+                    Some(if ret { addr.wrapping_sub(1) } else { addr })
+                }
+                _ => None,
+            })
+            .collect();
+        self.prepare_kernel(&kernel);
+    }
+
     /// Loads the whole kernel symbol table now and keeps it, so later kernel
     /// lookups never read `/proc/kallsyms` again. For long-running callers (the
     /// agent): a one-shot recording is cheaper with the streaming pass of
@@ -249,4 +274,3 @@ impl Symbolizer {
             .and_then(|m| m.lookup(addr))
     }
 }
-

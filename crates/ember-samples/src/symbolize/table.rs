@@ -144,7 +144,6 @@ pub fn demangle(name: &str) -> String {
     name.to_string()
 }
 
-
 /// How far an unsized symbol (hand-written assembly) reaches: at most
 /// 64 KiB, so a stray address far past the last symbol stays unknown.
 pub(crate) const UNSIZED_LIMIT: u64 = 0x10000;
