@@ -271,9 +271,9 @@ impl Running {
                     .spawn(socket)
                     .map_err(|e| format!("exporters.perfetto_daemon: {e}"))?;
                 if let Some(addr) = started.http_addr {
-                    eprintln!(
-                        "ember agent: level=info msg=\"perfetto_daemon HTTP trigger\" url=http://{addr}{}",
-                        ember_export::perfetto_daemon::TRIGGER_PATH
+                    tracing::info!(
+                        url = %format_args!("http://{addr}{}", ember_export::perfetto_daemon::TRIGGER_PATH),
+                        "perfetto_daemon HTTP trigger"
                     );
                 }
                 self.perfetto = Some((d, started));
@@ -322,10 +322,7 @@ pub async fn flush(taps: Taps, within: Duration) -> bool {
             Some(p) => match tokio::time::timeout(within, p.dump()).await {
                 Ok(Ok(r)) => r.upload_error.is_none(),
                 Ok(Err(e)) => {
-                    eprintln!(
-                        "ember agent: level=error msg=\"perf_collector final dump\" error={:?}",
-                        e.to_string()
-                    );
+                    tracing::error!(error = %e, "perf_collector final dump");
                     false
                 }
                 Err(_) => false,
@@ -339,10 +336,7 @@ pub async fn flush(taps: Taps, within: Duration) -> bool {
                 match tokio::time::timeout(within, d.snapshot()).await {
                     Ok(Ok(r)) => r.upload_error.is_none(),
                     Ok(Err(e)) => {
-                        eprintln!(
-                            "ember agent: level=error msg=\"perfetto_daemon final snapshot\" error={:?}",
-                            e.to_string()
-                        );
+                        tracing::error!(error = %e, "perfetto_daemon final snapshot");
                         false
                     }
                     Err(_) => false,

@@ -174,11 +174,11 @@ impl PerfCollector {
             if !report.dropped.is_empty() {
                 self.dumps_dropped
                     .fetch_add(report.dropped.len() as u64, Ordering::Relaxed);
-                eprintln!(
-                    "ember-export: level=warn msg=\"perf_collector dropped unuploaded dumps\" dropped={} max_dumps_retained={} files={:?}",
-                    report.dropped.len(),
-                    self.config.max_dumps_retained,
-                    report.dropped.join(",")
+                tracing::warn!(
+                    dropped = report.dropped.len(),
+                    max_dumps_retained = self.config.max_dumps_retained,
+                    files = %report.dropped.join(","),
+                    "perf_collector dropped unuploaded dumps"
                 );
             }
         }
@@ -227,16 +227,14 @@ impl PerfCollector {
                 match this.dump().await {
                     Ok(r) => {
                         if let Some(e) = r.upload_error {
-                            eprintln!(
-                                "ember-export: level=warn msg=\"perf_collector upload failed\" pending_dumps={} error={e:?}",
-                                this.pending.load(Ordering::Relaxed)
+                            tracing::warn!(
+                                pending_dumps = this.pending.load(Ordering::Relaxed),
+                                error = ?e,
+                                "perf_collector upload failed"
                             );
                         }
                     }
-                    Err(e) => eprintln!(
-                        "ember-export: level=error msg=\"perf_collector dump failed\" error={:?}",
-                        e.to_string()
-                    ),
+                    Err(e) => tracing::error!(error = %e, "perf_collector dump failed"),
                 }
             }
         })

@@ -367,10 +367,7 @@ impl PerfettoDaemon {
                     .with_state(this);
                 let task = tokio::spawn(async move {
                     if let Err(e) = axum::serve(listener, app).await {
-                        eprintln!(
-                            "ember-export: level=error msg=\"perfetto_daemon HTTP trigger stopped\" error={:?}",
-                            e.to_string()
-                        );
+                        tracing::error!(error = %e, "perfetto_daemon HTTP trigger stopped");
                     }
                 });
                 Ok(RunningDaemon {
@@ -392,15 +389,10 @@ fn log_snapshot(result: Result<SnapshotReport, ExportError>) {
     match result {
         Ok(r) => {
             if let Some(e) = r.upload_error {
-                eprintln!(
-                    "ember-export: level=warn msg=\"perfetto_daemon upload failed\" error={e:?}"
-                );
+                tracing::warn!(error = ?e, "perfetto_daemon upload failed");
             }
         }
-        Err(e) => eprintln!(
-            "ember-export: level=error msg=\"perfetto_daemon snapshot failed\" error={:?}",
-            e.to_string()
-        ),
+        Err(e) => tracing::error!(error = %e, "perfetto_daemon snapshot failed"),
     }
 }
 
