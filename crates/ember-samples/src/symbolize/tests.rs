@@ -1,4 +1,3 @@
-
 use super::binary::Nearest;
 use super::*;
 
