@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 use crate::relabel::{self, Labels};
 
 /// Largest profile body accepted from a target.
-const MAX_SCRAPE_BYTES: usize = 64 << 20;
+const MAX_SCRAPE_BYTES: u64 = 64 << 20;
 
 /// One target of a job, after relabelling.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,10 +123,18 @@ async fn scrape_loop(
     let mut previous: Option<ember_pprof::Profile> = None;
     let mut labels = target.labels.clone();
     labels.insert("__name__".into(), name.clone());
+    let client = match scrape_client(target.timeout) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(job = %target.job, instance = %target.instance, error = %e, "scrape disabled");
+            return;
+        }
+    };
+    let url = url.to_string();
     loop {
         ticker.tick().await;
         let started = Instant::now();
-        let result = scrape_once(&url, target.timeout, delta, &mut previous).await;
+        let result = scrape_once(&client, &url, delta, &mut previous).await;
         let elapsed = started.elapsed().as_secs_f64();
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -175,17 +183,30 @@ async fn scrape_loop(
     }
 }
 
+/// The HTTP client of one scrape loop: targets are reached directly (no proxy from the
+/// environment), each scrape within the job's `timeout`; the connection is kept alive between
+/// scrapes.
+fn scrape_client(timeout: Duration) -> Result<ember_http::Client, ember_http::HttpError> {
+    ember_http::Client::new(&ember_http::ClientConfig {
+        connect_timeout: timeout,
+        timeout,
+        env_proxy: false,
+        max_body: MAX_SCRAPE_BYTES,
+        ..ember_http::ClientConfig::default()
+    })
+}
+
 /// Fetches and checks one profile; returns (bytes to send, whether it only primed a delta).
 async fn scrape_once(
-    url: &Url,
-    timeout: Duration,
+    client: &ember_http::Client,
+    url: &str,
     delta: bool,
     previous: &mut Option<ember_pprof::Profile>,
 ) -> Result<(Vec<u8>, bool), String> {
-    let response =
-        ember_push::http::request("GET", url, &[], Vec::new(), timeout, MAX_SCRAPE_BYTES)
-            .await
-            .map_err(|e| e.to_string())?;
+    let response = client
+        .send(ember_http::Request::get(url))
+        .await
+        .map_err(|e| e.to_string())?;
     if response.status != 200 {
         let body = String::from_utf8_lossy(&response.body);
         let body: String = body.trim().chars().take(200).collect();
@@ -193,7 +214,7 @@ async fn scrape_once(
     }
     let profile = ember_pprof::decode(&response.body).map_err(|e| format!("bad pprof: {e}"))?;
     if !delta {
-        return Ok((response.body, false));
+        return Ok((response.body.to_vec(), false));
     }
     let result = match previous.as_ref() {
         None => Ok((Vec::new(), true)),
@@ -341,30 +362,30 @@ mod tests {
     #[tokio::test]
     async fn deltas_are_differences_of_consecutive_scrapes() {
         let (addr, _) = endpoint().await;
-        let url = Url::parse(&format!("http://{addr}/debug/pprof/allocs")).unwrap();
-        let timeout = Duration::from_secs(5);
+        let url = format!("http://{addr}/debug/pprof/allocs");
+        let client = scrape_client(Duration::from_secs(5)).unwrap();
         let mut previous = None;
         // Cumulative 10, 40, 90: the first only primes, then 30 and 50 are sent.
-        let (bytes, primed) = scrape_once(&url, timeout, true, &mut previous)
+        let (bytes, primed) = scrape_once(&client, &url, true, &mut previous)
             .await
             .unwrap();
         assert!(primed && bytes.is_empty());
-        let (bytes, primed) = scrape_once(&url, timeout, true, &mut previous)
+        let (bytes, primed) = scrape_once(&client, &url, true, &mut previous)
             .await
             .unwrap();
         assert!(!primed);
         assert_eq!(value_of(&bytes), [30]);
-        let (bytes, _) = scrape_once(&url, timeout, true, &mut previous)
+        let (bytes, _) = scrape_once(&client, &url, true, &mut previous)
             .await
             .unwrap();
         assert_eq!(value_of(&bytes), [50]);
         // Without delta the body is passed through as served (cumulative 160).
-        let (bytes, primed) = scrape_once(&url, timeout, false, &mut None).await.unwrap();
+        let (bytes, primed) = scrape_once(&client, &url, false, &mut None).await.unwrap();
         assert!(!primed);
         assert_eq!(value_of(&bytes), [160]);
         // Not a profile: an error naming the problem, not a panic.
-        let bad = Url::parse(&format!("http://127.0.0.1:{}/x", free_port())).unwrap();
-        let err = scrape_once(&bad, timeout, true, &mut previous)
+        let bad = format!("http://127.0.0.1:{}/x", free_port());
+        let err = scrape_once(&client, &bad, true, &mut previous)
             .await
             .unwrap_err();
         assert!(!err.is_empty());
@@ -387,9 +408,10 @@ mod tests {
                 open.push(socket);
             }
         });
-        let url = Url::parse(&format!("http://{addr}/debug/pprof/allocs")).unwrap();
+        let url = format!("http://{addr}/debug/pprof/allocs");
+        let client = scrape_client(job.timeout()).unwrap();
         let started = Instant::now();
-        let err = scrape_once(&url, job.timeout(), true, &mut None)
+        let err = scrape_once(&client, &url, true, &mut None)
             .await
             .unwrap_err();
         let took = started.elapsed();
