@@ -30,6 +30,12 @@ pub struct Taps {
     pub perfetto: Option<Arc<PerfettoDaemon>>,
 }
 
+impl std::fmt::Debug for Taps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Taps").finish_non_exhaustive()
+    }
+}
+
 impl Taps {
     /// Whether no bucket exporter is configured.
     pub fn is_empty(&self) -> bool {
@@ -119,6 +125,12 @@ pub struct Feeder {
     perfetto_thin: Thinner,
 }
 
+impl std::fmt::Debug for Feeder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feeder").finish_non_exhaustive()
+    }
+}
+
 impl Feeder {
     /// A feeder for `taps` whose sampler runs at `sampler_hz`.
     pub fn new(taps: Taps, sampler_hz: u32) -> Feeder {
@@ -179,12 +191,24 @@ pub struct Running {
     trigger_socket: Option<(String, std::net::TcpListener)>,
 }
 
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running").finish_non_exhaustive()
+    }
+}
+
 /// Exporters built from a new configuration, not started yet (so a failure leaves the
 /// running ones untouched).
 pub struct Prepared {
     perf: Option<Option<Arc<PerfCollector>>>,
     perfetto: Option<Option<Arc<PerfettoDaemon>>>,
     trigger_socket: Option<Option<(String, std::net::TcpListener)>>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").finish_non_exhaustive()
+    }
 }
 
 /// Builds the exporters whose configuration changed (`None` in a field = unchanged).

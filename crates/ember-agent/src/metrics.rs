@@ -411,6 +411,7 @@ fn render_buckets(out: &mut String, buckets: &crate::exporters::BucketStats) {
 }
 
 /// (CPU seconds user+system, resident bytes) of this process, from /proc/self.
+#[allow(unsafe_code)]
 pub fn own_usage() -> (f64, u64) {
     let ticks = {
         // SAFETY: sysconf has no preconditions.

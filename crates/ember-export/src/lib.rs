@@ -8,6 +8,7 @@
 //! Their input is the symbolized timeline of `ember-samples` ([`Event`]); this crate never
 //! sees how samples were captured.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 pub mod config;
 pub mod perf_collector;

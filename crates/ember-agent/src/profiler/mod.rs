@@ -42,6 +42,12 @@ pub struct Handle {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle").finish_non_exhaustive()
+    }
+}
+
 impl Handle {
     /// Stops without a last cut (used when the configuration changes).
     pub fn stop(mut self) {
