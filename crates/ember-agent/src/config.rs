@@ -795,7 +795,7 @@ impl Config {
                     } else {
                         format!("http://{t}")
                     };
-                    if let Err(err) = ember_push::Url::parse(&url) {
+                    if let Err(err) = ember_http::parse_url(&url) {
                         errors_ext.push(ConfigError::new(
                             format!("{base}.static_configs[{j}].targets[{k}]"),
                             err.to_string(),
@@ -847,7 +847,7 @@ impl Config {
         }
         if let Some(s) = &self.exporters.server {
             let base = "exporters.server";
-            if let Err(err) = ember_push::Url::parse(&s.url) {
+            if let Err(err) = ember_http::parse_url(&s.url) {
                 errors_ext.push(ConfigError::new(format!("{base}.url"), err.to_string()));
             }
             if s.queue_bytes < 1024 {
@@ -866,7 +866,7 @@ impl Config {
                 ));
             }
             if let Some(ca) = &s.tls.ca_file
-                && let Err(e) = ember_push::http::TlsConfig::new(Some(std::path::Path::new(ca)))
+                && let Err(e) = ember_http::load_ca_file(std::path::Path::new(ca))
             {
                 errors_ext.push(ConfigError::new(
                     format!("{base}.tls.ca_file"),

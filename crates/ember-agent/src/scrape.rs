@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ember_push::Url;
+use ember_http::Url;
 
 use crate::Outbox;
 use crate::config::ScrapeConfig;
@@ -54,10 +54,10 @@ pub fn targets(job: &ScrapeConfig) -> Vec<Target> {
             } else {
                 format!("http://{address}")
             };
-            let Ok(url) = Url::parse(&url) else {
+            let Ok(url) = ember_http::parse_url(&url) else {
                 continue;
             };
-            let instance = url.authority();
+            let instance = ember_http::host_port(&url);
             relabel::drop_meta(&mut labels);
             labels
                 .entry("instance".into())
@@ -115,26 +115,19 @@ async fn scrape_loop(
     metrics: Arc<Metrics>,
 ) {
     let seconds = target.interval.as_secs().saturating_sub(1).max(1);
-    let url = target
-        .url
-        .join(&path.replace("{seconds}", &seconds.to_string()));
+    let url = ember_http::join_url(
+        &target.url,
+        &path.replace("{seconds}", &seconds.to_string()),
+    );
     let mut ticker = tokio::time::interval(target.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut previous: Option<ember_pprof::Profile> = None;
     let mut labels = target.labels.clone();
     labels.insert("__name__".into(), name.clone());
-    let client = match scrape_client(target.timeout) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(job = %target.job, instance = %target.instance, error = %e, "scrape disabled");
-            return;
-        }
-    };
-    let url = url.to_string();
     loop {
         ticker.tick().await;
         let started = Instant::now();
-        let result = scrape_once(&client, &url, delta, &mut previous).await;
+        let result = scrape_once(&url, target.timeout, delta, &mut previous).await;
         let elapsed = started.elapsed().as_secs_f64();
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -183,35 +176,26 @@ async fn scrape_loop(
     }
 }
 
-/// The HTTP client of one scrape loop: targets are reached directly (no proxy from the
-/// environment), each scrape within the job's `timeout`; the connection is kept alive between
-/// scrapes.
-fn scrape_client(timeout: Duration) -> Result<ember_http::Client, ember_http::HttpError> {
-    ember_http::Client::new(&ember_http::ClientConfig {
-        connect_timeout: timeout,
-        timeout,
-        env_proxy: false,
-        max_body: MAX_SCRAPE_BYTES,
-        ..ember_http::ClientConfig::default()
-    })
-}
-
 /// Fetches and checks one profile; returns (bytes to send, whether it only primed a delta).
 async fn scrape_once(
-    client: &ember_http::Client,
-    url: &str,
+    url: &Url,
+    timeout: Duration,
     delta: bool,
     previous: &mut Option<ember_pprof::Profile>,
 ) -> Result<(Vec<u8>, bool), String> {
-    let response = client
-        .send(ember_http::Request::get(url))
-        .await
-        .map_err(|e| e.to_string())?;
-    if response.status != 200 {
-        let body = String::from_utf8_lossy(&response.body);
-        let body: String = body.trim().chars().take(200).collect();
-        return Err(format!("HTTP {}: {body}", response.status));
-    }
+    // One client (one connection pool) for every target; per-scrape limits are per request.
+    static CLIENT: std::sync::OnceLock<Result<ember_http::Client, String>> =
+        std::sync::OnceLock::new();
+    let client = CLIENT
+        .get_or_init(|| {
+            ember_http::Client::new(&ember_http::ClientConfig::default()).map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
+    let request = ember_http::Request::get(url.as_str())
+        .timeout(timeout)
+        .max_body(MAX_SCRAPE_BYTES);
+    let response = client.fetch(request).await.map_err(|e| e.to_string())?;
     let profile = ember_pprof::decode(&response.body).map_err(|e| format!("bad pprof: {e}"))?;
     if !delta {
         return Ok((response.body.to_vec(), false));
@@ -362,30 +346,30 @@ mod tests {
     #[tokio::test]
     async fn deltas_are_differences_of_consecutive_scrapes() {
         let (addr, _) = endpoint().await;
-        let url = format!("http://{addr}/debug/pprof/allocs");
-        let client = scrape_client(Duration::from_secs(5)).unwrap();
+        let url = Url::parse(&format!("http://{addr}/debug/pprof/allocs")).unwrap();
+        let timeout = Duration::from_secs(5);
         let mut previous = None;
         // Cumulative 10, 40, 90: the first only primes, then 30 and 50 are sent.
-        let (bytes, primed) = scrape_once(&client, &url, true, &mut previous)
+        let (bytes, primed) = scrape_once(&url, timeout, true, &mut previous)
             .await
             .unwrap();
         assert!(primed && bytes.is_empty());
-        let (bytes, primed) = scrape_once(&client, &url, true, &mut previous)
+        let (bytes, primed) = scrape_once(&url, timeout, true, &mut previous)
             .await
             .unwrap();
         assert!(!primed);
         assert_eq!(value_of(&bytes), [30]);
-        let (bytes, _) = scrape_once(&client, &url, true, &mut previous)
+        let (bytes, _) = scrape_once(&url, timeout, true, &mut previous)
             .await
             .unwrap();
         assert_eq!(value_of(&bytes), [50]);
         // Without delta the body is passed through as served (cumulative 160).
-        let (bytes, primed) = scrape_once(&client, &url, false, &mut None).await.unwrap();
+        let (bytes, primed) = scrape_once(&url, timeout, false, &mut None).await.unwrap();
         assert!(!primed);
         assert_eq!(value_of(&bytes), [160]);
         // Not a profile: an error naming the problem, not a panic.
-        let bad = format!("http://127.0.0.1:{}/x", free_port());
-        let err = scrape_once(&client, &bad, true, &mut previous)
+        let bad = Url::parse(&format!("http://127.0.0.1:{}/x", free_port())).unwrap();
+        let err = scrape_once(&bad, timeout, true, &mut previous)
             .await
             .unwrap_err();
         assert!(!err.is_empty());
@@ -408,10 +392,9 @@ mod tests {
                 open.push(socket);
             }
         });
-        let url = format!("http://{addr}/debug/pprof/allocs");
-        let client = scrape_client(job.timeout()).unwrap();
+        let url = Url::parse(&format!("http://{addr}/debug/pprof/allocs")).unwrap();
         let started = Instant::now();
-        let err = scrape_once(&client, &url, true, &mut None)
+        let err = scrape_once(&url, job.timeout(), true, &mut None)
             .await
             .unwrap_err();
         let took = started.elapsed();
