@@ -48,9 +48,6 @@ enum Command {
     Up(cmd::up::Args),
     /// On-demand actions against a running agent (e.g. a Perfetto snapshot).
     Profiling(cmd::profiling::Args),
-    /// Load generator for server benchmarks: concurrent keep-alive pushes, rate and latency.
-    #[command(hide = true)]
-    Loadgen(cmd::loadgen::Args),
 }
 
 fn main() -> ExitCode {
@@ -68,7 +65,6 @@ fn main() -> ExitCode {
         Command::Agent(args) => cmd::agent::run(args),
         Command::Up(args) => cmd::up::run(args),
         Command::Profiling(args) => cmd::profiling::run(args),
-        Command::Loadgen(args) => cmd::loadgen::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,7 +5,6 @@ pub mod collapse;
 pub mod convert;
 pub mod diff;
 pub mod flamegraph;
-pub mod loadgen;
 pub mod profiling;
 pub mod push;
 pub mod query;

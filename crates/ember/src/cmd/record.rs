@@ -311,19 +311,19 @@ fn write_output(
             .with_context(|| format!("cannot write {}", path.display()))?,
         Format::Folded => {
             let folded = ember_pprof::folded_stacks(profile, view_index(recording));
-            ember_folded::write(folded, create()?)
+            ember_formats::write(folded, create()?)
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
         Format::Svg => {
             let lines = ember_pprof::folded_stacks(profile, view_index(recording))
                 .into_iter()
-                .map(|(stack, count)| ember_folded::FoldedLine {
+                .map(|(stack, count)| ember_formats::FoldedLine {
                     stack,
                     count: count as f64,
                     second_count: None,
                 })
                 .collect();
-            let folded = ember_folded::Folded {
+            let folded = ember_formats::Folded {
                 lines,
                 ..Default::default()
             };
