@@ -103,10 +103,11 @@ pub(crate) async fn labels(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
     Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<Vec<String>>, ApiError> {
     let sel = listing_selection(&params)?;
-    let names = read(&s, tenant, move |q, t| q.label_names(t, &sel)).await?;
-    Ok(Json(names).into_response())
+    read(&s, tenant, move |q, t| q.label_names(t, &sel))
+        .await
+        .map(Json)
 }
 
 /// `GET /api/v1/label/{name}/values`.
@@ -115,19 +116,21 @@ pub(crate) async fn label_values(
     Tenant(tenant): Tenant,
     Path(name): Path<String>,
     Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<Vec<String>>, ApiError> {
     let sel = listing_selection(&params)?;
-    let values = read(&s, tenant, move |q, t| q.label_values(t, &name, &sel)).await?;
-    Ok(Json(values).into_response())
+    read(&s, tenant, move |q, t| q.label_values(t, &name, &sel))
+        .await
+        .map(Json)
 }
 
 /// `GET /api/v1/profile_types`.
 pub(crate) async fn profile_types(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
-) -> Result<Response, ApiError> {
-    let types = read(&s, tenant, move |q, t| Ok(q.profile_types(t))).await?;
-    Ok(Json(types).into_response())
+) -> Result<Json<Vec<String>>, ApiError> {
+    read(&s, tenant, move |q, t| Ok(q.profile_types(t)))
+        .await
+        .map(Json)
 }
 
 /// `GET /api/v1/series`.
@@ -135,12 +138,12 @@ pub(crate) async fn series(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
     Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<Vec<serde_json::Map<String, serde_json::Value>>>, ApiError> {
     let sel = listing_selection(&params)?;
     let series = read(&s, tenant, move |q, t| q.series(t, &sel)).await?;
     let out: Vec<serde_json::Map<String, serde_json::Value>> = series
         .into_iter()
         .map(|l| l.into_iter().map(|(k, v)| (k, v.into())).collect())
         .collect();
-    Ok(Json(out).into_response())
+    Ok(Json(out))
 }

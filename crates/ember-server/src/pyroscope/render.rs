@@ -8,19 +8,19 @@ use crate::query::{Params, Tenant, max_nodes, read, request};
 use crate::{ApiError, AppState};
 use axum::Json;
 use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
 
 /// `GET /pyroscope/render?query=&from=&until=&maxNodes=`.
 pub(crate) async fn render(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
     Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     let mut req = request(&params, "")?;
     req.max_nodes = max_nodes(&params)?;
     let title = params.get("query").cloned().unwrap_or_default();
-    let body = read(&s, tenant, move |q, t| q.flamebearer(t, &req, &title)).await?;
-    Ok(Json(body).into_response())
+    read(&s, tenant, move |q, t| q.flamebearer(t, &req, &title))
+        .await
+        .map(Json)
 }
 
 /// `GET /pyroscope/render-diff`: `leftQuery`/`leftFrom`/`leftUntil` against the `right*`
@@ -29,13 +29,13 @@ pub(crate) async fn render_diff(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
     Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     let left = request(&params, "left")?;
     let right = request(&params, "right")?;
     let title = params.get("rightQuery").cloned().unwrap_or_default();
-    let body = read(&s, tenant, move |q, t| {
+    read(&s, tenant, move |q, t| {
         q.diff(t, &left, &right).map(|d| d.flamebearer(&title))
     })
-    .await?;
-    Ok(Json(body).into_response())
+    .await
+    .map(Json)
 }
