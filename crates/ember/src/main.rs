@@ -85,7 +85,8 @@ fn main() -> ExitCode {
         eprintln!("ember: error: {}", error_chain(&err));
         return ExitCode::FAILURE;
     }
-    tracing::debug!(version = env!("CARGO_PKG_VERSION"), args = ?std::env::args_os().skip(1).collect::<Vec<_>>(), "starting");
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    tracing::debug!(version = env!("CARGO_PKG_VERSION"), ?args, "starting");
     let result = match cli.command {
         Command::Collapse(args) => cmd::collapse::run(args),
         Command::Flamegraph(args) => cmd::flamegraph::run(args),

@@ -47,15 +47,25 @@ fn debug_level_logs_on_stderr_and_leaves_stdout_alone() {
         "short commands log at warn by default: {}",
         String::from_utf8_lossy(&quiet.stderr)
     );
-    let loud = ember(&["--log-level", "debug", "collapse", "--all", "-"], &[], &input);
+    let loud = ember(
+        &["--log-level", "debug", "collapse", "--all", "-"],
+        &[],
+        &input,
+    );
     let stderr = String::from_utf8_lossy(&loud.stderr);
     assert!(
-        stderr.lines().any(|l| l.contains("DEBUG") && l.contains("starting")),
+        stderr
+            .lines()
+            .any(|l| l.contains("DEBUG") && l.contains("starting")),
         "{stderr}"
     );
     assert_eq!(loud.stdout, quiet.stdout);
     // The flag is global: it may also follow the subcommand.
-    let after = ember(&["collapse", "--all", "-", "--log-level", "debug"], &[], &input);
+    let after = ember(
+        &["collapse", "--all", "-", "--log-level", "debug"],
+        &[],
+        &input,
+    );
     assert!(String::from_utf8_lossy(&after.stderr).contains("starting"));
 }
 
@@ -64,7 +74,15 @@ fn json_format_writes_one_object_per_line() {
     let input = perf_script();
     let quiet = ember(&["collapse", "--all", "-"], &[], &input);
     let out = ember(
-        &["--log-format", "json", "--log-level", "trace", "collapse", "--all", "-"],
+        &[
+            "--log-format",
+            "json",
+            "--log-level",
+            "trace",
+            "collapse",
+            "--all",
+            "-",
+        ],
         &[],
         &input,
     );
