@@ -1,7 +1,8 @@
 //! Ember's profile server: Pyroscope-compatible ingest, durable storage and queries over HTTP.
 //!
 //! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics.
-//! Storage lives in `ember-store`; rendering reuses `ember-flamegraph` and `ember-report`.
+//! Storage lives in `ember-store`; what a read query means and how its answer is shaped lives in
+//! `ember-query` (the read routes only translate requests and responses).
 //!
 //! # Routes
 //!
@@ -17,7 +18,7 @@
 //! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums |
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
 //! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
-//! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline |
+//! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline; `maxNodes` defaults to 8,192 (`ember_query::DEFAULT_MAX_NODES`, also the default of `/api/v1/query` and `querier.v1`; 0 = no limit) |
 //! | `GET /api/v1/query?query=&type=&from=&until=&format=` | merged profile as `pprof` (gzip'd), `folded`, `svg`, `top` or `flamebearer` (default) |
 //! | `GET /api/v1/timeseries?query=&type=&from=&until=&step=&groupBy=a,b` | totals per `step` seconds, grouped by labels |
 //! | `GET /api/v1/labels?query=&from=&until=` | label names |
@@ -47,12 +48,13 @@
 //! graceful shutdown) and `retention_days` (30; 0 keeps everything).
 
 #![warn(missing_docs)]
+mod api;
 pub mod client;
-pub mod flamebearer;
 mod grpc;
 mod ingest;
 pub mod loadgen;
 pub mod proto;
+mod pyroscope;
 pub mod querier;
 mod query;
 
@@ -487,15 +489,18 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/ingest", post(ingest::legacy))
         .route("/pyroscope/ingest", post(ingest::legacy))
         .route("/push.v1.PusherService/Push", post(ingest::push))
-        .route("/pyroscope/render", get(query::render))
-        .route("/api/v1/query", get(query::query))
-        .route("/api/v1/timeseries", get(query::timeseries))
-        .route("/api/v1/labels", get(query::labels))
-        .route("/api/v1/label/{name}/values", get(query::label_values))
-        .route("/api/v1/profile_types", get(query::profile_types))
-        .route("/api/v1/series", get(query::series))
-        .route("/pyroscope/render-diff", get(query::render_diff))
-        .route("/api/v1/diff", get(query::diff))
+        .route("/pyroscope/render", get(pyroscope::render::render))
+        .route("/api/v1/query", get(api::query))
+        .route("/api/v1/timeseries", get(api::timeseries))
+        .route("/api/v1/labels", get(api::labels))
+        .route("/api/v1/label/{name}/values", get(api::label_values))
+        .route("/api/v1/profile_types", get(api::profile_types))
+        .route("/api/v1/series", get(api::series))
+        .route(
+            "/pyroscope/render-diff",
+            get(pyroscope::render::render_diff),
+        )
+        .route("/api/v1/diff", get(api::diff))
         .route(
             "/querier.v1.QuerierService/{method}",
             post(querier::querier),

@@ -1,6 +1,11 @@
 //! `querier.v1.QuerierService` over the Connect protocol (unary POST, `application/proto` or
 //! `application/json`): the calls Grafana's Pyroscope data source makes.
 //!
+//! Each method is a small adapter: it decodes its request, builds the
+//! [`ember_query::QueryRequest`] (selector names are `__name__` labels; times are unix
+//! milliseconds, an end of 0 unbounded; the node limit defaults to
+//! [`ember_query::DEFAULT_MAX_NODES`]) and encodes the [`ember_query::Querier`] answer.
+//!
 //! Owns the hand-written prost messages of `querier.v1` / `types.v1` (field numbers from
 //! Pyroscope's public `querier.proto` and `types.proto`) and their JSON forms. Times in these
 //! requests are unix milliseconds; 0 means unbounded.
@@ -10,11 +15,11 @@ use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
-use ember_store::{Labels, Matcher};
+use ember_query::{DiffTree, NameRule, Querier, QueryRequest, Tree, parse};
+use ember_store::Labels;
 use prost::Message;
 use serde_json::{Value, json};
 
-use crate::flamebearer::Tree;
 use crate::{ApiError, AppState, tenant};
 
 /// `types.v1.LabelPair`.
@@ -313,6 +318,13 @@ fn labels_json(labels: &[LabelPair]) -> Value {
     )
 }
 
+fn label_pairs(labels: Labels) -> Vec<LabelPair> {
+    labels
+        .into_iter()
+        .map(|(name, value)| LabelPair { name, value })
+        .collect()
+}
+
 fn flamegraph_json(f: &FlameGraph, diff: bool) -> Value {
     let levels: Vec<Value> = f
         .levels
@@ -328,63 +340,6 @@ fn flamegraph_json(f: &FlameGraph, diff: bool) -> Value {
     v
 }
 
-// ---- The methods.
-
-fn range(start_ms: i64, end_ms: i64) -> (i64, i64) {
-    let start = start_ms.saturating_mul(1_000_000);
-    let end = if end_ms <= 0 {
-        i64::MAX
-    } else {
-        end_ms.saturating_mul(1_000_000).saturating_add(999_999)
-    };
-    (start, end)
-}
-
-fn to_query(
-    selector: &str,
-    profile_type: &str,
-    start_ms: i64,
-    end_ms: i64,
-) -> Result<ember_store::Query, ApiError> {
-    let mut sel = ember_store::parse_selector(if selector.trim().is_empty() {
-        "{}"
-    } else {
-        selector
-    })?;
-    if let Some(name) = sel.name.take() {
-        sel.matchers
-            .push(Matcher::eq(ember_store::NAME_LABEL, &name));
-    }
-    let (start_nanos, end_nanos) = range(start_ms, end_ms);
-    Ok(ember_store::Query {
-        selector: sel,
-        profile_type: (!profile_type.is_empty()).then(|| profile_type.to_string()),
-        start_nanos,
-        end_nanos,
-    })
-}
-
-/// Series of all `matchers` (OR'd; every series when empty).
-fn matching_series(
-    st: &AppState,
-    tenant: &str,
-    matchers: &[String],
-    start: i64,
-    end: i64,
-) -> Result<Vec<Labels>, ApiError> {
-    let selectors: Vec<&str> = if matchers.is_empty() {
-        vec!["{}"]
-    } else {
-        matchers.iter().map(String::as_str).collect()
-    };
-    let mut out: BTreeSet<Labels> = BTreeSet::new();
-    for m in selectors {
-        let q = to_query(m, "", start, end)?;
-        out.extend(st.store.series(tenant, Some(&q)));
-    }
-    Ok(out.into_iter().collect())
-}
-
 fn flamegraph(tree: &Tree) -> FlameGraph {
     let (levels, max_self) = tree.levels();
     FlameGraph {
@@ -397,17 +352,258 @@ fn flamegraph(tree: &Tree) -> FlameGraph {
     }
 }
 
-fn merged_tree(st: &AppState, tenant: &str, r: &SelectRequest) -> Result<Tree, ApiError> {
-    let q = to_query(&r.label_selector, &r.profile_type_id, r.start, r.end)?;
-    let merged = st.store.merge_stacks(tenant, &q);
-    let max = r.max_nodes.unwrap_or(16_384).max(0) as usize;
-    Ok(Tree::from_stacks(&merged.stacks).truncate(max))
+fn diff_flamegraph(tree: &DiffTree) -> FlameGraph {
+    let (levels, max_self) = tree.levels();
+    FlameGraph {
+        names: tree.names.clone(),
+        levels: levels.into_iter().map(|values| Level { values }).collect(),
+        total: tree.left_total().saturating_add(tree.right_total()),
+        max_self,
+        left_ticks: tree.left_total(),
+        right_ticks: tree.right_total(),
+    }
+}
+
+// ---- Requests.
+
+/// The query of one selection: selector, profile type id, unix ms range (end 0 = unbounded).
+fn selection(
+    selector: &str,
+    profile_type: &str,
+    start_ms: i64,
+    end_ms: i64,
+) -> Result<QueryRequest, ApiError> {
+    let (start, end) = parse::millis_range(start_ms, end_ms);
+    Ok(QueryRequest::parse(
+        selector,
+        Some(profile_type),
+        NameRule::MetricName,
+        start,
+        end,
+    )?)
+}
+
+/// The query of a `Select*` request, with its node limit.
+fn select_query(r: &SelectRequest) -> Result<QueryRequest, ApiError> {
+    let mut q = selection(&r.label_selector, &r.profile_type_id, r.start, r.end)?;
+    if let Some(n) = r.max_nodes {
+        q.max_nodes = n.max(0) as usize;
+    }
+    Ok(q)
+}
+
+/// One query per matcher (OR'd); every series in the range when there is none.
+fn selections(matchers: &[String], start: i64, end: i64) -> Result<Vec<QueryRequest>, ApiError> {
+    if matchers.is_empty() {
+        return Ok(vec![selection("{}", "", start, end)?]);
+    }
+    matchers
+        .iter()
+        .map(|m| selection(m, "", start, end))
+        .collect()
+}
+
+/// A request body: protobuf, or JSON already parsed.
+struct Input<'a> {
+    method: &'a str,
+    body: &'a [u8],
+    json: Option<Value>,
+}
+
+impl Input<'_> {
+    fn bad(&self, e: impl std::fmt::Display) -> ApiError {
+        ApiError::bad_request("bad_request", format!("{}: {e}", self.method))
+    }
+
+    /// The request message: decoded from protobuf, or built from the JSON by `from_json`.
+    fn decode<T: Message + Default>(
+        &self,
+        from_json: impl FnOnce(&Value) -> T,
+    ) -> Result<T, ApiError> {
+        match &self.json {
+            Some(v) => Ok(from_json(v)),
+            None => T::decode(self.body).map_err(|e| self.bad(e)),
+        }
+    }
 }
 
 /// Output of one method, in both encodings.
 enum Reply {
     Proto(Vec<u8>),
     Both(Vec<u8>, Value),
+}
+
+impl Reply {
+    fn both(message: &impl Message, json: Value) -> Reply {
+        Reply::Both(message.encode_to_vec(), json)
+    }
+}
+
+// ---- The methods: one adapter each.
+
+type Method = fn(&Querier<'_>, &str, &Input<'_>) -> Result<Reply, ApiError>;
+
+fn profile_types(q: &Querier<'_>, tenant: &str, input: &Input<'_>) -> Result<Reply, ApiError> {
+    let _req = input.decode(|_| ProfileTypesRequest::default())?;
+    let types: Vec<ProfileType> = q
+        .profile_types(tenant)
+        .into_iter()
+        .map(|id| {
+            let p: Vec<&str> = id.split(':').collect();
+            let g = |i: usize| p.get(i).copied().unwrap_or("").to_string();
+            ProfileType {
+                name: g(0),
+                sample_type: g(1),
+                sample_unit: g(2),
+                period_type: g(3),
+                period_unit: g(4),
+                id,
+            }
+        })
+        .collect();
+    let j = json!({"profileTypes": types.iter().map(|t| json!({"ID": t.id, "name": t.name, "sampleType": t.sample_type, "sampleUnit": t.sample_unit, "periodType": t.period_type, "periodUnit": t.period_unit})).collect::<Vec<_>>()});
+    Ok(Reply::both(
+        &ProfileTypesResponse {
+            profile_types: types,
+        },
+        j,
+    ))
+}
+
+fn label_names(q: &Querier<'_>, tenant: &str, input: &Input<'_>) -> Result<Reply, ApiError> {
+    let r = input.decode(|v| LabelNamesRequest {
+        matchers: jstrs(v, &["matchers"]),
+        start: jint(v, &["start"]).unwrap_or(0),
+        end: jint(v, &["end"]).unwrap_or(0),
+    })?;
+    let names = q.label_names(tenant, &selections(&r.matchers, r.start, r.end)?)?;
+    let j = json!({"names": names});
+    Ok(Reply::both(&NamesResponse { names }, j))
+}
+
+fn label_values(q: &Querier<'_>, tenant: &str, input: &Input<'_>) -> Result<Reply, ApiError> {
+    let r = input.decode(|v| LabelValuesRequest {
+        name: jstr(v, &["name"]),
+        matchers: jstrs(v, &["matchers"]),
+        start: jint(v, &["start"]).unwrap_or(0),
+        end: jint(v, &["end"]).unwrap_or(0),
+    })?;
+    let names = q.label_values(tenant, &r.name, &selections(&r.matchers, r.start, r.end)?)?;
+    let j = json!({"names": names});
+    Ok(Reply::both(&NamesResponse { names }, j))
+}
+
+fn series(q: &Querier<'_>, tenant: &str, input: &Input<'_>) -> Result<Reply, ApiError> {
+    let r = input.decode(|v| SeriesRequest {
+        matchers: jstrs(v, &["matchers"]),
+        label_names: jstrs(v, &["labelNames", "label_names"]),
+        start: jint(v, &["start"]).unwrap_or(0),
+        end: jint(v, &["end"]).unwrap_or(0),
+    })?;
+    // Only the requested label names, and each distinct projection once.
+    let sets: BTreeSet<Labels> = q
+        .series(tenant, &selections(&r.matchers, r.start, r.end)?)?
+        .into_iter()
+        .map(|l| {
+            l.into_iter()
+                .filter(|(n, _)| r.label_names.is_empty() || r.label_names.contains(n))
+                .collect()
+        })
+        .collect();
+    let labels_set: Vec<LabelSet> = sets
+        .into_iter()
+        .map(|l| LabelSet {
+            labels: label_pairs(l),
+        })
+        .collect();
+    let j = json!({"labelsSet": labels_set.iter().map(|s| json!({"labels": labels_json(&s.labels)})).collect::<Vec<_>>()});
+    Ok(Reply::both(&SeriesResponse { labels_set }, j))
+}
+
+fn select_merge_stacktraces(
+    q: &Querier<'_>,
+    tenant: &str,
+    input: &Input<'_>,
+) -> Result<Reply, ApiError> {
+    let r = input.decode(select_from_json)?;
+    let fg = flamegraph(&q.call_tree(tenant, &select_query(&r)?)?);
+    let j = json!({"flamegraph": flamegraph_json(&fg, false)});
+    Ok(Reply::both(
+        &FlameGraphResponse {
+            flamegraph: Some(fg),
+        },
+        j,
+    ))
+}
+
+fn select_merge_profile(
+    q: &Querier<'_>,
+    tenant: &str,
+    input: &Input<'_>,
+) -> Result<Reply, ApiError> {
+    let r = input.decode(select_from_json)?;
+    let merged = q.merge(tenant, &select_query(&r)?)?;
+    Ok(Reply::Proto(ember_pprof::encode(
+        &ember_query::pprof_profile(&merged),
+    )))
+}
+
+fn select_series(q: &Querier<'_>, tenant: &str, input: &Input<'_>) -> Result<Reply, ApiError> {
+    let r = input.decode(|v| SelectSeriesRequest {
+        profile_type_id: jstr(v, &["profileTypeID", "profile_typeID", "profileTypeId"]),
+        label_selector: jstr(v, &["labelSelector", "label_selector"]),
+        start: jint(v, &["start"]).unwrap_or(0),
+        end: jint(v, &["end"]).unwrap_or(0),
+        group_by: jstrs(v, &["groupBy", "group_by"]),
+        step: v
+            .get("step")
+            .and_then(|s| s.as_f64().or_else(|| s.as_str()?.parse().ok()))
+            .unwrap_or(0.0),
+    })?;
+    let mut req = selection(&r.label_selector, &r.profile_type_id, r.start, r.end)?;
+    // Grafana always sends a step; 15 s (its usual minimum interval) when it is missing.
+    req.step_nanos = Some(if r.step > 0.0 {
+        (r.step * 1e9) as i64
+    } else {
+        15_000_000_000
+    });
+    req.group_by = r.group_by;
+    let series: Vec<TypesSeries> = q
+        .time_series(tenant, &req)?
+        .into_iter()
+        .map(|ts| TypesSeries {
+            labels: label_pairs(ts.labels),
+            points: ts
+                .points
+                .into_iter()
+                .map(|(t, v)| Point {
+                    value: v as f64,
+                    timestamp: t / 1_000_000,
+                })
+                .collect(),
+        })
+        .collect();
+    let j = json!({"series": series.iter().map(|s| json!({"labels": labels_json(&s.labels), "points": s.points.iter().map(|p| json!({"value": p.value, "timestamp": p.timestamp})).collect::<Vec<_>>()})).collect::<Vec<_>>()});
+    Ok(Reply::both(&SelectSeriesResponse { series }, j))
+}
+
+fn diff(q: &Querier<'_>, tenant: &str, input: &Input<'_>) -> Result<Reply, ApiError> {
+    let r = input.decode(|v| DiffRequest {
+        left: v.get("left").map(select_from_json),
+        right: v.get("right").map(select_from_json),
+    })?;
+    let (Some(left), Some(right)) = (r.left, r.right) else {
+        return Err(input.bad("both left and right are required"));
+    };
+    let diff = q.diff(tenant, &select_query(&left)?, &select_query(&right)?)?;
+    let fg = diff_flamegraph(&diff.tree());
+    let j = json!({"flamegraph": flamegraph_json(&fg, true)});
+    Ok(Reply::both(
+        &FlameGraphResponse {
+            flamegraph: Some(fg),
+        },
+        j,
+    ))
 }
 
 fn call(
@@ -417,220 +613,23 @@ fn call(
     body: &[u8],
     json_in: bool,
 ) -> Result<Reply, ApiError> {
-    let bad = |e: String| ApiError::bad_request("bad_request", format!("{method}: {e}"));
-    let v: Value = if json_in {
-        serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?
-    } else {
-        Value::Null
+    let mut input = Input {
+        method,
+        body,
+        json: None,
     };
-    macro_rules! decode {
-        ($t:ty, $json:expr) => {
-            if json_in {
-                $json
-            } else {
-                <$t>::decode(body).map_err(|e| bad(e.to_string()))?
-            }
-        };
+    if json_in {
+        input.json = Some(serde_json::from_slice(body).map_err(|e| input.bad(e))?);
     }
-    Ok(match method {
-        "ProfileTypes" => {
-            let _req = decode!(ProfileTypesRequest, ProfileTypesRequest::default());
-            let types: Vec<ProfileType> = st
-                .store
-                .profile_types(tenant)
-                .into_iter()
-                .map(|id| {
-                    let p: Vec<&str> = id.split(':').collect();
-                    let g = |i: usize| p.get(i).copied().unwrap_or("").to_string();
-                    ProfileType {
-                        name: g(0),
-                        sample_type: g(1),
-                        sample_unit: g(2),
-                        period_type: g(3),
-                        period_unit: g(4),
-                        id,
-                    }
-                })
-                .collect();
-            let j = json!({"profileTypes": types.iter().map(|t| json!({"ID": t.id, "name": t.name, "sampleType": t.sample_type, "sampleUnit": t.sample_unit, "periodType": t.period_type, "periodUnit": t.period_unit})).collect::<Vec<_>>()});
-            Reply::Both(
-                ProfileTypesResponse {
-                    profile_types: types,
-                }
-                .encode_to_vec(),
-                j,
-            )
-        }
-        "LabelNames" => {
-            let r = decode!(
-                LabelNamesRequest,
-                LabelNamesRequest {
-                    matchers: jstrs(&v, &["matchers"]),
-                    start: jint(&v, &["start"]).unwrap_or(0),
-                    end: jint(&v, &["end"]).unwrap_or(0)
-                }
-            );
-            let names: BTreeSet<String> = matching_series(st, tenant, &r.matchers, r.start, r.end)?
-                .into_iter()
-                .flat_map(|l| l.into_iter().map(|(n, _)| n))
-                .collect();
-            let names: Vec<String> = names.into_iter().collect();
-            let j = json!({"names": names});
-            Reply::Both(NamesResponse { names }.encode_to_vec(), j)
-        }
-        "LabelValues" => {
-            let r = decode!(
-                LabelValuesRequest,
-                LabelValuesRequest {
-                    name: jstr(&v, &["name"]),
-                    matchers: jstrs(&v, &["matchers"]),
-                    start: jint(&v, &["start"]).unwrap_or(0),
-                    end: jint(&v, &["end"]).unwrap_or(0)
-                }
-            );
-            let values: BTreeSet<String> =
-                matching_series(st, tenant, &r.matchers, r.start, r.end)?
-                    .into_iter()
-                    .flat_map(|l| l.into_iter().filter(|(n, _)| *n == r.name).map(|(_, v)| v))
-                    .collect();
-            let names: Vec<String> = values.into_iter().collect();
-            let j = json!({"names": names});
-            Reply::Both(NamesResponse { names }.encode_to_vec(), j)
-        }
-        "Series" => {
-            let r = decode!(
-                SeriesRequest,
-                SeriesRequest {
-                    matchers: jstrs(&v, &["matchers"]),
-                    label_names: jstrs(&v, &["labelNames", "label_names"]),
-                    start: jint(&v, &["start"]).unwrap_or(0),
-                    end: jint(&v, &["end"]).unwrap_or(0)
-                }
-            );
-            let mut sets: BTreeSet<Labels> = BTreeSet::new();
-            for l in matching_series(st, tenant, &r.matchers, r.start, r.end)? {
-                sets.insert(
-                    l.into_iter()
-                        .filter(|(n, _)| r.label_names.is_empty() || r.label_names.contains(n))
-                        .collect(),
-                );
-            }
-            let labels_set: Vec<LabelSet> = sets
-                .into_iter()
-                .map(|l| LabelSet {
-                    labels: l
-                        .into_iter()
-                        .map(|(name, value)| LabelPair { name, value })
-                        .collect(),
-                })
-                .collect();
-            let j = json!({"labelsSet": labels_set.iter().map(|s| json!({"labels": labels_json(&s.labels)})).collect::<Vec<_>>()});
-            Reply::Both(SeriesResponse { labels_set }.encode_to_vec(), j)
-        }
-        "SelectMergeStacktraces" => {
-            let r = decode!(SelectRequest, select_from_json(&v));
-            let fg = flamegraph(&merged_tree(st, tenant, &r)?);
-            let j = json!({"flamegraph": flamegraph_json(&fg, false)});
-            Reply::Both(
-                FlameGraphResponse {
-                    flamegraph: Some(fg),
-                }
-                .encode_to_vec(),
-                j,
-            )
-        }
-        "SelectMergeProfile" => {
-            let r = decode!(SelectRequest, select_from_json(&v));
-            let q = to_query(&r.label_selector, &r.profile_type_id, r.start, r.end)?;
-            let merged = st.store.merge_stacks(tenant, &q);
-            Reply::Proto(ember_pprof::encode(&crate::query::merged_profile(&merged)))
-        }
-        "SelectSeries" => {
-            let r = decode!(
-                SelectSeriesRequest,
-                SelectSeriesRequest {
-                    profile_type_id: jstr(
-                        &v,
-                        &["profileTypeID", "profile_typeID", "profileTypeId"]
-                    ),
-                    label_selector: jstr(&v, &["labelSelector", "label_selector"]),
-                    start: jint(&v, &["start"]).unwrap_or(0),
-                    end: jint(&v, &["end"]).unwrap_or(0),
-                    group_by: jstrs(&v, &["groupBy", "group_by"]),
-                    step: v
-                        .get("step")
-                        .and_then(|s| s.as_f64().or_else(|| s.as_str()?.parse().ok()))
-                        .unwrap_or(0.0),
-                }
-            );
-            let q = to_query(&r.label_selector, &r.profile_type_id, r.start, r.end)?;
-            let step = if r.step > 0.0 {
-                (r.step * 1e9) as i64
-            } else {
-                15_000_000_000
-            };
-            let series: Vec<TypesSeries> = st
-                .store
-                .series_totals(tenant, &q, step, &r.group_by)
-                .into_iter()
-                .map(|ts| TypesSeries {
-                    labels: ts
-                        .labels
-                        .into_iter()
-                        .map(|(name, value)| LabelPair { name, value })
-                        .collect(),
-                    points: ts
-                        .points
-                        .into_iter()
-                        .map(|(t, v)| Point {
-                            value: v as f64,
-                            timestamp: t / 1_000_000,
-                        })
-                        .collect(),
-                })
-                .collect();
-            let j = json!({"series": series.iter().map(|s| json!({"labels": labels_json(&s.labels), "points": s.points.iter().map(|p| json!({"value": p.value, "timestamp": p.timestamp})).collect::<Vec<_>>()})).collect::<Vec<_>>()});
-            Reply::Both(SelectSeriesResponse { series }.encode_to_vec(), j)
-        }
-        "Diff" => {
-            let r = decode!(
-                DiffRequest,
-                DiffRequest {
-                    left: v.get("left").map(select_from_json),
-                    right: v.get("right").map(select_from_json),
-                }
-            );
-            let (Some(left), Some(right)) = (r.left, r.right) else {
-                return Err(bad("both left and right are required".into()));
-            };
-            let merge = |side: &SelectRequest| -> Result<Vec<(Vec<String>, i64)>, ApiError> {
-                let q = to_query(
-                    &side.label_selector,
-                    &side.profile_type_id,
-                    side.start,
-                    side.end,
-                )?;
-                Ok(st.store.merge_stacks(tenant, &q).stacks)
-            };
-            let diff = crate::flamebearer::DiffTree::new(&merge(&left)?, &merge(&right)?);
-            let (levels, max_self) = diff.levels();
-            let fg = FlameGraph {
-                names: diff.names.clone(),
-                levels: levels.into_iter().map(|values| Level { values }).collect(),
-                total: diff.left_total() + diff.right_total(),
-                max_self,
-                left_ticks: diff.left_total(),
-                right_ticks: diff.right_total(),
-            };
-            let j = json!({"flamegraph": flamegraph_json(&fg, true)});
-            Reply::Both(
-                FlameGraphResponse {
-                    flamegraph: Some(fg),
-                }
-                .encode_to_vec(),
-                j,
-            )
-        }
+    let handler: Method = match method {
+        "ProfileTypes" => profile_types,
+        "LabelNames" => label_names,
+        "LabelValues" => label_values,
+        "Series" => series,
+        "SelectMergeStacktraces" => select_merge_stacktraces,
+        "SelectMergeProfile" => select_merge_profile,
+        "SelectSeries" => select_series,
+        "Diff" => diff,
         other => {
             return Err(ApiError {
                 retry_after_secs: None,
@@ -640,7 +639,8 @@ fn call(
                 message: format!("querier.v1.QuerierService/{other} is not implemented"),
             });
         }
-    })
+    };
+    handler(&Querier::new(&st.store), tenant, &input)
 }
 
 /// `POST /querier.v1.QuerierService/{method}`.

@@ -42,10 +42,10 @@ enum Command {
     #[cfg(feature = "server")]
     /// Run the profile server: ingest (Pyroscope-compatible), storage and queries.
     Server(cmd::server::Args),
-    #[cfg(feature = "push")]
+    #[cfg(feature = "client")]
     /// Push pprof files to an Ember or Pyroscope-compatible server (push.v1).
     Push(cmd::push::Args),
-    #[cfg(feature = "server")]
+    #[cfg(feature = "client")]
     /// Query a running server: merged profile (or diff) of a selection as top, SVG, pprof or folded.
     Query(cmd::query::Args),
     #[cfg(feature = "agent")]
@@ -97,9 +97,9 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::record::run(args),
         #[cfg(feature = "server")]
         Command::Server(args) => cmd::server::run(args),
-        #[cfg(feature = "push")]
+        #[cfg(feature = "client")]
         Command::Push(args) => cmd::push::run(args),
-        #[cfg(feature = "server")]
+        #[cfg(feature = "client")]
         Command::Query(args) => cmd::query::run(args),
         #[cfg(feature = "agent")]
         Command::Agent(args) => cmd::agent::run(args),

@@ -249,7 +249,7 @@ fn ember_query_cli_and_diff_against_a_running_server() {
     let (s, body) = server.get("/api/v1/diff?query=%7B%7D&format=png", &[]);
     assert_eq!(s, 400, "{body}");
     let (ok, _, err) = ember(&["query", "{}", "--server", "http://127.0.0.1:1"]);
-    assert!(!ok && err.contains("connecting"), "{err}");
+    assert!(!ok && err.contains("cannot connect"), "{err}");
 
     // --help documents every option with its default.
     let (ok, help, _) = ember(&["query", "--help"]);

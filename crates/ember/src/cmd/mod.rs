@@ -11,9 +11,9 @@ pub mod flamegraph;
 pub mod loadgen;
 #[cfg(feature = "agent")]
 pub mod profiling;
-#[cfg(feature = "push")]
+#[cfg(feature = "client")]
 pub mod push;
-#[cfg(feature = "server")]
+#[cfg(feature = "client")]
 pub mod query;
 #[cfg(feature = "record")]
 pub mod record;

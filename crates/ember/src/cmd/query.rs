@@ -1,11 +1,20 @@
 //! `ember query`: asks a running `ember server` for the merged profile of a selection (or the
 //! diff of two selections) and writes it as a top table, SVG flame graph, pprof or folded stacks.
+//!
+//! A thin client of the server's HTTP API (`/api/v1/query`, `/api/v1/diff`): the options map
+//! one to one onto its parameters, the server's `ember-query` layer answers, and the request
+//! goes through `ember-http`, the workspace's one HTTP client.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use ember_server::client::{HttpClient, url_encode};
+
+/// How long one query may take: merging a large selection (days of profiles) is slow, so
+/// longer than the HTTP client's 30 s default.
+const QUERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+/// Largest answer read: an SVG or pprof of a large merged selection can be big.
+const MAX_ANSWER_BYTES: u64 = 1 << 30;
 
 /// Output formats of `ember query`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -125,33 +134,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         params.push(("type", t.clone()));
     }
     params.push(("format", args.format.as_str().to_string()));
-    let query: Vec<String> = params
-        .iter()
-        .map(|(k, v)| format!("{k}={}", url_encode(v)))
-        .collect();
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.extend_pairs(&params);
     let route = if diff {
         "/api/v1/diff"
     } else {
         "/api/v1/query"
     };
-    let path = format!("{route}?{}", query.join("&"));
+    let url = format!(
+        "{}{route}?{}",
+        args.server.trim_end_matches('/'),
+        query.finish()
+    );
 
     if args.format == Format::Pprof && args.output.is_none() && std::io::stdout().is_terminal() {
         bail!("pprof output is binary: pass --output FILE or redirect standard output");
     }
-    let mut client = HttpClient::new(&args.server)?;
-    let mut headers = Vec::new();
-    let auth = args.token.as_ref().map(|t| format!("Bearer {t}"));
-    if let Some(a) = &auth {
-        headers.push(("Authorization", a.as_str()));
+    let config = ember_http::ClientConfig {
+        timeout: QUERY_TIMEOUT,
+        max_body: MAX_ANSWER_BYTES,
+        ..ember_http::ClientConfig::default()
+    };
+    let client = ember_http::BlockingClient::new(&config).context("setting up the HTTP client")?;
+    let mut request = ember_http::Request::get(url);
+    if let Some(t) = &args.token {
+        request = request.bearer_token(t);
     }
     if let Some(t) = &args.tenant {
-        headers.push(("X-Scope-OrgID", t.as_str()));
+        request = request.header("X-Scope-OrgID", t);
     }
     let response = client
-        .request("GET", &path, &headers, b"")
+        .send(request)
         .with_context(|| format!("querying {}", args.server))?;
-    if response.status != 200 {
+    if !response.is_success() {
         let body = String::from_utf8_lossy(&response.body);
         let message = serde_json::from_str::<serde_json::Value>(&body)
             .ok()

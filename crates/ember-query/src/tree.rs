@@ -1,5 +1,5 @@
-//! Call trees built from merged stacks, `maxNodes` truncation, and Pyroscope's flamebearer
-//! encoding.
+//! Call trees built from merged stacks, node-limit truncation, and their flamebearer levels
+//! (the encoding Pyroscope's flame graph UIs and `querier.v1` share).
 //!
 //! Truncation keeps the `max_nodes` heaviest nodes by total (plus the ancestors that make
 //! them reachable), so a hot frame stays visible however deep it is; only the children that
@@ -321,18 +321,6 @@ impl DiffTree {
             stack.extend(kids.into_iter().rev());
         }
         (levels, max_self)
-    }
-}
-
-/// Pyroscope's metadata `units` and `sampleRate` for a sample type/unit.
-pub fn units(sample_type: &str, unit: &str) -> (&'static str, i64) {
-    match unit {
-        "nanoseconds" => ("samples", 1_000_000_000),
-        "microseconds" => ("samples", 1_000_000),
-        "bytes" => ("bytes", 100),
-        _ if sample_type.contains("goroutine") => ("goroutines", 100),
-        _ if sample_type.contains("alloc") || sample_type.contains("inuse") => ("objects", 100),
-        _ => ("samples", 100),
     }
 }
 

@@ -1,0 +1,225 @@
+//! The operations on stored profiles: merge (flame graphs and files), diff, time series with
+//! group-by, and the label and series listings.
+
+use std::collections::BTreeSet;
+
+use ember_store::{Labels, Merged, Store, TimeSeries};
+use serde_json::Value;
+
+use crate::QueryError;
+use crate::flamebearer::{self, Timeline};
+use crate::render::{self, Format, Output};
+use crate::request::QueryRequest;
+use crate::tree::{DiffTree, Tree};
+
+/// Most timeline buckets of one flame graph (a bound on the answer's size whatever the step).
+const MAX_TIMELINE_BUCKETS: i64 = 100_000;
+
+/// Answers [`QueryRequest`]s from one store. Cheap to make: it only borrows the store.
+///
+/// Every operation is synchronous and may take a while on a large selection; a server runs it
+/// off its I/O threads.
+#[derive(Clone, Copy)]
+pub struct Querier<'s> {
+    store: &'s Store,
+}
+
+impl std::fmt::Debug for Querier<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Querier").finish_non_exhaustive()
+    }
+}
+
+impl<'s> Querier<'s> {
+    /// A querier over `store`.
+    pub fn new(store: &'s Store) -> Self {
+        Querier { store }
+    }
+
+    /// Merges every profile of the selection in its time range into one set of stacks (by
+    /// frame names; averaged series contribute their mean).
+    pub fn merge(&self, tenant: &str, req: &QueryRequest) -> Result<Merged, QueryError> {
+        Ok(self.store.merge_stacks(tenant, &req.store_query()?))
+    }
+
+    /// The merged call tree of the selection, truncated to `req.max_nodes`.
+    pub fn call_tree(&self, tenant: &str, req: &QueryRequest) -> Result<Tree, QueryError> {
+        let merged = self.merge(tenant, req)?;
+        Ok(Tree::from_stacks(&merged.stacks).truncate(req.max_nodes))
+    }
+
+    /// The flamebearer JSON of the selection (`single` format) with its timeline (totals per
+    /// step); titled `title`. An empty selection is an empty flame graph, not an error.
+    pub fn flamebearer(
+        &self,
+        tenant: &str,
+        req: &QueryRequest,
+        title: &str,
+    ) -> Result<Value, QueryError> {
+        let q = req.store_query()?;
+        let merged = self.store.merge_stacks(tenant, &q);
+        let tree = Tree::from_stacks(&merged.stacks).truncate(req.max_nodes);
+        let step = req.step_nanos();
+        let buckets = ((q.end_nanos - q.start_nanos) / step + 1).clamp(1, MAX_TIMELINE_BUCKETS);
+        let mut samples = vec![0i64; buckets as usize];
+        for ts in self.store.series_totals(tenant, &q, step, &[]) {
+            for (t, v) in ts.points {
+                let i = ((t - q.start_nanos) / step) as usize;
+                if let Some(b) = samples.get_mut(i) {
+                    *b = b.saturating_add(v);
+                }
+            }
+        }
+        let timeline = Timeline {
+            start_nanos: q.start_nanos,
+            step_nanos: step,
+            samples,
+        };
+        Ok(flamebearer::single(&tree, &merged, &timeline, title))
+    }
+
+    /// The selection in `format`, titled `title`. A flamebearer of an empty selection is an
+    /// empty flame graph; every other format of it is [`QueryError::NotFound`] (an empty file
+    /// would look like a broken one).
+    pub fn render(
+        &self,
+        tenant: &str,
+        req: &QueryRequest,
+        format: Format,
+        title: &str,
+    ) -> Result<Output, QueryError> {
+        if format == Format::Flamebearer {
+            return self.flamebearer(tenant, req, title).map(Output::Json);
+        }
+        let merged = self.merge(tenant, req)?;
+        if merged.profiles == 0 || merged.stacks.is_empty() {
+            return Err(QueryError::NotFound(
+                "no profiles match the query in the time range".into(),
+            ));
+        }
+        render::merged_file(&merged, format, title)
+    }
+
+    /// The `right` selection against the `left` one (the baseline).
+    pub fn diff(
+        &self,
+        tenant: &str,
+        left: &QueryRequest,
+        right: &QueryRequest,
+    ) -> Result<Diff, QueryError> {
+        let (l, r) = (left.store_query()?, right.store_query()?);
+        Ok(Diff {
+            left: self.store.merge_stacks(tenant, &l),
+            right: self.store.merge_stacks(tenant, &r),
+        })
+    }
+
+    /// Totals of the selection per `req.step_nanos()` bucket (aligned to its start), one
+    /// series per distinct combination of the `req.group_by` labels; only non-empty buckets.
+    pub fn time_series(
+        &self,
+        tenant: &str,
+        req: &QueryRequest,
+    ) -> Result<Vec<TimeSeries>, QueryError> {
+        let q = req.store_query()?;
+        Ok(self
+            .store
+            .series_totals(tenant, &q, req.step_nanos(), &req.group_by))
+    }
+
+    /// Label sets of the series matching any of `selections` that hold a profile in its time
+    /// range, sorted and distinct; every series ever stored when `selections` is empty.
+    pub fn series(
+        &self,
+        tenant: &str,
+        selections: &[QueryRequest],
+    ) -> Result<Vec<Labels>, QueryError> {
+        if selections.is_empty() {
+            return Ok(self.store.series(tenant, None));
+        }
+        if let [one] = selections {
+            return Ok(self.store.series(tenant, Some(&one.store_query()?)));
+        }
+        let mut out: BTreeSet<Labels> = BTreeSet::new();
+        for s in selections {
+            out.extend(self.store.series(tenant, Some(&s.store_query()?)));
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Distinct label names of [`Querier::series`], sorted.
+    pub fn label_names(
+        &self,
+        tenant: &str,
+        selections: &[QueryRequest],
+    ) -> Result<Vec<String>, QueryError> {
+        let names: BTreeSet<String> = self
+            .series(tenant, selections)?
+            .into_iter()
+            .flat_map(|l| l.into_iter().map(|(n, _)| n))
+            .collect();
+        Ok(names.into_iter().collect())
+    }
+
+    /// Distinct values of label `name` in [`Querier::series`], sorted.
+    pub fn label_values(
+        &self,
+        tenant: &str,
+        name: &str,
+        selections: &[QueryRequest],
+    ) -> Result<Vec<String>, QueryError> {
+        let values: BTreeSet<String> = self
+            .series(tenant, selections)?
+            .into_iter()
+            .flat_map(|l| l.into_iter().filter(|(n, _)| n == name).map(|(_, v)| v))
+            .collect();
+        Ok(values.into_iter().collect())
+    }
+
+    /// Distinct profile type ids of the tenant, sorted.
+    pub fn profile_types(&self, tenant: &str) -> Vec<String> {
+        self.store.profile_types(tenant)
+    }
+}
+
+/// Two merged selections: `left` is the baseline, `right` the comparison.
+#[derive(Debug, Clone)]
+pub struct Diff {
+    /// The baseline ("before").
+    pub left: Merged,
+    /// The comparison ("after").
+    pub right: Merged,
+}
+
+impl Diff {
+    /// Whether neither side matched a stack.
+    pub fn is_empty(&self) -> bool {
+        self.left.stacks.is_empty() && self.right.stacks.is_empty()
+    }
+
+    /// The union call tree of both sides.
+    pub fn tree(&self) -> DiffTree {
+        DiffTree::new(&self.left.stacks, &self.right.stacks)
+    }
+
+    /// The `double` flamebearer JSON, titled `title` (empty sides give an empty graph).
+    pub fn flamebearer(&self, title: &str) -> Value {
+        flamebearer::double(&self.tree(), &self.left, &self.right, title)
+    }
+
+    /// The pprof form: right minus left per stack, like `pprof -diff_base=left right`.
+    pub fn profile(&self) -> ember_pprof::Profile {
+        render::diff_profile(&self.left, &self.right)
+    }
+
+    /// The diff in `format`, titled `title`; [`QueryError::NotFound`] when neither side
+    /// matched anything.
+    pub fn render(&self, format: Format, title: &str) -> Result<Output, QueryError> {
+        if self.is_empty() {
+            return Err(QueryError::NotFound(
+                "no profiles match either side of the diff in its time range".into(),
+            ));
+        }
+        render::diff_output(&self.left, &self.right, format, title)
+    }
+}

@@ -1,0 +1,238 @@
+//! The result shapes of a merged selection or a diff as files: pprof, folded stacks, SVG flame
+//! graphs and top tables (the flamebearer JSON is in `flamebearer`).
+
+use std::collections::BTreeMap;
+
+use ember_store::Merged;
+
+use crate::QueryError;
+use crate::flamebearer::type_parts;
+
+/// An output format of a query or a diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Pyroscope flamebearer JSON (the default; `json` is an alias).
+    Flamebearer,
+    /// gzip'd pprof protobuf (a diff: right minus left per stack).
+    Pprof,
+    /// Folded stacks `frame;frame value` (a diff: `stack left right`).
+    Folded,
+    /// SVG flame graph (a diff: differential, widths from the right side).
+    Svg,
+    /// pprof-style top table of the heaviest functions.
+    Top,
+}
+
+impl Format {
+    /// Parses a format name; `None` (absent) is [`Format::Flamebearer`].
+    pub fn parse(name: Option<&str>) -> Result<Format, QueryError> {
+        Ok(match name.unwrap_or("flamebearer") {
+            "flamebearer" | "json" => Format::Flamebearer,
+            "pprof" => Format::Pprof,
+            "folded" => Format::Folded,
+            "svg" => Format::Svg,
+            "top" => Format::Top,
+            other => {
+                return Err(QueryError::Invalid(format!(
+                    "format={other:?}: use pprof, folded, svg, top or flamebearer"
+                )));
+            }
+        })
+    }
+}
+
+/// An encoded answer: JSON, or bytes with their content type.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// A JSON document (flamebearer).
+    Json(serde_json::Value),
+    /// A file: its `Content-Type` and bytes.
+    Bytes {
+        /// MIME type (`image/svg+xml`, `text/plain; charset=utf-8`, ...).
+        content_type: &'static str,
+        /// The encoded answer.
+        body: Vec<u8>,
+    },
+}
+
+impl Output {
+    fn text(body: String) -> Output {
+        Output::Bytes {
+            content_type: "text/plain; charset=utf-8",
+            body: body.into_bytes(),
+        }
+    }
+
+    fn pprof(profile: &ember_pprof::Profile) -> Output {
+        Output::Bytes {
+            content_type: "application/octet-stream",
+            body: ember_pprof::encode_gzip(profile),
+        }
+    }
+}
+
+/// A one-sample-type pprof profile of the merged stacks, typed (sample type and period) by
+/// the first profile type of `merged`.
+pub fn pprof_profile(merged: &Merged) -> ember_pprof::Profile {
+    build_profile(
+        merged,
+        merged.stacks.iter().map(|(f, v)| (f.as_slice(), *v)),
+    )
+}
+
+/// A one-sample-type pprof profile of `stacks`, typed like `typed`.
+fn build_profile<'a>(
+    typed: &Merged,
+    stacks: impl Iterator<Item = (&'a [String], i64)>,
+) -> ember_pprof::Profile {
+    let [_, t, u, pt, pu] = type_parts(typed);
+    let mut b = ember_pprof::ProfileBuilder::new(&[(t.as_str(), u.as_str())]);
+    if !pt.is_empty() {
+        b.set_period((&pt, &pu), 0);
+    }
+    for (frames, v) in stacks {
+        let f: Vec<&str> = frames.iter().map(String::as_str).collect();
+        b.add_folded_stack(&f, &[v]);
+    }
+    b.build()
+}
+
+/// Folded text of the merged stacks: one `frame;frame value` line per stack.
+pub fn folded_text(merged: &Merged) -> String {
+    let mut out = String::new();
+    for (frames, v) in &merged.stacks {
+        out.push_str(&frames.join(";"));
+        out.push(' ');
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// `(stack, left value, right value)` over the union of both sides' stacks, sorted.
+pub fn diff_stacks<'a>(left: &'a Merged, right: &'a Merged) -> Vec<(&'a [String], i64, i64)> {
+    let mut map: BTreeMap<&[String], (i64, i64)> = BTreeMap::new();
+    for (frames, v) in &left.stacks {
+        let e = map.entry(frames.as_slice()).or_default();
+        e.0 = e.0.saturating_add(*v);
+    }
+    for (frames, v) in &right.stacks {
+        let e = map.entry(frames.as_slice()).or_default();
+        e.1 = e.1.saturating_add(*v);
+    }
+    map.into_iter().map(|(k, (a, b))| (k, a, b)).collect()
+}
+
+/// The pprof form of a diff: right minus left per stack (negative where the right side
+/// spends less; equal stacks dropped), like `pprof -diff_base=left right`.
+pub(crate) fn diff_profile(left: &Merged, right: &Merged) -> ember_pprof::Profile {
+    let typed = if right.profiles > 0 { right } else { left };
+    let deltas = diff_stacks(left, right)
+        .into_iter()
+        .map(|(frames, l, r)| (frames, r.saturating_sub(l)))
+        .filter(|(_, delta)| *delta != 0);
+    build_profile(typed, deltas)
+}
+
+/// The top table of `profile`, as text.
+fn top(profile: &ember_pprof::Profile) -> Result<Output, QueryError> {
+    let table = ember_report::top(profile, &ember_report::TopOptions::default())
+        .map_err(|e| QueryError::Render(e.to_string()))?;
+    Ok(Output::text(table.render()))
+}
+
+/// An SVG flame graph of `lines` (differential when they carry a second count), titled
+/// `title`, or `default_title` when that is empty.
+fn svg(
+    lines: Vec<ember_folded::FoldedLine>,
+    title: &str,
+    default_title: &str,
+) -> Result<Output, QueryError> {
+    let folded = ember_folded::Folded {
+        lines,
+        ignored_lines: 0,
+        has_fractional: false,
+    };
+    let options = ember_flamegraph::Options {
+        title: if title.is_empty() {
+            default_title.into()
+        } else {
+            title.into()
+        },
+        ..Default::default()
+    };
+    let mut body = Vec::new();
+    ember_flamegraph::render(&folded, &options, &mut body)
+        .map_err(|e| QueryError::Render(e.to_string()))?;
+    Ok(Output::Bytes {
+        content_type: "image/svg+xml",
+        body,
+    })
+}
+
+/// A merged selection as a file (flamebearer needs the store for its timeline: see
+/// `Querier::render`).
+pub(crate) fn merged_file(
+    merged: &Merged,
+    format: Format,
+    title: &str,
+) -> Result<Output, QueryError> {
+    match format {
+        Format::Folded => Ok(Output::text(folded_text(merged))),
+        Format::Pprof => Ok(Output::pprof(&pprof_profile(merged))),
+        Format::Top => top(&pprof_profile(merged)),
+        Format::Flamebearer => Err(QueryError::Invalid(
+            "a flamebearer needs its timeline: ask Querier::render".into(),
+        )),
+        Format::Svg => {
+            let lines = merged
+                .stacks
+                .iter()
+                .map(|(frames, v)| ember_folded::FoldedLine {
+                    stack: frames.join(";"),
+                    count: *v as f64,
+                    second_count: None,
+                })
+                .collect();
+            svg(lines, title, "Flame Graph")
+        }
+    }
+}
+
+/// A diff in `format`; `title` names the flame graph.
+pub(crate) fn diff_output(
+    left: &Merged,
+    right: &Merged,
+    format: Format,
+    title: &str,
+) -> Result<Output, QueryError> {
+    match format {
+        Format::Flamebearer => Ok(Output::Json(crate::flamebearer::double(
+            &crate::tree::DiffTree::new(&left.stacks, &right.stacks),
+            left,
+            right,
+            title,
+        ))),
+        Format::Folded => {
+            let mut out = String::new();
+            for (frames, a, b) in diff_stacks(left, right) {
+                out.push_str(&frames.join(";"));
+                out.push_str(&format!(" {a} {b}\n"));
+            }
+            Ok(Output::text(out))
+        }
+        Format::Pprof => Ok(Output::pprof(&diff_profile(left, right))),
+        Format::Top => top(&diff_profile(left, right)),
+        Format::Svg => {
+            let lines = diff_stacks(left, right)
+                .into_iter()
+                .map(|(frames, a, b)| ember_folded::FoldedLine {
+                    stack: frames.join(";"),
+                    count: a as f64,
+                    second_count: Some(b as f64),
+                })
+                .collect();
+            svg(lines, title, "Differential Flame Graph")
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The operations of `ember-query` on a store filled here: merge, diff, top, time series,
+//! group-by, averaging, the node limit and the refused filters, with exact totals.
+
+use std::path::PathBuf;
+
+use ember_query::{
+    DEFAULT_MAX_NODES, Format, NameRule, Output, Querier, QueryError, QueryRequest, folded_text,
+};
+use ember_store::{IngestRecord, Store, StoreOptions};
+
+const SEC: i64 = 1_000_000_000;
+/// A round start time (unix ns) for every profile of these tests.
+const T0: i64 = 1_700_000_000 * SEC;
+const CPU: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ember-query-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Stores one cpu profile of `stacks` (`"a;b"`, value) for the series `labels` at `time`.
+fn ingest(store: &Store, labels: &[(&str, &str)], time: i64, stacks: &[(&str, i64)]) {
+    let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+    b.set_period(("cpu", "nanoseconds"), 10_000_000);
+    for (stack, v) in stacks {
+        let frames: Vec<&str> = stack.split(';').collect();
+        b.add_folded_stack(&frames, &[*v]);
+    }
+    let record = IngestRecord {
+        tenant: "t".into(),
+        labels: labels
+            .iter()
+            .map(|(n, v)| ember_store::LabelPair {
+                name: (*n).into(),
+                value: (*v).into(),
+            })
+            .collect(),
+        time_nanos: time,
+        profile: ember_pprof::encode(&b.build()),
+        received_nanos: time,
+    };
+    store.ingest_blocking(&record).expect("ingest");
+}
+
+/// A store with service `api` (pods a and b) and service `db`, over three 10 s buckets.
+fn filled(name: &str) -> (Store, PathBuf) {
+    let dir = temp_dir(name);
+    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    let api_a = [("service_name", "api"), ("pod", "a")];
+    let api_b = [("service_name", "api"), ("pod", "b")];
+    ingest(&store, &api_a, T0, &[("main;work", 10), ("main;idle", 5)]);
+    ingest(&store, &api_a, T0 + 10 * SEC, &[("main;work", 20)]);
+    ingest(
+        &store,
+        &api_b,
+        T0 + 15 * SEC,
+        &[("main;work", 1), ("main;gc", 4)],
+    );
+    ingest(&store, &api_b, T0 + 25 * SEC, &[("main;gc", 6)]);
+    ingest(
+        &store,
+        &[("service_name", "db")],
+        T0 + 5 * SEC,
+        &[("query;scan", 100)],
+    );
+    (store, dir)
+}
+
+fn req(selector: &str, start: i64, end: i64) -> QueryRequest {
+    QueryRequest::parse(selector, Some("cpu"), NameRule::PyroscopeApp, start, end)
+        .expect("selector parses")
+}
+
+fn all(selector: &str) -> QueryRequest {
+    req(selector, T0, T0 + 60 * SEC)
+}
+
+fn text(output: Output) -> String {
+    match output {
+        Output::Bytes { body, .. } => String::from_utf8(body).expect("utf-8"),
+        Output::Json(v) => v.to_string(),
+    }
+}
+
+#[test]
+fn merge_sums_stacks_within_selector_type_and_range() {
+    let (store, dir) = filled("merge");
+    let q = Querier::new(&store);
+    let api = q.merge("t", &all("{service_name=\"api\"}")).unwrap();
+    assert_eq!(api.total, 46);
+    assert_eq!(api.profiles, 4);
+    assert_eq!(api.series, 2);
+    assert_eq!(folded_text(&api), "main;gc 10\nmain;idle 5\nmain;work 31\n");
+    assert_eq!(
+        api.profile_types.iter().next().map(String::as_str),
+        Some(CPU)
+    );
+    // A regex over pods, a legacy name with the type suffix, and a time range that cuts.
+    let b = q.merge("t", &all("{pod=~\"b|c\"}")).unwrap();
+    assert_eq!(b.total, 11);
+    let legacy =
+        QueryRequest::parse("db.cpu{}", None, NameRule::PyroscopeApp, T0, T0 + 60 * SEC).unwrap();
+    assert_eq!(q.merge("t", &legacy).unwrap().total, 100);
+    let first = req("{service_name=\"api\"}", T0, T0 + 10 * SEC - 1);
+    assert_eq!(q.merge("t", &first).unwrap().total, 15);
+    // Another profile type or another tenant sees nothing.
+    let mut other_type = all("{}");
+    other_type.profile_type = Some("alloc_space".into());
+    assert_eq!(q.merge("t", &other_type).unwrap().profiles, 0);
+    assert_eq!(q.merge("other", &all("{}")).unwrap().total, 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn files_of_an_empty_selection_are_not_found_but_its_flame_graph_is_empty() {
+    let (store, dir) = filled("empty");
+    let q = Querier::new(&store);
+    let none = all("{service_name=\"nope\"}");
+    for format in [Format::Folded, Format::Pprof, Format::Svg, Format::Top] {
+        assert!(matches!(
+            q.render("t", &none, format, ""),
+            Err(QueryError::NotFound(_))
+        ));
+    }
+    let Output::Json(fb) = q.render("t", &none, Format::Flamebearer, "").unwrap() else {
+        panic!("a flamebearer is JSON");
+    };
+    assert_eq!(fb["flamebearer"]["numTicks"], 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn flamebearer_timeline_and_pprof_keep_the_totals() {
+    let (store, dir) = filled("flamebearer");
+    let q = Querier::new(&store);
+    let mut r = req("{service_name=\"api\"}", T0, T0 + 30 * SEC - 1);
+    assert_eq!(r.max_nodes, DEFAULT_MAX_NODES);
+    assert_eq!(r.step_nanos(), 10 * SEC);
+    let fb = q.flamebearer("t", &r, "api").unwrap();
+    assert_eq!(fb["flamebearer"]["numTicks"], 46);
+    assert_eq!(fb["metadata"]["name"], "api");
+    assert_eq!(fb["metadata"]["units"], "samples");
+    assert_eq!(fb["timeline"]["durationDelta"], 10);
+    assert_eq!(fb["timeline"]["samples"], serde_json::json!([15, 25, 6]));
+    let Output::Bytes { body, .. } = q.render("t", &r, Format::Pprof, "").unwrap() else {
+        panic!("pprof is bytes");
+    };
+    let p = ember_pprof::decode(&ember_pprof::decompress(&body, &Default::default()).unwrap())
+        .expect("valid pprof");
+    assert_eq!(p.sample.iter().map(|s| s.value[0]).sum::<i64>(), 46);
+    // The node limit: 2 nodes keep `main` and its heaviest child; the rest is `other`.
+    r.max_nodes = 2;
+    let tree = q.call_tree("t", &r).unwrap();
+    let names: Vec<&str> = tree
+        .nodes
+        .iter()
+        .map(|n| tree.names[n.name as usize].as_str())
+        .collect();
+    assert_eq!(names, ["total", "main", "work", "other"]);
+    assert_eq!(tree.nodes[0].total, 46);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn top_table_ranks_the_heaviest_function() {
+    let (store, dir) = filled("top");
+    let table = text(
+        Querier::new(&store)
+            .render("t", &all("{}"), Format::Top, "")
+            .unwrap(),
+    );
+    let first_row = table
+        .lines()
+        .find(|l| l.contains("scan") || l.contains("work"))
+        .expect("a row");
+    assert!(first_row.contains("scan"), "{table}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn diff_compares_two_time_ranges_per_stack() {
+    let (store, dir) = filled("diff");
+    let q = Querier::new(&store);
+    let left = req("{service_name=\"api\"}", T0, T0 + 10 * SEC - 1);
+    let right = req("{service_name=\"api\"}", T0 + 10 * SEC, T0 + 30 * SEC);
+    let diff = q.diff("t", &left, &right).unwrap();
+    assert_eq!(
+        text(diff.render(Format::Folded, "").unwrap()),
+        "main;gc 0 10\nmain;idle 5 0\nmain;work 10 21\n"
+    );
+    let deltas: i64 = diff.profile().sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(deltas, 31 - 15);
+    let fb = diff.flamebearer("api");
+    assert_eq!(fb["metadata"]["format"], "double");
+    assert_eq!(
+        (fb["leftTicks"].as_i64(), fb["rightTicks"].as_i64()),
+        (Some(15), Some(31))
+    );
+    let svg = text(diff.render(Format::Svg, "").unwrap());
+    assert!(svg.contains("Differential Flame Graph"));
+    let none = all("{service_name=\"nope\"}");
+    let empty = q.diff("t", &none, &none).unwrap();
+    assert!(matches!(
+        empty.render(Format::Flamebearer, ""),
+        Err(QueryError::NotFound(_))
+    ));
+    assert_eq!(empty.flamebearer("")["leftTicks"], 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn time_series_buckets_by_step_and_groups_by_labels() {
+    let (store, dir) = filled("series");
+    let q = Querier::new(&store);
+    let mut r = all("{}");
+    r.step_nanos = Some(10 * SEC);
+    let one = q.time_series("t", &r).unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(
+        one[0].points,
+        vec![(T0, 115), (T0 + 10 * SEC, 25), (T0 + 20 * SEC, 6)]
+    );
+    r.group_by = vec!["service_name".into(), "pod".into()];
+    let grouped = q.time_series("t", &r).unwrap();
+    let by: Vec<(Vec<&str>, i64)> = grouped
+        .iter()
+        .map(|ts| {
+            (
+                ts.labels.iter().map(|(_, v)| v.as_str()).collect(),
+                ts.points.iter().map(|(_, v)| v).sum(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by,
+        vec![
+            (vec!["api", "a"], 35),
+            (vec!["api", "b"], 11),
+            (vec!["db", ""], 100)
+        ]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn averaged_series_contribute_their_mean() {
+    let dir = temp_dir("average");
+    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    let gauge = [("service_name", "g"), ("__aggregation_type__", "average")];
+    ingest(&store, &gauge, T0, &[("a", 10), ("b", 3)]);
+    ingest(&store, &gauge, T0 + SEC, &[("a", 20)]);
+    ingest(&store, &[("service_name", "s")], T0, &[("a", 7)]);
+    let q = Querier::new(&store);
+    let merged = q.merge("t", &all("{}")).unwrap();
+    // a: mean(10, 20) = 15 plus the summed 7; b: mean(3, 0) = 1.5, rounded to 2.
+    assert_eq!(folded_text(&merged), "a 22\nb 2\n");
+    let mut r = all("{service_name=\"g\"}");
+    r.step_nanos = Some(10 * SEC);
+    assert_eq!(q.time_series("t", &r).unwrap()[0].points, vec![(T0, 17)]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn listings_and_refused_filters() {
+    let (store, dir) = filled("listings");
+    let q = Querier::new(&store);
+    assert_eq!(q.profile_types("t"), vec![CPU.to_string()]);
+    assert_eq!(
+        q.label_values("t", "pod", &[]).unwrap(),
+        vec!["a".to_string(), "b".to_string()]
+    );
+    // Two selections are OR'd; a range with no profile of a series leaves it out.
+    let two = [
+        all("{pod=\"a\"}"),
+        req("{service_name=\"db\"}", T0 + 50 * SEC, T0 + 60 * SEC),
+    ];
+    assert_eq!(q.series("t", &two).unwrap().len(), 1);
+    assert!(
+        q.label_names("t", &[])
+            .unwrap()
+            .contains(&"pod".to_string())
+    );
+    let mut spans = all("{}");
+    spans.span_ids = vec!["00f067aa0ba902b7".into()];
+    assert!(matches!(
+        q.merge("t", &spans),
+        Err(QueryError::Unsupported(_))
+    ));
+    let mut labels = all("{}");
+    labels.sample_labels = vec![ember_store::Matcher::eq("span_name", "GET")];
+    assert!(matches!(
+        q.time_series("t", &labels),
+        Err(QueryError::Unsupported(_))
+    ));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,168 @@
+//! Ember's HTTP query API, `/api/v1/*` (see the crate docs for the parameters): each handler
+//! reads its parameters into an [`ember_query::QueryRequest`], runs one
+//! [`ember_query::Querier`] operation and encodes the answer.
+//!
+//! Besides the parameters in the crate docs, every selection takes `spanSelector=ID,ID`
+//! (trace span ids); the store does not keep span ids of samples yet, so it is refused with a
+//! 501 `unimplemented` rather than answered unfiltered.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use ember_query::{Format, Querier, QueryRequest, parse};
+use serde_json::json;
+
+use crate::query::{Params, blocking, max_nodes, output_response, request};
+use crate::{ApiError, AppState, tenant};
+
+/// `GET /api/v1/query`: the merged selection in `format` (flamebearer by default).
+pub(crate) async fn query(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&s, &headers)?;
+    let mut req = request(&params, "")?;
+    let format = Format::parse(params.get("format").map(String::as_str))?;
+    if format == Format::Flamebearer {
+        req.max_nodes = max_nodes(&params)?;
+    }
+    let title = params.get("query").cloned().unwrap_or_default();
+    let output = blocking(&s, move |st| {
+        Querier::new(&st.store).render(&tenant, &req, format, &title)
+    })
+    .await??;
+    Ok(output_response(output))
+}
+
+/// `GET /api/v1/diff`: the `right` selection against the `left` (baseline) one.
+pub(crate) async fn diff(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&s, &headers)?;
+    let left = request(&params, "left")?;
+    let right = request(&params, "right")?;
+    let format = Format::parse(params.get("format").map(String::as_str))?;
+    let title = params
+        .get("rightQuery")
+        .or_else(|| params.get("query"))
+        .cloned()
+        .unwrap_or_default();
+    let output = blocking(&s, move |st| {
+        Querier::new(&st.store)
+            .diff(&tenant, &left, &right)?
+            .render(format, &title)
+    })
+    .await??;
+    Ok(output_response(output))
+}
+
+/// `GET /api/v1/timeseries`: totals per `step`, grouped by the `groupBy` labels.
+pub(crate) async fn timeseries(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&s, &headers)?;
+    let mut req = request(&params, "")?;
+    if let Some(step) = params.get("step") {
+        req.step_nanos = Some(parse::parse_step("step", step)?);
+    }
+    req.group_by = params
+        .get("groupBy")
+        .map(|g| parse::parse_list(g))
+        .unwrap_or_default();
+    let step = req.step_nanos();
+    let series = blocking(&s, move |st| {
+        Querier::new(&st.store).time_series(&tenant, &req)
+    })
+    .await??;
+    let out: Vec<serde_json::Value> = series
+        .into_iter()
+        .map(|ts| {
+            let labels: serde_json::Map<String, serde_json::Value> =
+                ts.labels.into_iter().map(|(k, v)| (k, v.into())).collect();
+            let points: Vec<[i64; 2]> = ts
+                .points
+                .into_iter()
+                .map(|(t, v)| [t / 1_000_000, v])
+                .collect();
+            json!({ "labels": labels, "points": points })
+        })
+        .collect();
+    Ok(Json(json!({ "stepSeconds": step as f64 / 1e9, "series": out })).into_response())
+}
+
+/// The selection of a listing route: none (every series ever stored) unless `query`, `from`
+/// or `type` is given; then `from` defaults to the beginning of time.
+fn listing_selection(params: &Params) -> Result<Vec<QueryRequest>, ApiError> {
+    if params.contains_key("query") || params.contains_key("from") || params.contains_key("type") {
+        let mut p = params.clone();
+        p.entry("from".into()).or_insert_with(|| "0".into());
+        Ok(vec![request(&p, "")?])
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// `GET /api/v1/labels`.
+pub(crate) async fn labels(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&s, &headers)?;
+    let sel = listing_selection(&params)?;
+    let names = blocking(&s, move |st| {
+        Querier::new(&st.store).label_names(&tenant, &sel)
+    })
+    .await??;
+    Ok(Json(names).into_response())
+}
+
+/// `GET /api/v1/label/{name}/values`.
+pub(crate) async fn label_values(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&s, &headers)?;
+    let sel = listing_selection(&params)?;
+    let values = blocking(&s, move |st| {
+        Querier::new(&st.store).label_values(&tenant, &name, &sel)
+    })
+    .await??;
+    Ok(Json(values).into_response())
+}
+
+/// `GET /api/v1/profile_types`.
+pub(crate) async fn profile_types(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&s, &headers)?;
+    let types = blocking(&s, move |st| Querier::new(&st.store).profile_types(&tenant)).await?;
+    Ok(Json(types).into_response())
+}
+
+/// `GET /api/v1/series`.
+pub(crate) async fn series(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&s, &headers)?;
+    let sel = listing_selection(&params)?;
+    let series = blocking(&s, move |st| Querier::new(&st.store).series(&tenant, &sel)).await??;
+    let out: Vec<serde_json::Map<String, serde_json::Value>> = series
+        .into_iter()
+        .map(|l| l.into_iter().map(|(k, v)| (k, v.into())).collect())
+        .collect();
+    Ok(Json(out).into_response())
+}

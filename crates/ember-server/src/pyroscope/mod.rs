@@ -1,0 +1,3 @@
+//! Pyroscope-compatible routes.
+
+pub(crate) mod render;
