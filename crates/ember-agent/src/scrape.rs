@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ember_push::Url;
+use ember_http::Url;
 
 use crate::Outbox;
 use crate::config::ScrapeConfig;
@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 use crate::relabel::{self, Labels};
 
 /// Largest profile body accepted from a target.
-const MAX_SCRAPE_BYTES: usize = 64 << 20;
+const MAX_SCRAPE_BYTES: u64 = 64 << 20;
 
 /// One target of a job, after relabelling.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,10 +54,10 @@ pub fn targets(job: &ScrapeConfig) -> Vec<Target> {
             } else {
                 format!("http://{address}")
             };
-            let Ok(url) = Url::parse(&url) else {
+            let Ok(url) = ember_http::parse_url(&url) else {
                 continue;
             };
-            let instance = url.authority();
+            let instance = ember_http::host_port(&url);
             relabel::drop_meta(&mut labels);
             labels
                 .entry("instance".into())
@@ -115,9 +115,10 @@ async fn scrape_loop(
     metrics: Arc<Metrics>,
 ) {
     let seconds = target.interval.as_secs().saturating_sub(1).max(1);
-    let url = target
-        .url
-        .join(&path.replace("{seconds}", &seconds.to_string()));
+    let url = ember_http::join_url(
+        &target.url,
+        &path.replace("{seconds}", &seconds.to_string()),
+    );
     let mut ticker = tokio::time::interval(target.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut previous: Option<ember_pprof::Profile> = None;
@@ -178,18 +179,22 @@ async fn scrape_once(
     delta: bool,
     previous: &mut Option<ember_pprof::Profile>,
 ) -> Result<(Vec<u8>, bool), String> {
-    let response =
-        ember_push::http::request("GET", url, &[], Vec::new(), timeout, MAX_SCRAPE_BYTES)
-            .await
-            .map_err(|e| e.to_string())?;
-    if response.status != 200 {
-        let body = String::from_utf8_lossy(&response.body);
-        let body: String = body.trim().chars().take(200).collect();
-        return Err(format!("HTTP {}: {body}", response.status));
-    }
+    // One client (one connection pool) for every target; per-scrape limits are per request.
+    static CLIENT: std::sync::OnceLock<Result<ember_http::Client, String>> =
+        std::sync::OnceLock::new();
+    let client = CLIENT
+        .get_or_init(|| {
+            ember_http::Client::new(&ember_http::ClientConfig::default()).map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
+    let request = ember_http::Request::get(url.as_str())
+        .timeout(timeout)
+        .max_body(MAX_SCRAPE_BYTES);
+    let response = client.fetch(request).await.map_err(|e| e.to_string())?;
     let profile = ember_pprof::decode(&response.body).map_err(|e| format!("bad pprof: {e}"))?;
     if !delta {
-        return Ok((response.body, false));
+        return Ok((response.body.to_vec(), false));
     }
     let result = match previous.as_ref() {
         None => Ok((Vec::new(), true)),

@@ -296,16 +296,7 @@ impl Client {
     /// limit (for reporting a timeout while reading the body).
     async fn start(&self, request: Request) -> Result<(reqwest::Response, Duration), HttpError> {
         let url = request.url;
-        let parsed = reqwest::Url::parse(&url).map_err(|e| HttpError::InvalidUrl {
-            url: url.clone(),
-            reason: e.to_string(),
-        })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(HttpError::InvalidUrl {
-                url,
-                reason: "must start with http:// or https://".into(),
-            });
-        }
+        let parsed = crate::parse_url(&url)?;
         let method = reqwest::Method::from_bytes(request.method.as_bytes()).map_err(|e| {
             HttpError::InvalidUrl {
                 url: url.clone(),
@@ -336,6 +327,12 @@ impl Client {
             return HttpError::Timeout {
                 url: url.to_string(),
                 after: self.config.connect_timeout.min(timeout),
+            };
+        }
+        if crate::error::is_tls(error) {
+            return HttpError::Tls {
+                url: url.to_string(),
+                detail: chain(error),
             };
         }
         if error.is_connect() {

@@ -51,6 +51,15 @@ pub enum HttpError {
         /// The cause, with its chain of sources.
         detail: String,
     },
+    /// The TLS handshake failed: an untrusted or expired certificate, a name mismatch, no
+    /// common protocol version.
+    #[error("{url}: TLS handshake failed: {detail}")]
+    Tls {
+        /// The request URL.
+        url: String,
+        /// The cause, with its chain of sources.
+        detail: String,
+    },
     /// The exchange did not complete within its time limit.
     #[error("{url}: timed out after {after:?}")]
     Timeout {
@@ -142,6 +151,24 @@ pub(crate) fn excerpt(body: &[u8]) -> String {
     } else {
         head
     }
+}
+
+/// Whether a rustls error is somewhere in the chain. An `io::Error` is looked into with
+/// `get_ref()` (its `source()` skips the error it wraps, and connectors nest them).
+pub(crate) fn is_tls(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        next = match e.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    false
 }
 
 /// A reqwest error and its sources as one line: reqwest's own message ("error sending

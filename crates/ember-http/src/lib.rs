@@ -27,6 +27,7 @@ mod client;
 mod config;
 mod error;
 mod retry_after;
+mod url;
 
 pub use blocking::BlockingClient;
 pub use bytes::Bytes;
@@ -37,3 +38,4 @@ pub use config::{
 };
 pub use error::HttpError;
 pub use retry_after::parse_retry_after;
+pub use url::{Url, host_port, join_url, parse_url};

@@ -8,10 +8,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ember_http::{ClientConfig, HttpError, Request};
 use prost::Message;
 
-use crate::http::{self, HttpError, Url};
 use crate::proto;
+
+/// Most bytes of a push answer read (an acknowledgement or an error message).
+const MAX_ANSWER_BYTES: u64 = 1 << 20;
+/// Longest `Retry-After` honoured: a server asking for more is waited on for an hour.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// Path of the Connect unary Push method, relative to the server URL.
 pub const PUSH_PATH: &str = "/push.v1.PusherService/Push";
@@ -35,9 +40,12 @@ pub struct PushConfig {
     pub max_backoff: Duration,
     /// Most profile bytes sent in one request (4 MiB; the server accepts 16 MiB by default).
     pub max_batch_bytes: usize,
-    /// For `https://` URLs: PEM file of the certificates to trust (a private CA or the
-    /// server's self-signed certificate); `None` trusts the system roots.
+    /// For `https://` URLs: PEM file of extra certificates to trust (a private CA or the
+    /// server's self-signed certificate), besides the system roots (none by default).
     pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Proxy URL for the pushes (none by default: `HTTPS_PROXY`, `HTTP_PROXY` and `NO_PROXY`
+    /// apply, as with curl).
+    pub proxy: Option<String>,
 }
 
 impl Default for PushConfig {
@@ -52,6 +60,7 @@ impl Default for PushConfig {
             max_backoff: Duration::from_secs(30),
             max_batch_bytes: 4 << 20,
             tls_ca_file: None,
+            proxy: None,
         }
     }
 }
@@ -114,38 +123,41 @@ impl PushError {
 /// Sends push requests to one server.
 #[derive(Debug, Clone)]
 pub struct Client {
-    url: Url,
-    tenant_id: Option<String>,
-    authorization: Option<String>,
-    timeout: Duration,
-    tls: Option<http::TlsConfig>,
+    url: String,
+    http: ember_http::Client,
+    /// Backoff settings for [`Client::push_with_retries`].
+    min_backoff: Duration,
+    max_backoff: Duration,
 }
 
 impl Client {
-    /// A client for `config.url` (checked here, so a bad URL fails at start).
+    /// A client for `config.url`. The URL, the CA file and the proxy are checked here, so a
+    /// bad setting fails at start, not per push.
     pub fn new(config: &PushConfig) -> Result<Client, HttpError> {
-        let url = Url::parse(&config.url)?.join(PUSH_PATH);
-        // Built (and the CA file read) here, so a bad file fails at start, not per push.
-        let tls = if url.tls {
-            Some(http::TlsConfig::new(config.tls_ca_file.as_deref())?)
-        } else {
-            None
-        };
-        Ok(Client {
-            tls,
-            url,
-            tenant_id: config.tenant_id.clone().filter(|t| !t.is_empty()),
-            authorization: config
-                .bearer_token
-                .as_ref()
-                .filter(|t| !t.is_empty())
-                .map(|t| format!("Bearer {}", t.trim())),
+        let url = ember_http::join_url(&ember_http::parse_url(&config.url)?, PUSH_PATH);
+        let mut headers = vec![("connect-protocol-version".to_string(), "1".to_string())];
+        if let Some(tenant) = config.tenant_id.as_ref().filter(|t| !t.is_empty()) {
+            headers.push(("x-scope-orgid".to_string(), tenant.clone()));
+        }
+        let http = ember_http::Client::new(&ClientConfig {
             timeout: config.timeout,
+            ca_file: config.tls_ca_file.clone(),
+            proxy: config.proxy.clone(),
+            bearer_token: config.bearer_token.clone().filter(|t| !t.trim().is_empty()),
+            headers,
+            max_body: MAX_ANSWER_BYTES,
+            ..ClientConfig::default()
+        })?;
+        Ok(Client {
+            url: url.to_string(),
+            http,
+            min_backoff: config.min_backoff,
+            max_backoff: config.max_backoff,
         })
     }
 
     /// The full URL pushes go to.
-    pub fn url(&self) -> &Url {
+    pub fn url(&self) -> &str {
         &self.url
     }
 
@@ -171,37 +183,18 @@ impl Client {
                 })
                 .collect(),
         };
-        let mut headers = vec![
-            ("content-type", "application/proto"),
-            ("connect-protocol-version", "1"),
-        ];
-        if let Some(t) = &self.tenant_id {
-            headers.push(("x-scope-orgid", t));
-        }
-        if let Some(a) = &self.authorization {
-            headers.push(("authorization", a));
-        }
-        let response = http::request_tls(
-            "POST",
-            &self.url,
-            &headers,
-            request.encode_to_vec(),
-            self.timeout,
-            1 << 20,
-            self.tls.as_ref(),
-        )
-        .await?;
-        if response.status / 100 == 2 {
+        let request = Request::post(self.url.as_str(), request.encode_to_vec())
+            .content_type("application/proto");
+        // Any status comes back: the Connect error body says why, and which statuses are
+        // worth retrying is the push protocol's business.
+        let response = self.http.send(request).await?;
+        if response.is_success() {
             return Ok(());
         }
         let message = error_message(&response.body);
         let status = response.status;
         if status == 429 || status == 408 || status >= 500 {
-            let retry_after = response
-                .header("retry-after")
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(|s| Duration::from_secs_f64(s.min(3600.0)));
+            let retry_after = response.retry_after().map(|d| d.min(MAX_RETRY_AFTER));
             Err(PushError::Retry {
                 status,
                 retry_after,
@@ -209,6 +202,44 @@ impl Client {
             })
         } else {
             Err(PushError::Rejected { status, message })
+        }
+    }
+}
+
+impl Client {
+    /// Pushes `profiles`, retrying a retryable failure up to `retries` times with the
+    /// [`Pusher`]'s backoff (exponential from `min_backoff` to `max_backoff`, with jitter, and
+    /// at least the server's `Retry-After`). `on_retry` hears of each failure that will be
+    /// retried, with the wait and the attempt number (for progress output).
+    pub async fn push_with_retries(
+        &self,
+        profiles: &[PushProfile],
+        retries: u32,
+        mut on_retry: impl FnMut(&PushError, Duration, u32),
+    ) -> Result<(), PushError> {
+        let mut rng = unique_id() | 1;
+        let mut attempt = 0;
+        loop {
+            match self.push(profiles).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_retryable() && attempt < retries => {
+                    attempt += 1;
+                    let retry_after = match &e {
+                        PushError::Retry { retry_after, .. } => *retry_after,
+                        _ => None,
+                    };
+                    let delay = backoff(
+                        self.min_backoff,
+                        self.max_backoff,
+                        attempt,
+                        retry_after,
+                        &mut rng,
+                    );
+                    on_retry(&e, delay, attempt);
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 }
@@ -338,6 +369,15 @@ pub struct Pusher {
     client: Client,
 }
 
+impl std::fmt::Debug for Pusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pusher")
+            .field("url", &self.client.url())
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Pusher {
     /// Starts the sender task on the current tokio runtime. Fails only on a bad URL.
     pub fn start(config: PushConfig) -> Result<Pusher, HttpError> {
@@ -373,7 +413,7 @@ impl Pusher {
     }
 
     /// The client's push URL.
-    pub fn url(&self) -> &Url {
+    pub fn url(&self) -> &str {
         self.client.url()
     }
 
@@ -538,10 +578,7 @@ async fn send_loop(shared: Arc<Shared>, client: Client, config: PushConfig) {
             match result {
                 Ok(()) => {
                     if failures > 0 {
-                        eprintln!(
-                            "ember-push: level=info msg=\"push recovered\" url={} failures={failures}",
-                            client.url()
-                        );
+                        tracing::info!(url = client.url(), failures, "push recovered");
                     }
                     failures = 0;
                     *last = None;
@@ -550,17 +587,25 @@ async fn send_loop(shared: Arc<Shared>, client: Client, config: PushConfig) {
                 Err(e) => {
                     shared.errors.fetch_add(1, Ordering::Relaxed);
                     let text = e.to_string();
+                    // Once per distinct error, not once per retry of a server that stays away.
                     if failures == 0 || last.as_deref() != Some(text.as_str()) {
-                        eprintln!(
-                            "ember-push: level=warn msg=\"push failed\" url={} retryable={} error={text:?}",
-                            client.url(),
-                            e.is_retryable()
+                        tracing::warn!(
+                            url = client.url(),
+                            retryable = e.is_retryable(),
+                            error = %text,
+                            "push failed"
                         );
                     }
                     *last = Some(text);
                     e.is_retryable().then(|| {
                         failures = failures.saturating_add(1);
-                        backoff(&config, failures, retry_after, &mut rng)
+                        backoff(
+                            config.min_backoff,
+                            config.max_backoff,
+                            failures,
+                            retry_after,
+                            &mut rng,
+                        )
                     })
                 }
             }
@@ -581,15 +626,15 @@ async fn send_loop(shared: Arc<Shared>, client: Client, config: PushConfig) {
 
 /// Exponential backoff with "equal jitter" (half fixed, half random), at least `Retry-After`.
 fn backoff(
-    config: &PushConfig,
+    min_backoff: Duration,
+    max_backoff: Duration,
     failures: u32,
     retry_after: Option<Duration>,
     rng: &mut u64,
 ) -> Duration {
-    let exp = config
-        .min_backoff
+    let exp = min_backoff
         .saturating_mul(1u32 << failures.saturating_sub(1).min(20))
-        .min(config.max_backoff);
+        .min(max_backoff);
     *rng ^= *rng << 13;
     *rng ^= *rng >> 7;
     *rng ^= *rng << 17;
@@ -609,22 +654,28 @@ mod tests {
     fn backoff_grows_caps_and_honours_retry_after() {
         let config = PushConfig::default();
         let mut rng = 12345;
-        let d1 = backoff(&config, 1, None, &mut rng);
+        let d1 = backoff(config.min_backoff, config.max_backoff, 1, None, &mut rng);
         assert!(
             d1 >= Duration::from_millis(250) && d1 <= Duration::from_millis(500),
             "{d1:?}"
         );
-        let d4 = backoff(&config, 4, None, &mut rng);
+        let d4 = backoff(config.min_backoff, config.max_backoff, 4, None, &mut rng);
         assert!(
             d4 >= Duration::from_secs(2) && d4 <= Duration::from_secs(4),
             "{d4:?}"
         );
-        let d30 = backoff(&config, 30, None, &mut rng);
+        let d30 = backoff(config.min_backoff, config.max_backoff, 30, None, &mut rng);
         assert!(
             d30 <= config.max_backoff && d30 >= config.max_backoff / 2,
             "{d30:?}"
         );
-        let r = backoff(&config, 1, Some(Duration::from_secs(7)), &mut rng);
+        let r = backoff(
+            config.min_backoff,
+            config.max_backoff,
+            1,
+            Some(Duration::from_secs(7)),
+            &mut rng,
+        );
         assert_eq!(r, Duration::from_secs(7));
     }
 

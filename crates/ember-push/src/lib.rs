@@ -1,11 +1,12 @@
-//! Pushing profiles to an Ember or Pyroscope server: the `push.v1` wire types that both the
-//! server (to decode) and the clients (`ember push`, the agent's server exporter) share, a
-//! small HTTP/1.1 client, and a bounded, retrying background sender.
+//! Pushing profiles to an Ember or Pyroscope server: the `push.v1.PusherService/Push` call
+//! ([`Client`]) and a bounded, retrying background sender ([`Pusher`]), over Ember's one HTTP
+//! client (`ember-http`). The wire types are in [`proto`].
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+
 pub mod client;
-pub mod http;
 pub mod proto;
 
 pub use client::{Client, PUSH_PATH, PushConfig, PushError, PushProfile, PushStats, Pusher};
-pub use http::{HttpError, Url};
+pub use ember_http::HttpError;

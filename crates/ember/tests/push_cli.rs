@@ -223,6 +223,7 @@ fn help_documents_every_option() {
         "--token-file",
         "--timeout",
         "--retries",
+        "--ca-file",
         "http://127.0.0.1:4040",
     ] {
         assert!(out.contains(option), "--help lacks {option}:\n{out}");

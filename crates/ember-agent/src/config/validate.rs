@@ -181,7 +181,7 @@ fn check_scrape_job(
             } else {
                 format!("http://{t}")
             };
-            if let Err(err) = ember_push::Url::parse(&url) {
+            if let Err(err) = ember_http::parse_url(&url) {
                 errors.push(ConfigError::new(
                     format!("{base}.static_configs[{j}].targets[{k}]"),
                     err.to_string(),
@@ -235,7 +235,7 @@ fn check_scrape_job(
 /// `exporters.server`.
 fn check_server_exporter(errors: &mut Vec<ConfigError>, s: &ServerExporterConfig) {
     let base = "exporters.server";
-    if let Err(err) = ember_push::Url::parse(&s.url) {
+    if let Err(err) = ember_http::parse_url(&s.url) {
         errors.push(ConfigError::new(format!("{base}.url"), err.to_string()));
     }
     if s.queue_bytes < 1024 {
@@ -254,7 +254,7 @@ fn check_server_exporter(errors: &mut Vec<ConfigError>, s: &ServerExporterConfig
         ));
     }
     if let Some(ca) = &s.tls.ca_file
-        && let Err(e) = ember_push::http::TlsConfig::new(Some(std::path::Path::new(ca)))
+        && let Err(e) = ember_http::load_ca_file(std::path::Path::new(ca))
     {
         errors.push(ConfigError::new(
             format!("{base}.tls.ca_file"),

@@ -165,20 +165,17 @@ fn admin_request(
     method: &str,
     path: &str,
     body: Vec<u8>,
-) -> anyhow::Result<ember_push::http::Response> {
-    let url = ember_push::Url::parse(admin).context("--admin")?.join(path);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime
-        .block_on(ember_push::http::request(
-            method,
-            &url,
-            &[("content-type", "application/yaml")],
-            body,
-            Duration::from_secs(30),
-            16 << 20,
-        ))
+) -> anyhow::Result<ember_http::Response> {
+    let url = ember_http::join_url(&ember_http::parse_url(admin).context("--admin")?, path);
+    let client = ember_http::BlockingClient::new(&ember_http::ClientConfig {
+        timeout: Duration::from_secs(30),
+        ..ember_http::ClientConfig::default()
+    })?;
+    let request = ember_http::Request::new(method, url.as_str())
+        .content_type("application/yaml")
+        .body(body);
+    client
+        .send(request)
         .with_context(|| format!("asking the agent at {admin} (is it running? see --admin)"))
 }
 

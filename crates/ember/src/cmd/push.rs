@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ember_push::{Client, PushConfig, PushError, PushProfile};
+use ember_push::{Client, PushConfig, PushProfile};
 
 /// Options of `ember push`.
 #[derive(clap::Args)]
@@ -32,9 +32,14 @@ pub struct Args {
     /// Extra series label `name=value`; repeat for more.
     #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
     labels: Vec<(String, String)>,
-    /// Server base URL (http:// only).
+    /// Server base URL, http:// or https:// (HTTPS_PROXY, HTTP_PROXY and NO_PROXY apply, as
+    /// with curl).
     #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:4040")]
     server: String,
+    /// For https:// servers: PEM file of extra certificates to trust (a private CA or the
+    /// server's self-signed certificate), besides the system roots. Default: none.
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
     /// Profile name (the `__name__` label): process_cpu, memory, block, mutex, goroutine, ...
     /// Default: chosen by the server from the first sample type (cpu -> process_cpu,
     /// alloc_*/inuse_* -> memory, contentions/delay -> mutex, goroutine -> goroutine).
@@ -137,9 +142,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         tenant_id: args.tenant.clone(),
         bearer_token: token,
         timeout: Duration::from_secs_f64(args.timeout),
+        tls_ca_file: args.ca_file.clone(),
         ..PushConfig::default()
     };
-    let client = Client::new(&config).with_context(|| "--server".to_string())?;
+    let client = Client::new(&config).context("--server / --ca-file")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -154,7 +160,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             labels: labels.clone(),
             raw_profile: bytes,
         };
-        match runtime.block_on(push_with_retries(&client, &profile, args.retries, &config)) {
+        let pushed = client.push_with_retries(
+            std::slice::from_ref(&profile),
+            args.retries,
+            |e, delay, attempt| {
+                eprintln!(
+                    "ember push: {e}; retrying in {delay:?} ({attempt}/{})",
+                    args.retries
+                );
+            },
+        );
+        match runtime.block_on(pushed) {
             Ok(()) => {
                 accepted += 1;
                 bytes_sent += size;
@@ -182,34 +198,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             total - accepted
         ),
         None => Ok(()),
-    }
-}
-
-async fn push_with_retries(
-    client: &Client,
-    profile: &PushProfile,
-    retries: u32,
-    config: &PushConfig,
-) -> Result<(), PushError> {
-    let mut attempt = 0;
-    loop {
-        match client.push(std::slice::from_ref(profile)).await {
-            Ok(()) => return Ok(()),
-            Err(e) if e.is_retryable() && attempt < retries => {
-                attempt += 1;
-                let mut delay =
-                    (config.min_backoff * (1 << attempt.min(10))).min(config.max_backoff);
-                if let PushError::Retry {
-                    retry_after: Some(r),
-                    ..
-                } = &e
-                {
-                    delay = delay.max(*r);
-                }
-                eprintln!("ember push: {e}; retrying in {delay:?} ({attempt}/{retries})");
-                tokio::time::sleep(delay).await;
-            }
-            Err(e) => return Err(e),
-        }
     }
 }
