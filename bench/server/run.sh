@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-command benchmark of `ember server` over loopback (issue 4, item 6):
-#   1. ingest: `ember loadgen` pushes the corpus's Go CPU profiles (push.v1 Connect, protobuf)
+#   1. ingest: `ember-loadgen` (bench/loadgen) pushes the corpus's Go CPU profiles (push.v1 Connect, protobuf)
 #      with 100 distinct label sets from keep-alive connections: profiles/s, MB/s, p50/p99;
 #      `--vary 100` sends 100 variants of each file (per-sample random value factors, distinct
 #      timestamps) so storage is not measured on the same 4 profiles repeated;
@@ -17,6 +17,7 @@
 # enough pushes are in flight to fill each group commit.
 # Appends a section for this run to bench/server/RESULTS.md (earlier runs are kept, so
 # figures can be compared across commits). Environment: EMBER (binary; default: cargo build --release),
+# LOADGEN (the ember-loadgen binary; default: built with EMBER),
 # COUNT (ingest profiles per run, default 20000), CONCURRENCY (default 16), WIDE (default 64),
 # CORPORA.
 set -euo pipefail
@@ -27,9 +28,10 @@ count="${COUNT:-20000}"
 concurrency="${CONCURRENCY:-16}"
 wide="${WIDE:-64}"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-if [[ -z "${EMBER:-}" ]]; then
-  (cd "$root" && cargo build --release -p ember >&2)
-  EMBER="${CARGO_TARGET_DIR:-$root/target}/release/ember"
+if [[ -z "${EMBER:-}" || -z "${LOADGEN:-}" ]]; then
+  (cd "$root" && cargo build --release -p ember -p ember-loadgen >&2)
+  EMBER="${EMBER:-${CARGO_TARGET_DIR:-$root/target}/release/ember}"
+  LOADGEN="${LOADGEN:-${CARGO_TARGET_DIR:-$root/target}/release/ember-loadgen}"
 fi
 files=(
   "$corpora/pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz"
@@ -52,14 +54,14 @@ hwm_kib() { awk '/VmHWM/ {print $2}' "/proc/$server_pid/status"; }
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
 
 # Warm-up (connections, allocator, series creation), not reported.
-warm_json="$("$EMBER" loadgen --server "$url" -n 2000 -c "$concurrency" --label-sets 100 --service bench --vary 100 --json "${files[@]}")"
+warm_json="$("$LOADGEN" --server "$url" -n 2000 -c "$concurrency" --label-sets 100 --service bench --vary 100 --json "${files[@]}")"
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 # One measured ingest run with $1 connections: sets ingest_json, server_cpu and loadgen_cpu
 # (user+sys seconds of the server during the run, and of the load generator).
 ingest_run() {
   local c0 c1
   c0=$(cpu_secs)
-  ingest_json="$(/usr/bin/time -f '%U %S' -o "$work/loadgen.time" "$EMBER" loadgen --server "$url" -n "$count" -c "$1" --label-sets 100 --service bench --vary 100 --json "${files[@]}")"
+  ingest_json="$(/usr/bin/time -f '%U %S' -o "$work/loadgen.time" "$LOADGEN" --server "$url" -n "$count" -c "$1" --label-sets 100 --service bench --vary 100 --json "${files[@]}")"
   c1=$(cpu_secs)
   server_cpu=$(python3 -c "print(f'{$c1-$c0:.2f}')")
   loadgen_cpu=$(awk '{printf "%.2f", $1+$2}' "$work/loadgen.time")
@@ -72,7 +74,7 @@ ingest_hwm=$(hwm_kib)
 ingest_rss=$(rss_kib)
 
 day_start=$(( $(date +%s) / 86400 * 86400 - 2 * 86400 ))
-backfill_json="$("$EMBER" loadgen --server "$url" -n 8640 -c "$concurrency" --label-sets 1 --service day --backfill-from "$day_start" --step 10 --vary 100 --json "$day_file")"
+backfill_json="$("$LOADGEN" --server "$url" -n 8640 -c "$concurrency" --label-sets 1 --service day --backfill-from "$day_start" --step 10 --vary 100 --json "$day_file")"
 
 best_of_5() {
   local best=999999
@@ -126,7 +128,7 @@ section="$(mktemp)"
   printf '| storage after flush | %s bytes for %s input pprof bytes = %s%% | <= 15%% |\n' "$data_bytes" "$input_bytes" "$ratio"
   echo
   echo "Queries are \`GET /pyroscope/render?query=process_cpu:cpu:...{service_name=\"day\"}&maxNodes=1024\`, best of 5 with curl, HTTP included."
-  echo "Ingest sends 100 variants of each of the 4 corpus Go CPU profiles (\`ember loadgen --vary 100\`: per-sample random value factors, distinct timestamps). The 2,000-profile warm-up is stored too and counted in the input bytes; every push is acknowledged only after its write-ahead-log fsync (group commit)."
+  echo "Ingest sends 100 variants of each of the 4 corpus Go CPU profiles (\`ember-loadgen --vary 100\`: per-sample random value factors, distinct timestamps). The 2,000-profile warm-up is stored too and counted in the input bytes; every push is acknowledged only after its write-ahead-log fsync (group commit)."
   echo "Storage is \`du -sb\` of the data directory after SIGTERM (graceful shutdown folds the log into blocks); head profiles before shutdown: $day_profiles."
 } > "$section"
 if [[ ! -s "$results" ]]; then

@@ -99,7 +99,7 @@ async fn post_config(
     .await;
     match result {
         Ok(Ok(())) => {
-            eprintln!("ember agent: level=info msg=\"configuration applied\" via=api");
+            tracing::info!(via = "api", "configuration applied");
             axum::Json(serde_json::json!({"diff": diff, "applied": true})).into_response()
         }
         Ok(Err(crate::AgentError::Config(e))) => {

@@ -30,6 +30,12 @@ pub struct Taps {
     pub perfetto: Option<Arc<PerfettoDaemon>>,
 }
 
+impl std::fmt::Debug for Taps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Taps").finish_non_exhaustive()
+    }
+}
+
 impl Taps {
     /// Whether no bucket exporter is configured.
     pub fn is_empty(&self) -> bool {
@@ -119,6 +125,12 @@ pub struct Feeder {
     perfetto_thin: Thinner,
 }
 
+impl std::fmt::Debug for Feeder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feeder").finish_non_exhaustive()
+    }
+}
+
 impl Feeder {
     /// A feeder for `taps` whose sampler runs at `sampler_hz`.
     pub fn new(taps: Taps, sampler_hz: u32) -> Feeder {
@@ -179,12 +191,24 @@ pub struct Running {
     trigger_socket: Option<(String, std::net::TcpListener)>,
 }
 
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running").finish_non_exhaustive()
+    }
+}
+
 /// Exporters built from a new configuration, not started yet (so a failure leaves the
 /// running ones untouched).
 pub struct Prepared {
     perf: Option<Option<Arc<PerfCollector>>>,
     perfetto: Option<Option<Arc<PerfettoDaemon>>>,
     trigger_socket: Option<Option<(String, std::net::TcpListener)>>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").finish_non_exhaustive()
+    }
 }
 
 /// Builds the exporters whose configuration changed (`None` in a field = unchanged).
@@ -271,9 +295,9 @@ impl Running {
                     .spawn(socket)
                     .map_err(|e| format!("exporters.perfetto_daemon: {e}"))?;
                 if let Some(addr) = started.http_addr {
-                    eprintln!(
-                        "ember agent: level=info msg=\"perfetto_daemon HTTP trigger\" url=http://{addr}{}",
-                        ember_export::perfetto_daemon::TRIGGER_PATH
+                    tracing::info!(
+                        url = %format_args!("http://{addr}{}", ember_export::perfetto_daemon::TRIGGER_PATH),
+                        "perfetto_daemon HTTP trigger"
                     );
                 }
                 self.perfetto = Some((d, started));
@@ -322,10 +346,7 @@ pub async fn flush(taps: Taps, within: Duration) -> bool {
             Some(p) => match tokio::time::timeout(within, p.dump()).await {
                 Ok(Ok(r)) => r.upload_error.is_none(),
                 Ok(Err(e)) => {
-                    eprintln!(
-                        "ember agent: level=error msg=\"perf_collector final dump\" error={:?}",
-                        e.to_string()
-                    );
+                    tracing::error!(error = %e, "perf_collector final dump");
                     false
                 }
                 Err(_) => false,
@@ -339,10 +360,7 @@ pub async fn flush(taps: Taps, within: Duration) -> bool {
                 match tokio::time::timeout(within, d.snapshot()).await {
                     Ok(Ok(r)) => r.upload_error.is_none(),
                     Ok(Err(e)) => {
-                        eprintln!(
-                            "ember agent: level=error msg=\"perfetto_daemon final snapshot\" error={:?}",
-                            e.to_string()
-                        );
+                        tracing::error!(error = %e, "perfetto_daemon final snapshot");
                         false
                     }
                     Err(_) => false,

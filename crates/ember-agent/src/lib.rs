@@ -8,7 +8,8 @@
 //! survives a scrape change); [`Agent::shutdown`] stops the producers and flushes the queue
 //! and the bucket exporters.
 
-#![warn(missing_docs)]
+#![deny(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 pub mod admin;
 pub mod config;
 pub mod exporters;
@@ -31,6 +32,12 @@ use relabel::Labels;
 pub struct Outbox {
     pusher: Mutex<Option<Arc<Pusher>>>,
     external_labels: Mutex<Labels>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox").finish_non_exhaustive()
+    }
 }
 
 impl Outbox {
@@ -104,6 +111,12 @@ pub struct Agent {
     state: Mutex<Running>,
     outbox: Arc<Outbox>,
     metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").finish_non_exhaustive()
+    }
 }
 
 impl Agent {

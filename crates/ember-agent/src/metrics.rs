@@ -104,197 +104,10 @@ impl Metrics {
         buckets: &crate::exporters::BucketStats,
     ) -> String {
         let mut out = String::new();
-        let p = &self.profiler;
-        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        };
-        let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        };
-        counter(
-            &mut out,
-            "ember_agent_samples_total",
-            "CPU samples taken.",
-            p.samples.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "ember_agent_lost_samples_total",
-            "Samples lost in the kernel ring buffers.",
-            p.lost.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "ember_agent_profiles_total",
-            "Profiles produced by continuous profiling.",
-            p.profiles.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut out,
-            "ember_agent_profiler_running",
-            "1 while the host sampler runs.",
-            p.running.load(Ordering::Relaxed) as f64,
-        );
-        counter(
-            &mut out,
-            "ember_agent_profiler_errors_total",
-            "Sampler start failures.",
-            p.errors.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "ember_agent_config_reloads_total",
-            "Configuration reloads applied.",
-            self.reloads.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "ember_agent_config_reload_failures_total",
-            "Configuration reloads rejected.",
-            self.reload_failures.load(Ordering::Relaxed),
-        );
-        let s = push.cloned().unwrap_or_default();
-        counter(
-            &mut out,
-            "ember_agent_push_enqueued_profiles_total",
-            "Profiles queued for the server.",
-            s.enqueued_profiles,
-        );
-        counter(
-            &mut out,
-            "ember_agent_push_sent_profiles_total",
-            "Profiles the server acknowledged.",
-            s.sent_profiles,
-        );
-        counter(
-            &mut out,
-            "ember_agent_push_sent_bytes_total",
-            "pprof bytes the server acknowledged.",
-            s.sent_bytes,
-        );
-        counter(
-            &mut out,
-            "ember_agent_push_dropped_profiles_total",
-            "Profiles dropped because the queue was full (oldest first).",
-            s.dropped_profiles,
-        );
-        counter(
-            &mut out,
-            "ember_agent_push_dropped_bytes_total",
-            "Bytes dropped because the queue was full.",
-            s.dropped_bytes,
-        );
-        counter(
-            &mut out,
-            "ember_agent_push_rejected_profiles_total",
-            "Profiles the server refused (4xx).",
-            s.rejected_profiles,
-        );
-        counter(
-            &mut out,
-            "ember_agent_push_errors_total",
-            "Failed push requests.",
-            s.upload_errors,
-        );
-        counter(
-            &mut out,
-            "ember_agent_push_throttled_total",
-            "Push requests the server answered 429 (retried after its Retry-After).",
-            s.throttled_requests,
-        );
-        counter(
-            &mut out,
-            "ember_agent_push_retry_after_waits_total",
-            "Push retries that waited for the server's Retry-After.",
-            s.retry_after_waits,
-        );
-        gauge(
-            &mut out,
-            "ember_agent_push_queue_profiles",
-            "Profiles waiting to be sent.",
-            s.queue_profiles as f64,
-        );
-        gauge(
-            &mut out,
-            "ember_agent_push_queue_bytes",
-            "Bytes waiting to be sent.",
-            s.queue_bytes as f64,
-        );
+        self.render_own(&mut out);
+        render_push(&mut out, push);
         render_buckets(&mut out, buckets);
-        let states = self.scrape_states();
-        let esc = |v: &str| {
-            v.replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n")
-        };
-        // Up per target: every profile type of it succeeded last time.
-        let mut up: BTreeMap<(String, String), bool> = BTreeMap::new();
-        for st in &states {
-            let e = up
-                .entry((st.job.clone(), st.instance.clone()))
-                .or_insert(true);
-            *e &= st.up;
-        }
-        out.push_str("# HELP ember_agent_scrape_target_up 1 when the last scrape of every profile type of the target succeeded.\n# TYPE ember_agent_scrape_target_up gauge\n");
-        for ((job, instance), ok) in &up {
-            let _ = writeln!(
-                out,
-                "ember_agent_scrape_target_up{{job=\"{}\",instance=\"{}\"}} {}",
-                esc(job),
-                esc(instance),
-                u8::from(*ok)
-            );
-        }
-        out.push_str("# HELP ember_agent_scrapes_total Scrapes by result.\n# TYPE ember_agent_scrapes_total counter\n");
-        for st in &states {
-            for (result, v) in [("success", st.successes), ("error", st.failures)] {
-                let _ = writeln!(
-                    out,
-                    "ember_agent_scrapes_total{{job=\"{}\",instance=\"{}\",profile_type=\"{}\",result=\"{result}\"}} {v}",
-                    esc(&st.job),
-                    esc(&st.instance),
-                    esc(&st.profile_type)
-                );
-            }
-        }
-        out.push_str("# HELP ember_agent_scrape_up 1 when the last scrape of this profile type succeeded.\n# TYPE ember_agent_scrape_up gauge\n");
-        for st in &states {
-            let _ = writeln!(
-                out,
-                "ember_agent_scrape_up{{job=\"{}\",instance=\"{}\",profile_type=\"{}\"}} {}",
-                esc(&st.job),
-                esc(&st.instance),
-                esc(&st.profile_type),
-                u8::from(st.up)
-            );
-        }
-        out.push_str("# HELP ember_agent_scrape_last_error The last scrape error of a failing target (value 1).\n# TYPE ember_agent_scrape_last_error gauge\n");
-        for st in &states {
-            if let (false, Some(e)) = (st.up, &st.last_error) {
-                let _ = writeln!(
-                    out,
-                    "ember_agent_scrape_last_error{{job=\"{}\",instance=\"{}\",profile_type=\"{}\",error=\"{}\"}} 1",
-                    esc(&st.job),
-                    esc(&st.instance),
-                    esc(&st.profile_type),
-                    esc(e)
-                );
-            }
-        }
-        out.push_str("# HELP ember_agent_scrape_profiles_sent_total Profiles sent from scrapes.\n# TYPE ember_agent_scrape_profiles_sent_total counter\n");
-        for st in &states {
-            let _ = writeln!(
-                out,
-                "ember_agent_scrape_profiles_sent_total{{job=\"{}\",instance=\"{}\",profile_type=\"{}\"}} {}",
-                esc(&st.job),
-                esc(&st.instance),
-                esc(&st.profile_type),
-                st.profiles_sent
-            );
-        }
+        render_scrapes(&mut out, &self.scrape_states());
         let (cpu, rss) = own_usage();
         gauge(
             &mut out,
@@ -309,6 +122,211 @@ impl Metrics {
             rss as f64,
         );
         out
+    }
+
+    /// The profiler's and the configuration's figures.
+    fn render_own(&self, out: &mut String) {
+        let p = &self.profiler;
+        counter(
+            out,
+            "ember_agent_samples_total",
+            "CPU samples taken.",
+            p.samples.load(Ordering::Relaxed),
+        );
+        counter(
+            out,
+            "ember_agent_lost_samples_total",
+            "Samples lost in the kernel ring buffers.",
+            p.lost.load(Ordering::Relaxed),
+        );
+        counter(
+            out,
+            "ember_agent_profiles_total",
+            "Profiles produced by continuous profiling.",
+            p.profiles.load(Ordering::Relaxed),
+        );
+        gauge(
+            out,
+            "ember_agent_profiler_running",
+            "1 while the host sampler runs.",
+            p.running.load(Ordering::Relaxed) as f64,
+        );
+        counter(
+            out,
+            "ember_agent_profiler_errors_total",
+            "Sampler start failures.",
+            p.errors.load(Ordering::Relaxed),
+        );
+        counter(
+            out,
+            "ember_agent_config_reloads_total",
+            "Configuration reloads applied.",
+            self.reloads.load(Ordering::Relaxed),
+        );
+        counter(
+            out,
+            "ember_agent_config_reload_failures_total",
+            "Configuration reloads rejected.",
+            self.reload_failures.load(Ordering::Relaxed),
+        );
+    }
+}
+
+/// One counter family without labels.
+fn counter(out: &mut String, name: &str, help: &str, v: u64) {
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+    );
+}
+
+/// One gauge family without labels.
+fn gauge(out: &mut String, name: &str, help: &str, v: f64) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+}
+
+/// The server exporter's figures (zeros when none is configured).
+fn render_push(out: &mut String, push: Option<&ember_push::PushStats>) {
+    let s = push.cloned().unwrap_or_default();
+    counter(
+        out,
+        "ember_agent_push_enqueued_profiles_total",
+        "Profiles queued for the server.",
+        s.enqueued_profiles,
+    );
+    counter(
+        out,
+        "ember_agent_push_sent_profiles_total",
+        "Profiles the server acknowledged.",
+        s.sent_profiles,
+    );
+    counter(
+        out,
+        "ember_agent_push_sent_bytes_total",
+        "pprof bytes the server acknowledged.",
+        s.sent_bytes,
+    );
+    counter(
+        out,
+        "ember_agent_push_dropped_profiles_total",
+        "Profiles dropped because the queue was full (oldest first).",
+        s.dropped_profiles,
+    );
+    counter(
+        out,
+        "ember_agent_push_dropped_bytes_total",
+        "Bytes dropped because the queue was full.",
+        s.dropped_bytes,
+    );
+    counter(
+        out,
+        "ember_agent_push_rejected_profiles_total",
+        "Profiles the server refused (4xx).",
+        s.rejected_profiles,
+    );
+    counter(
+        out,
+        "ember_agent_push_errors_total",
+        "Failed push requests.",
+        s.upload_errors,
+    );
+    counter(
+        out,
+        "ember_agent_push_throttled_total",
+        "Push requests the server answered 429 (retried after its Retry-After).",
+        s.throttled_requests,
+    );
+    counter(
+        out,
+        "ember_agent_push_retry_after_waits_total",
+        "Push retries that waited for the server's Retry-After.",
+        s.retry_after_waits,
+    );
+    gauge(
+        out,
+        "ember_agent_push_queue_profiles",
+        "Profiles waiting to be sent.",
+        s.queue_profiles as f64,
+    );
+    gauge(
+        out,
+        "ember_agent_push_queue_bytes",
+        "Bytes waiting to be sent.",
+        s.queue_bytes as f64,
+    );
+}
+
+/// Per scrape target and profile type: up, results, last error, profiles sent.
+fn render_scrapes(out: &mut String, states: &[ScrapeState]) {
+    let esc = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
+    // Up per target: every profile type of it succeeded last time.
+    let mut up: BTreeMap<(String, String), bool> = BTreeMap::new();
+    for st in states {
+        let e = up
+            .entry((st.job.clone(), st.instance.clone()))
+            .or_insert(true);
+        *e &= st.up;
+    }
+    out.push_str("# HELP ember_agent_scrape_target_up 1 when the last scrape of every profile type of the target succeeded.\n# TYPE ember_agent_scrape_target_up gauge\n");
+    for ((job, instance), ok) in &up {
+        let _ = writeln!(
+            out,
+            "ember_agent_scrape_target_up{{job=\"{}\",instance=\"{}\"}} {}",
+            esc(job),
+            esc(instance),
+            u8::from(*ok)
+        );
+    }
+    out.push_str("# HELP ember_agent_scrapes_total Scrapes by result.\n# TYPE ember_agent_scrapes_total counter\n");
+    for st in states {
+        for (result, v) in [("success", st.successes), ("error", st.failures)] {
+            let _ = writeln!(
+                out,
+                "ember_agent_scrapes_total{{job=\"{}\",instance=\"{}\",profile_type=\"{}\",result=\"{result}\"}} {v}",
+                esc(&st.job),
+                esc(&st.instance),
+                esc(&st.profile_type)
+            );
+        }
+    }
+    out.push_str("# HELP ember_agent_scrape_up 1 when the last scrape of this profile type succeeded.\n# TYPE ember_agent_scrape_up gauge\n");
+    for st in states {
+        let _ = writeln!(
+            out,
+            "ember_agent_scrape_up{{job=\"{}\",instance=\"{}\",profile_type=\"{}\"}} {}",
+            esc(&st.job),
+            esc(&st.instance),
+            esc(&st.profile_type),
+            u8::from(st.up)
+        );
+    }
+    out.push_str("# HELP ember_agent_scrape_last_error The last scrape error of a failing target (value 1).\n# TYPE ember_agent_scrape_last_error gauge\n");
+    for st in states {
+        if let (false, Some(e)) = (st.up, &st.last_error) {
+            let _ = writeln!(
+                out,
+                "ember_agent_scrape_last_error{{job=\"{}\",instance=\"{}\",profile_type=\"{}\",error=\"{}\"}} 1",
+                esc(&st.job),
+                esc(&st.instance),
+                esc(&st.profile_type),
+                esc(e)
+            );
+        }
+    }
+    out.push_str("# HELP ember_agent_scrape_profiles_sent_total Profiles sent from scrapes.\n# TYPE ember_agent_scrape_profiles_sent_total counter\n");
+    for st in states {
+        let _ = writeln!(
+            out,
+            "ember_agent_scrape_profiles_sent_total{{job=\"{}\",instance=\"{}\",profile_type=\"{}\"}} {}",
+            esc(&st.job),
+            esc(&st.instance),
+            esc(&st.profile_type),
+            st.profiles_sent
+        );
     }
 }
 
@@ -393,6 +411,7 @@ fn render_buckets(out: &mut String, buckets: &crate::exporters::BucketStats) {
 }
 
 /// (CPU seconds user+system, resident bytes) of this process, from /proc/self.
+#[allow(unsafe_code)]
 pub fn own_usage() -> (f64, u64) {
     let ticks = {
         // SAFETY: sysconf has no preconditions.

@@ -158,9 +158,13 @@ async fn scrape_loop(
                 }
                 Err(e) => {
                     if st.up || st.failures == 0 {
-                        eprintln!(
-                            "ember agent: level=warn msg=\"scrape failed\" job={:?} instance={} profile_type={key} url={url} error={e:?}",
-                            target.job, target.instance
+                        tracing::warn!(
+                            job = %target.job,
+                            instance = %target.instance,
+                            profile_type = %key,
+                            url = %url,
+                            error = ?e,
+                            "scrape failed"
                         );
                     }
                     st.up = false;

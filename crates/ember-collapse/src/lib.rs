@@ -45,10 +45,13 @@
 //! assert_eq!(folded, b"java;start_thread;java/lang/Thread:.run_[j] 500000\n");
 //! ```
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 mod fold;
 mod fxhash;
+mod lines;
 mod stream;
+mod table;
 mod tidy;
 
 use std::fmt;

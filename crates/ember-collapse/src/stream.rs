@@ -14,7 +14,8 @@ use std::io::{self, Read};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use crate::fold::{Folder, LocalWarning, SharedMap, Sink, StackMap};
+use crate::fold::{Folder, LocalWarning};
+use crate::table::{SharedMap, Sink, StackMap};
 use crate::{CollapseError, CollapseOptions, Warning};
 
 /// What the folding produced before sorting.

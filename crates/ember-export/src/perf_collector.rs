@@ -6,9 +6,9 @@
 //! are dropped and counted); they are uploaded, oldest first, once it is back.
 
 use crate::config::PerfCollectorConfig;
-use crate::events::Sample;
-use crate::perf_script::perf_script_gzip;
 use crate::sink::{ExportError, Spool, Uploader, default_node_name, unix_now};
+use ember_samples::perf_script::samples_gzip;
+use ember_samples::timeline::Sample;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -161,7 +161,7 @@ impl PerfCollector {
             ..Default::default()
         };
         if !samples.is_empty() {
-            let bytes = perf_script_gzip(&samples).map_err(|source| ExportError::Io {
+            let bytes = samples_gzip(&samples).map_err(|source| ExportError::Io {
                 what: "cannot compress a dump in",
                 path: self.spool.dir().to_path_buf(),
                 source,
@@ -174,11 +174,11 @@ impl PerfCollector {
             if !report.dropped.is_empty() {
                 self.dumps_dropped
                     .fetch_add(report.dropped.len() as u64, Ordering::Relaxed);
-                eprintln!(
-                    "ember-export: level=warn msg=\"perf_collector dropped unuploaded dumps\" dropped={} max_dumps_retained={} files={:?}",
-                    report.dropped.len(),
-                    self.config.max_dumps_retained,
-                    report.dropped.join(",")
+                tracing::warn!(
+                    dropped = report.dropped.len(),
+                    max_dumps_retained = self.config.max_dumps_retained,
+                    files = %report.dropped.join(","),
+                    "perf_collector dropped unuploaded dumps"
                 );
             }
         }
@@ -227,16 +227,14 @@ impl PerfCollector {
                 match this.dump().await {
                     Ok(r) => {
                         if let Some(e) = r.upload_error {
-                            eprintln!(
-                                "ember-export: level=warn msg=\"perf_collector upload failed\" pending_dumps={} error={e:?}",
-                                this.pending.load(Ordering::Relaxed)
+                            tracing::warn!(
+                                pending_dumps = this.pending.load(Ordering::Relaxed),
+                                error = ?e,
+                                "perf_collector upload failed"
                             );
                         }
                     }
-                    Err(e) => eprintln!(
-                        "ember-export: level=error msg=\"perf_collector dump failed\" error={:?}",
-                        e.to_string()
-                    ),
+                    Err(e) => tracing::error!(error = %e, "perf_collector dump failed"),
                 }
             }
         })

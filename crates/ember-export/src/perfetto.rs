@@ -4,7 +4,7 @@
 //! samples and scheduler switches into one trace with a process tree,
 //! interned callstacks, `PerfSample`s and `sched_switch` ftrace bundles.
 
-use crate::events::{Event, Frame, Sample, SchedSwitch};
+use ember_samples::timeline::{Event, Frame, Sample, SchedSwitch};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -8,13 +8,12 @@
 //! perfetto-snapshot`.
 
 use crate::config::{PerfettoDaemonConfig, PerfettoTrigger};
-use crate::events::Event;
 use crate::perfetto::{TraceSummary, build_trace};
 use crate::sink::{ExportError, Spool, Uploader, default_node_name, unix_now};
 use crate::textproto::PerfettoTraceConfig;
+use ember_samples::timeline::Event;
 use std::collections::{HashSet, VecDeque};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -367,10 +366,7 @@ impl PerfettoDaemon {
                     .with_state(this);
                 let task = tokio::spawn(async move {
                     if let Err(e) = axum::serve(listener, app).await {
-                        eprintln!(
-                            "ember-export: level=error msg=\"perfetto_daemon HTTP trigger stopped\" error={:?}",
-                            e.to_string()
-                        );
+                        tracing::error!(error = %e, "perfetto_daemon HTTP trigger stopped");
                     }
                 });
                 Ok(RunningDaemon {
@@ -392,15 +388,10 @@ fn log_snapshot(result: Result<SnapshotReport, ExportError>) {
     match result {
         Ok(r) => {
             if let Some(e) = r.upload_error {
-                eprintln!(
-                    "ember-export: level=warn msg=\"perfetto_daemon upload failed\" error={e:?}"
-                );
+                tracing::warn!(error = ?e, "perfetto_daemon upload failed");
             }
         }
-        Err(e) => eprintln!(
-            "ember-export: level=error msg=\"perfetto_daemon snapshot failed\" error={:?}",
-            e.to_string()
-        ),
+        Err(e) => tracing::error!(error = %e, "perfetto_daemon snapshot failed"),
     }
 }
 
@@ -440,89 +431,41 @@ async fn trigger_handler(
 /// Default URL of the HTTP trigger.
 pub const DEFAULT_TRIGGER_URL: &str = "http://127.0.0.1:3565/trigger";
 
-/// Calls the HTTP trigger at `url` (`http://host:port/path`) and returns the
-/// response body (the snapshot report as JSON). Non-2xx answers are errors
-/// carrying the body.
+/// Calls the HTTP trigger at `url` (`http[s]://host:port/path`; a URL without a path means
+/// [`TRIGGER_PATH`]) through Ember's HTTP client and returns the response body (the snapshot
+/// report as JSON). Non-2xx answers are errors carrying the body. Proxies from the
+/// environment are not used: the trigger is the local agent's.
 pub fn request_snapshot(url: &str, timeout: Duration) -> Result<String, ExportError> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        ExportError::Http(format!(
-            "{url}: only http://host:port/path URLs are supported"
-        ))
-    })?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, TRIGGER_PATH),
-    };
-    let with_port = if authority
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    {
-        authority.to_string()
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let url = if after_scheme.contains('/') {
+        url.to_string()
     } else {
-        format!("{authority}:80")
+        format!("{}{TRIGGER_PATH}", url.trim_end_matches('/'))
     };
-    let addr = with_port
-        .to_socket_addrs()
-        .map_err(|e| ExportError::Http(format!("{url}: cannot resolve {authority}: {e}")))?
-        .next()
-        .ok_or_else(|| ExportError::Http(format!("{url}: {authority} has no address")))?;
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| {
-        ExportError::Http(format!(
-            "cannot reach the perfetto_daemon trigger at {url}: {e} (is the agent running \
-             with exporters.perfetto_daemon.trigger: PERFETTO_TRIGGER_HTTP?)"
-        ))
-    })?;
-    let io = |e: std::io::Error| ExportError::Http(format!("{url}: {e}"));
-    stream.set_read_timeout(Some(timeout)).map_err(io)?;
-    stream.set_write_timeout(Some(timeout)).map_err(io)?;
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(io)?;
-    let mut response = Vec::new();
-    stream
-        .take(16 << 20)
-        .read_to_end(&mut response)
-        .map_err(io)?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| ExportError::Http(format!("{url}: malformed HTTP response")))?;
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| ExportError::Http(format!("{url}: malformed HTTP status line")))?;
-    let chunked = head.lines().any(|l| {
-        l.to_ascii_lowercase().starts_with("transfer-encoding:")
-            && l.to_ascii_lowercase().contains("chunked")
-    });
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_string()
+    let config = ember_http::ClientConfig {
+        connect_timeout: timeout,
+        timeout,
+        env_proxy: false,
+        ..ember_http::ClientConfig::default()
     };
-    if !(200..300).contains(&status) {
+    let client = ember_http::BlockingClient::new(&config)
+        .map_err(|e| ExportError::Http(format!("{url}: {e}")))?;
+    let response = client
+        .send(ember_http::Request::post(&url, Vec::new()))
+        .map_err(|e| match e {
+            ember_http::HttpError::Connect { .. } => ExportError::Http(format!(
+                "cannot reach the perfetto_daemon trigger at {url}: {e} (is the agent running \
+                 with exporters.perfetto_daemon.trigger: PERFETTO_TRIGGER_HTTP?)"
+            )),
+            e => ExportError::Http(format!("{url}: {e}")),
+        })?;
+    let body = String::from_utf8_lossy(&response.body).into_owned();
+    if !response.is_success() {
         return Err(ExportError::Http(format!(
-            "{url}: HTTP {status}: {}",
+            "{url}: HTTP {}: {}",
+            response.status,
             body.trim()
         )));
     }
     Ok(body)
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }

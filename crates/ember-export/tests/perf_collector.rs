@@ -7,7 +7,8 @@ mod common;
 
 use common::*;
 use ember_collapse::{CollapseOptions, collapse};
-use ember_export::{PerfCollector, PerfCollectorConfig, write_perf_script};
+use ember_export::{PerfCollector, PerfCollectorConfig};
+use ember_samples::perf_script::write_samples as write_perf_script;
 use std::collections::BTreeMap;
 
 fn folded(bytes: &[u8], tid: bool) -> BTreeMap<String, u64> {

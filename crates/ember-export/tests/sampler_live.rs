@@ -1,6 +1,6 @@
 //! End to end with the real sampler: a compiled C program with three known
 //! call paths is sampled by an `ember_sampler::Session` with raw events;
-//! `events_from_recording` feeds both exporters; the perf_collector dump
+//! `ember_samples::timeline::timeline` feeds both exporters; the perf_collector dump
 //! folds (through `ember collapse`) to the program's functions and the
 //! Perfetto snapshot decodes with Perfetto's own schema to the same number
 //! of samples. Needs perf_event_open (root in CI) and gcc, like the
@@ -12,9 +12,10 @@ use common::*;
 use ember_collapse::{CollapseOptions, collapse};
 use ember_export::{
     Event, PerfCollector, PerfCollectorConfig, PerfettoDaemon, PerfettoDaemonConfig,
-    events_from_recording,
 };
-use ember_sampler::{CallGraph, Options, Session, Status, Symbolizer, Target};
+use ember_sampler::{CallGraph, Options, Session, Status, Target};
+use ember_samples::Symbolizer;
+use ember_samples::timeline::timeline as events_from_recording;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

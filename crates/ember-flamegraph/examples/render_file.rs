@@ -18,7 +18,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let folded = ember_folded::parse_borrowed(&bytes);
+    let folded = ember_formats::parse_borrowed(&bytes);
     let parsed = start.elapsed();
     let out = match std::fs::File::create(&output) {
         Ok(f) => f,

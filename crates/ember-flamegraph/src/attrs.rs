@@ -83,12 +83,6 @@ impl FrameAttrsMap {
         (FrameAttrsMap { map }, warnings)
     }
 
-    /// Reads and parses a nameattr file (non-UTF-8 bytes are replaced).
-    pub fn load(path: &std::path::Path) -> std::io::Result<(FrameAttrsMap, Vec<String>)> {
-        let bytes = std::fs::read(path)?;
-        Ok(FrameAttrsMap::parse(&String::from_utf8_lossy(&bytes)))
-    }
-
     /// The attributes for a function, if the file named it.
     pub fn get(&self, func: &str) -> Option<&FrameAttrs> {
         self.map.get(func)

@@ -448,9 +448,10 @@ impl PaletteMap {
         Self::default()
     }
 
-    /// Parses a palette map; returns it with the number of lines that were not `name->rgb(r,g,b)`.
-    /// Blank lines are skipped silently. An empty name is valid (it is the root frame).
-    pub fn parse(text: &str) -> (PaletteMap, usize) {
+    /// Parses a palette map (`name->rgb(r,g,b)` lines); lines of another shape are skipped and
+    /// reported as one warning. Blank lines are skipped silently. An empty name is valid (it
+    /// is the root frame). A palette file that does not exist yet is the empty text.
+    pub fn parse(text: &str) -> (PaletteMap, Vec<String>) {
         let mut map = HashMap::new();
         let mut invalid = 0;
         for line in text.lines() {
@@ -469,24 +470,12 @@ impl PaletteMap {
                 None => invalid += 1,
             }
         }
-        (PaletteMap { map }, invalid)
-    }
-
-    /// Reads a palette map file; a missing file gives an empty map (the first run of a
-    /// consistent palette). Invalid lines are reported as one warning.
-    pub fn load(path: &std::path::Path) -> std::io::Result<(PaletteMap, Vec<String>)> {
-        let text = match std::fs::read(path) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e),
-        };
-        let (map, invalid) = PaletteMap::parse(&text);
         let warnings = if invalid > 0 {
             vec![format!("Ignored {invalid} lines with invalid format")]
         } else {
             Vec::new()
         };
-        Ok((map, warnings))
+        (PaletteMap { map }, warnings)
     }
 
     /// Serialises the map sorted by name, one `name->rgb(r,g,b)` line per entry.

@@ -8,18 +8,24 @@ use ember_flamegraph::{
     BackgroundColor, Color, Direction, FlameGraphError, FrameAttrsMap, Options, Palette,
     PaletteMap, TextTruncateDirection, render,
 };
-use ember_folded::Folded;
+use ember_formats::Folded;
 use std::path::{Path, PathBuf};
 
 fn corpora() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora")
 }
 
+/// A palette map or `--nameattr` file as text (the renderer reads no files itself).
+fn read_text(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 fn read_folded(paths: &[PathBuf]) -> Folded {
     let mut all = Folded::default();
     for p in paths {
         let bytes = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        all.extend(ember_folded::parse_bytes(&bytes));
+        all.extend(ember_formats::parse_bytes(&bytes));
     }
     all
 }
@@ -134,12 +140,12 @@ fn build_options(row: &RowOptions, root: &Path) -> (Options, Vec<String>) {
             "color_diffusion" => o.color_diffusion = flag,
             "factor" => o.factor = v.parse().unwrap(),
             "func_frameattrs" => {
-                let (map, w) = FrameAttrsMap::load(&root.join(v)).unwrap();
+                let (map, w) = FrameAttrsMap::parse(&read_text(&root.join(v)));
                 o.frame_attrs = Some(map);
                 load_warnings.extend(w);
             }
             "palette_map" => {
-                let (map, w) = PaletteMap::load(&root.join(v)).unwrap();
+                let (map, w) = PaletteMap::parse(&read_text(&root.join(v)));
                 o.palette_map = Some(map);
                 load_warnings.extend(w);
             }
@@ -426,7 +432,9 @@ fn bad_lines_are_counted_once() {
 
 #[test]
 fn invalid_palette_map_lines_are_reported() {
-    let (map, w) = PaletteMap::load(&flamegraph_data("palette-map/palette_invalid.map")).unwrap();
+    let (map, w) = PaletteMap::parse(&read_text(&flamegraph_data(
+        "palette-map/palette_invalid.map",
+    )));
     assert_eq!(w, ["Ignored 5 lines with invalid format"]);
     assert!(map.get("JavaThread::run").is_some());
     assert!(map.get("").is_some(), "an empty name is the root frame");
@@ -434,17 +442,17 @@ fn invalid_palette_map_lines_are_reported() {
 
 #[test]
 fn nameattr_warnings() {
-    let (_, w) =
-        FrameAttrsMap::load(&flamegraph_data("nameattr/nameattr_invalid_attribute.txt")).unwrap();
+    let (_, w) = FrameAttrsMap::parse(&read_text(&flamegraph_data(
+        "nameattr/nameattr_invalid_attribute.txt",
+    )));
     assert_eq!(
         w.iter().filter(|w| w.contains("invalid attribute")).count(),
         1,
         "{w:?}"
     );
-    let (_, w) = FrameAttrsMap::load(&flamegraph_data(
+    let (_, w) = FrameAttrsMap::parse(&read_text(&flamegraph_data(
         "nameattr/nameattr_duplicate_attributes.txt",
-    ))
-    .unwrap();
+    )));
     assert_eq!(
         w.iter()
             .filter(|w| w.contains("duplicate attribute"))
@@ -452,7 +460,7 @@ fn nameattr_warnings() {
         3,
         "{w:?}"
     );
-    let (_, w) = FrameAttrsMap::load(&flamegraph_data("nameattr/nameattr.txt")).unwrap();
+    let (_, w) = FrameAttrsMap::parse(&read_text(&flamegraph_data("nameattr/nameattr.txt")));
     assert!(w.is_empty(), "{w:?}");
 }
 
@@ -466,7 +474,7 @@ fn empty_input_errors() {
 #[test]
 fn hostile_names_and_options_stay_well_formed() {
     let input = "a\u{1}b;]]>x;<&'\">;--;-;-- 3\nμs;💥;a;a;a 2\nz\t;y 1 4\n;; 1\n";
-    let folded = ember_folded::parse_bytes(input.as_bytes());
+    let folded = ember_formats::parse_bytes(input.as_bytes());
     for no_javascript in [false, true] {
         for pretty_xml in [false, true] {
             let options = Options {
@@ -496,7 +504,7 @@ fn extreme_counts_do_not_panic() {
         u64::MAX,
         u64::MAX
     );
-    let folded = ember_folded::parse_bytes(input.as_bytes());
+    let folded = ember_formats::parse_bytes(input.as_bytes());
     for negate in [false, true] {
         let options = Options {
             negate_differentials: negate,

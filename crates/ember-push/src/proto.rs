@@ -1,47 +1,5 @@
-//! Hand-written prost messages of Pyroscope's `push.v1` API (field numbers from its public
-//! `push.proto` and `types.proto`), so no `protoc` is needed at build time.
+//! The `push.v1` wire types, defined once in `ember-proto` and re-exported here so the
+//! push client's users keep one import path.
 
-/// `push.v1.PushRequest`: a batch of raw pprof profiles with their labels.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PushRequest {
-    /// The series pushed.
-    #[prost(message, repeated, tag = "1")]
-    pub series: Vec<RawProfileSeries>,
-}
-
-/// `push.v1.RawProfileSeries`: labels shared by the samples, and the samples.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RawProfileSeries {
-    /// Series labels (`__name__`, `service_name`, ...).
-    #[prost(message, repeated, tag = "1")]
-    pub labels: Vec<LabelPair>,
-    /// Profiles of this series.
-    #[prost(message, repeated, tag = "2")]
-    pub samples: Vec<RawSample>,
-}
-
-/// `types.v1.LabelPair`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct LabelPair {
-    /// Label name.
-    #[prost(string, tag = "1")]
-    pub name: String,
-    /// Label value.
-    #[prost(string, tag = "2")]
-    pub value: String,
-}
-
-/// `push.v1.RawSample`: one pprof profile, gzip'd or raw.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RawSample {
-    /// The pprof bytes.
-    #[prost(bytes = "vec", tag = "1")]
-    pub raw_profile: Vec<u8>,
-    /// Client-chosen profile id.
-    #[prost(string, tag = "2")]
-    pub id: String,
-}
-
-/// `push.v1.PushResponse` (empty).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PushResponse {}
+pub use ember_proto::push::{PushRequest, PushResponse, RawProfileSeries, RawSample};
+pub use ember_proto::types::LabelPair;

@@ -136,7 +136,7 @@ pub(crate) fn diff_profile(left: &Merged, right: &Merged) -> ember_pprof::Profil
 
 /// The top table of `profile`, as text.
 fn top(profile: &ember_pprof::Profile) -> Result<Output, QueryError> {
-    let table = ember_report::top(profile, &ember_report::TopOptions::default())
+    let table = ember_formats::top(profile, &ember_formats::TopOptions::default())
         .map_err(|e| QueryError::Render(e.to_string()))?;
     Ok(Output::text(table.render()))
 }
@@ -144,11 +144,11 @@ fn top(profile: &ember_pprof::Profile) -> Result<Output, QueryError> {
 /// An SVG flame graph of `lines` (differential when they carry a second count), titled
 /// `title`, or `default_title` when that is empty.
 fn svg(
-    lines: Vec<ember_folded::FoldedLine>,
+    lines: Vec<ember_formats::FoldedLine>,
     title: &str,
     default_title: &str,
 ) -> Result<Output, QueryError> {
-    let folded = ember_folded::Folded {
+    let folded = ember_formats::Folded {
         lines,
         ignored_lines: 0,
         has_fractional: false,
@@ -188,7 +188,7 @@ pub(crate) fn merged_file(
             let lines = merged
                 .stacks
                 .iter()
-                .map(|(frames, v)| ember_folded::FoldedLine {
+                .map(|(frames, v)| ember_formats::FoldedLine {
                     stack: frames.join(";"),
                     count: *v as f64,
                     second_count: None,
@@ -226,7 +226,7 @@ pub(crate) fn diff_output(
         Format::Svg => {
             let lines = diff_stacks(left, right)
                 .into_iter()
-                .map(|(frames, a, b)| ember_folded::FoldedLine {
+                .map(|(frames, a, b)| ember_formats::FoldedLine {
                     stack: frames.join(";"),
                     count: a as f64,
                     second_count: Some(b as f64),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use ember_query::{
     DEFAULT_MAX_NODES, Format, NameRule, Output, Querier, QueryError, QueryRequest, folded_text,
 };
-use ember_store::{IngestRecord, Store, StoreOptions};
+use ember_store::{IngestBatch, IngestProfile, Store, StoreOptions};
 
 const SEC: i64 = 1_000_000_000;
 /// A round start time (unix ns) for every profile of these tests.
@@ -27,20 +27,18 @@ fn ingest(store: &Store, labels: &[(&str, &str)], time: i64, stacks: &[(&str, i6
         let frames: Vec<&str> = stack.split(';').collect();
         b.add_folded_stack(&frames, &[*v]);
     }
-    let record = IngestRecord {
-        tenant: "t".into(),
-        labels: labels
-            .iter()
-            .map(|(n, v)| ember_store::LabelPair {
-                name: (*n).into(),
-                value: (*v).into(),
-            })
-            .collect(),
-        time_nanos: time,
-        profile: ember_pprof::encode(&b.build()),
-        received_nanos: time,
+    let batch = IngestBatch {
+        profiles: vec![IngestProfile {
+            labels: labels
+                .iter()
+                .map(|(n, v)| ((*n).to_string(), (*v).to_string()))
+                .collect(),
+            time_nanos: time,
+            pprof: ember_pprof::encode(&b.build()),
+            what: "profile".into(),
+        }],
     };
-    store.ingest_blocking(&record).expect("ingest");
+    store.ingest("t", batch).expect("ingest");
 }
 
 /// A store with service `api` (pods a and b) and service `db`, over three 10 s buckets.

@@ -14,6 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// A forked child waiting for [`StoppedChild::release`] before it `exec`s.
+#[derive(Debug)]
 pub struct StoppedChild {
     pid: i32,
     go: Option<OwnedFd>,
@@ -153,14 +154,7 @@ impl Drop for StoppedChild {
     }
 }
 
-/// How a launched child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitStatus {
-    /// Exited with this code.
-    Code(i32),
-    /// Killed by this signal.
-    Signal(i32),
-}
+pub use ember_samples::ExitStatus;
 
 /// Reaps `pid`; with `nohang`, returns `None` while it still runs.
 pub fn wait(pid: i32, nohang: bool) -> Option<ExitStatus> {

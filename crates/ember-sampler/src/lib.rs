@@ -1,38 +1,33 @@
-//! Source: Linux `perf_event_open` sampling, unwinding and symbolization → pprof.
+//! Source: Linux `perf_event_open` sampling and unwinding: capture only.
 //!
 //! Pipeline: [`session::record`] opens a software `cpu-clock` event per CPU
 //! (for a launched command, existing pids, or the whole host), drains the
-//! ring buffers and aggregates kernel-unwound callchains into a
-//! [`session::Recording`]; [`output::build_profile`] and
-//! [`output::write_perf_script`] symbolize it with a [`symbolize::Symbolizer`]
-//! and emit pprof or `perf script` text.
+//! ring buffers and aggregates unwound callchains into an
+//! [`ember_samples::Recording`]. Everything done with a recording afterwards
+//! (symbolizing, pprof, `perf script`, merging, splitting per process) belongs
+//! to `ember-samples`.
 //!
 //! Long-running collectors (the agent) use a [`session::Session`] instead:
-//! `start`, `poll` in a loop, `cut` a [`session::Recording`] per interval;
+//! `start`, `poll` in a loop, `cut` a recording per interval;
 //! `record` is that loop run once. Off-CPU samples come from the
 //! `sched:sched_switch` tracepoint ([`tracepoint`]); user stacks are unwound
 //! by the kernel's frame-pointer walk or by CFI ([`unwind`]), whose
 //! architecture-specific parts live in [`arch`].
 
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 pub mod arch;
-pub mod debuginfod;
 pub mod launch;
-pub mod output;
 pub mod parse;
 pub mod process;
 pub mod session;
-pub mod symbolize;
 pub mod sys;
 pub mod tracepoint;
 pub mod unwind;
 
-pub use output::{FrameInfo, Summary, build_profile, write_perf_script};
 pub use session::{
-    CallGraph, Frame, OffCpuSource, Options, Progress, RawEvent, RawSample, RawSwitch, Recording,
-    Session, Status, Target, install_interrupt_handler, record,
+    CallGraph, OffCpuSource, Options, Progress, Session, Status, Target, install_interrupt_handler,
+    record,
 };
-pub use symbolize::Symbolizer;
 
 /// Errors of the sampler. Messages say what to change, not just the errno.
 #[derive(Debug, thiserror::Error)]

@@ -6,15 +6,15 @@
 
 /// `PERF_RECORD_*` type numbers we decode.
 mod kind {
-    pub const LOST: u32 = 2;
-    pub const COMM: u32 = 3;
-    pub const EXIT: u32 = 4;
-    pub const FORK: u32 = 7;
-    pub const SAMPLE: u32 = 9;
-    pub const MMAP2: u32 = 10;
-    pub const LOST_SAMPLES: u32 = 13;
-    pub const SWITCH: u32 = 14;
-    pub const SWITCH_CPU_WIDE: u32 = 15;
+    pub(super) const LOST: u32 = 2;
+    pub(super) const COMM: u32 = 3;
+    pub(super) const EXIT: u32 = 4;
+    pub(super) const FORK: u32 = 7;
+    pub(super) const SAMPLE: u32 = 9;
+    pub(super) const MMAP2: u32 = 10;
+    pub(super) const LOST_SAMPLES: u32 = 13;
+    pub(super) const SWITCH: u32 = 14;
+    pub(super) const SWITCH_CPU_WIDE: u32 = 15;
 }
 
 /// `misc` flag on COMM records emitted by `exec`.

@@ -188,6 +188,7 @@ pub fn set_enabled(fd: &OwnedFd, enabled: bool) -> Result<(), io::Error> {
 
 /// A perf ring buffer mapped into our address space: one metadata page
 /// followed by `2^n` data pages that the kernel fills and we drain.
+#[derive(Debug)]
 pub struct RingBuffer {
     base: *mut u8,
     map_len: usize,

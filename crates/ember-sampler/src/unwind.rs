@@ -22,7 +22,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::symbolize::Mmap;
+use ember_samples::mmap::Mmap;
+pub use ember_samples::{AutoChoice, Method};
 
 /// A section of a mapped binary: unwinding reads the few pages it needs
 /// straight from the page cache instead of copying whole sections (a big
@@ -173,15 +174,6 @@ pub struct FileKey {
     mtime_ns: i64,
 }
 
-/// The unwinding method `auto` settled on for one binary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// The kernel's frame-pointer walk.
-    FramePointer,
-    /// CFI over the copied stack.
-    Cfi,
-}
-
 /// `auto` state of one binary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Auto {
@@ -197,19 +189,6 @@ pub const AUTO_DECISION_SAMPLES: u32 = 16;
 /// Share of those in which the frame-pointer walk must match CFI for the
 /// binary to use frame pointers from then on.
 const AUTO_FP_AGREEMENT: f64 = 0.8;
-
-/// A decision of `auto` for one binary (reported with each recording).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AutoChoice {
-    /// Path the binary was first seen at.
-    pub path: Arc<str>,
-    /// Build-id (lowercase hex), empty when the binary has none.
-    pub build_id: String,
-    /// The method used for samples whose leaf is in this binary.
-    pub method: Method,
-    /// Why: "no CFI", or "frame pointers matched CFI in N/M samples".
-    pub reason: String,
-}
 
 struct Cached {
     sections: Option<Arc<Sections>>,

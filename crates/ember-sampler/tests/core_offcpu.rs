@@ -5,10 +5,9 @@
 //!
 //! Needs root (tracefs, raw tracepoint samples) and gcc, as CI runs them.
 
-use ember_sampler::output::Resolver;
-use ember_sampler::{
-    CallGraph, OffCpuSource, Options, RawEvent, Recording, Session, Status, Symbolizer, Target,
-};
+use ember_sampler::{CallGraph, OffCpuSource, Options, Session, Status, Target};
+use ember_samples::Resolver;
+use ember_samples::{RawEvent, Recording, Symbolizer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -31,7 +30,7 @@ fn compile(test: &str, name: &str) -> PathBuf {
 /// Blocked nanoseconds of `pid` in stacks that contain `function`.
 fn off_cpu_in(rec: &Recording, sym: &mut Symbolizer, pid: u32, function: &str) -> u64 {
     let mut resolver = Resolver::new(rec, sym);
-    rec.off_cpu_stacks
+    rec.off_cpu_stacks()
         .iter()
         .filter(|(k, _)| k.pid == pid)
         .filter(|(k, _)| {
@@ -83,7 +82,7 @@ fn sched_switch_tracepoint_times_blocked_stacks_with_task_states() {
     check_sleeper(&rec, pid);
 
     let switches: Vec<_> = rec
-        .raw_events
+        .raw_events()
         .iter()
         .filter_map(|e| match e {
             RawEvent::Switch(s) if s.prev_pid == pid => Some(s),
@@ -118,14 +117,14 @@ fn sched_switch_tracepoint_times_blocked_stacks_with_task_states() {
     let in_sleep = switches
         .iter()
         .filter(|s| {
-            rec.raw_stacks[s.prev_stack as usize].iter().any(|f| {
+            rec.raw_stacks()[s.prev_stack as usize].iter().any(|f| {
                 let name = resolver.resolve(f).name;
                 &*name == "sleep_long" || &*name == "sleep_short"
             })
         })
         .count();
     assert!(in_sleep >= 40, "{in_sleep} switch stacks through sleep_*");
-    let times: Vec<u64> = rec.raw_events.iter().map(RawEvent::time_ns).collect();
+    let times: Vec<u64> = rec.raw_events().iter().map(RawEvent::time_ns).collect();
     assert!(times.is_sorted());
 }
 
@@ -143,11 +142,11 @@ fn context_switch_fallback_measures_the_same_without_states() {
     assert_eq!(rec.off_cpu_source, Some(OffCpuSource::ContextSwitch));
     check_sleeper(&rec, pid);
     assert!(
-        rec.raw_events
+        rec.raw_events()
             .iter()
             .any(|e| matches!(e, RawEvent::Switch(_)))
     );
-    assert!(rec.raw_events.iter().all(|e| match e {
+    assert!(rec.raw_events().iter().all(|e| match e {
         RawEvent::Switch(s) => s.prev_state.is_none() && s.next_tid.is_none(),
         RawEvent::Sample(_) => true,
     }));
@@ -175,7 +174,7 @@ fn whole_host_tracepoint_times_a_sleeper_from_next_pid() {
     // it left: switch-outs and switch-ins alternate.
     let mut on_cpu = true;
     let mut episodes = 0;
-    for e in &rec.raw_events {
+    for e in rec.raw_events() {
         let RawEvent::Switch(s) = e else { continue };
         if s.prev_tid == pid {
             assert!(on_cpu, "left twice without coming back at {}", s.time_ns);

@@ -5,8 +5,9 @@
 //!
 //! Like `tests/record.rs` these need perf_event_open (root in CI) and gcc.
 
-use ember_sampler::output::Resolver;
-use ember_sampler::{CallGraph, Options, RawEvent, Recording, Session, Status, Symbolizer, Target};
+use ember_sampler::{CallGraph, Options, Session, Status, Target};
+use ember_samples::Resolver;
+use ember_samples::{RawEvent, Recording, Symbolizer};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ fn spawn_mapped(bin: &Path, args: &[&str]) -> Child {
 /// Names of the frames of a raw stack, leaf first.
 fn stack_names(rec: &Recording, sym: &mut Symbolizer, stack: u32) -> Vec<String> {
     let mut resolver = Resolver::new(rec, sym);
-    rec.raw_stacks[stack as usize]
+    rec.raw_stacks()[stack as usize]
         .iter()
         .map(|f| resolver.resolve(f).name.to_string())
         .collect()
@@ -55,7 +56,7 @@ fn stack_names(rec: &Recording, sym: &mut Symbolizer, stack: u32) -> Vec<String>
 
 fn check_raw_events(rec: &Recording) {
     let samples: Vec<_> = rec
-        .raw_events
+        .raw_events()
         .iter()
         .filter_map(|e| match e {
             RawEvent::Sample(s) => Some(*s),
@@ -67,7 +68,7 @@ fn check_raw_events(rec: &Recording) {
         rec.samples,
         "one raw event per sample"
     );
-    let times: Vec<u64> = rec.raw_events.iter().map(RawEvent::time_ns).collect();
+    let times: Vec<u64> = rec.raw_events().iter().map(RawEvent::time_ns).collect();
     assert!(times.is_sorted(), "raw events out of order");
     let end = rec.start_monotonic_ns + rec.duration_ns as u64;
     assert!(
@@ -78,12 +79,12 @@ fn check_raw_events(rec: &Recording) {
         rec.start_monotonic_ns
     );
     let weight: u64 = samples.iter().map(|s| s.weight_ns).sum();
-    let period: u64 = rec.stacks.values().map(|v| v.period).sum();
+    let period: u64 = rec.stacks().values().map(|v| v.period).sum();
     assert_eq!(weight, period, "raw weights = aggregated CPU time");
     assert!(
         samples
             .iter()
-            .all(|s| (s.stack as usize) < rec.raw_stacks.len())
+            .all(|s| (s.stack as usize) < rec.raw_stacks().len())
     );
 }
 
@@ -154,14 +155,14 @@ fn two_cuts_add_up_to_one_recording_of_the_same_interval() {
     assert!(b.start_unix_ns > a.start_unix_ns);
     for cut in &cuts {
         check_raw_events(cut);
-        assert!(cut.stacks.keys().all(|k| k.pid == pid));
+        assert!(cut.stacks().keys().all(|k| k.pid == pid));
     }
     // Process state (mappings) carries over: the second cut's stacks still
     // symbolize down to the three paths and main.
     let mut sym = Symbolizer::new();
     for cut in &cuts {
         let mut in_paths = 0;
-        for e in &cut.raw_events {
+        for e in cut.raw_events() {
             if let RawEvent::Sample(s) = e {
                 let names = stack_names(cut, &mut sym, s.stack);
                 if names.iter().any(|n| n.starts_with("path_")) && names.iter().any(|n| n == "main")

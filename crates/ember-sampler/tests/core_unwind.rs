@@ -4,9 +4,10 @@
 //!
 //! Needs perf_event_open (root in CI) and gcc.
 
-use ember_sampler::output::Resolver;
-use ember_sampler::unwind::Method;
-use ember_sampler::{CallGraph, Options, Recording, Session, Status, Symbolizer, Target};
+use ember_sampler::{CallGraph, Options, Session, Status, Target};
+use ember_samples::Method;
+use ember_samples::Resolver;
+use ember_samples::{Recording, Symbolizer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -41,7 +42,7 @@ fn complete(rec: &Recording, comm: &str) -> (u64, u64) {
     let mut sym = Symbolizer::new();
     let mut resolver = Resolver::new(rec, &mut sym);
     let (mut all, mut good) = (0, 0);
-    for (key, value) in &rec.stacks {
+    for (key, value) in rec.stacks() {
         if !key.comm.starts_with(comm) {
             continue;
         }
@@ -119,7 +120,7 @@ fn unwind_tables_are_loaded_once_per_binary_across_processes() {
     opts.call_graph = CallGraph::Dwarf;
     let (rec, (cached, loads)) = record_all(&opts);
     let pids: std::collections::HashSet<u32> = rec
-        .stacks
+        .stacks()
         .keys()
         .filter(|k| k.comm.starts_with("three_paths"))
         .map(|k| k.pid)

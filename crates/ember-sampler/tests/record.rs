@@ -7,7 +7,8 @@
 //! `kernel.perf_event_paranoid` <= 1) and gcc; CI runs them as root.
 
 use ember_pprof::{Profile, string};
-use ember_sampler::{CallGraph, Options, Recording, Symbolizer, Target, build_profile};
+use ember_sampler::{CallGraph, Options, Target};
+use ember_samples::{Recording, Symbolizer, build_profile};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -351,7 +352,7 @@ fn perf_script_text_folds_like_the_profile() {
     let bin = compile("perfscript", "three_paths", &[]);
     let (rec, profile) = record(Target::Command(vec![bin.into(), "40".into()]), 499, None);
     let mut text = Vec::new();
-    ember_sampler::write_perf_script(&rec, &mut Symbolizer::new(), &mut text).unwrap();
+    ember_samples::perf_script::write_recording(&rec, &mut Symbolizer::new(), &mut text).unwrap();
     let collapsed =
         ember_collapse::collapse_bytes(&text, &ember_collapse::CollapseOptions::default()).unwrap();
     assert!(collapsed.warnings.is_empty(), "{:?}", collapsed.warnings);
@@ -849,7 +850,7 @@ fn inline_shows_inlined_rust_functions_as_frames_with_lines() {
     );
     // perf script text shows the inlined frame too (innermost first).
     let mut text = Vec::new();
-    ember_sampler::write_perf_script(&rec, &mut sym, &mut text).unwrap();
+    ember_samples::perf_script::write_recording(&rec, &mut sym, &mut text).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(
         text.contains(&format!(" {hot} (")),
@@ -946,10 +947,10 @@ fn each_address_is_symbolized_once_and_the_disk_cache_answers_the_next_run() {
     let path: std::sync::Arc<str> = std::sync::Arc::from(bin.to_str().unwrap());
     // Distinct lookup offsets of this binary over all processes and maps.
     let mut offsets = std::collections::HashSet::new();
-    for key in rec.stacks.keys() {
+    for key in rec.stacks().keys() {
         for f in &key.frames {
-            if let ember_sampler::session::Frame::User { map, addr, ret } = *f {
-                let m = &rec.maps[map as usize];
+            if let ember_samples::Frame::User { map, addr, ret } = *f {
+                let m = &rec.maps()[map as usize];
                 if m.path == path {
                     let off = addr - m.start + m.pgoff;
                     offsets.insert(if ret { off - 1 } else { off });
@@ -965,7 +966,7 @@ fn each_address_is_symbolized_once_and_the_disk_cache_answers_the_next_run() {
     sym.cache_dir = Some(cache.clone());
     let (first, _) = build_profile(&rec, &mut sym);
     // A second output of the same recording looks nothing up again.
-    ember_sampler::write_perf_script(&rec, &mut sym, std::io::sink()).unwrap();
+    ember_samples::perf_script::write_recording(&rec, &mut sym, std::io::sink()).unwrap();
     let (_again, _) = build_profile(&rec, &mut sym);
     let b = sym.binary(&path, 0).unwrap();
     assert_eq!(b.lookups, offsets.len() as u64);

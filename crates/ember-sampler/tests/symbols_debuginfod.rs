@@ -7,9 +7,10 @@
 //!
 //! Needs perf_event_open (root in CI), gcc, objcopy and python3.
 
-use ember_sampler::debuginfod::{Debuginfod, DebuginfodError};
-use ember_sampler::symbolize::Binary;
-use ember_sampler::{CallGraph, Options, Recording, Symbolizer, Target, build_profile};
+use ember_sampler::{CallGraph, Options, Target};
+use ember_samples::debuginfod::{Debuginfod, DebuginfodError};
+use ember_samples::symbolize::Binary;
+use ember_samples::{Recording, Symbolizer, build_profile};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -78,6 +79,95 @@ fn serve(root: &Path) -> (Child, String) {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("unexpected http.server banner {line:?}"));
     (child, format!("http://127.0.0.1:{port}"))
+}
+
+/// A private CA and a certificate for 127.0.0.1 signed by it, made with the openssl CLI in
+/// `dir`: (CA file, server certificate, server key).
+fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let openssl = |args: &[&str]| run(Command::new("openssl").args(args).current_dir(dir));
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &key,
+            &["-keyout", "ca.key", "-out", "ca.pem"],
+            &["-days", "1", "-subj", "/CN=debuginfod test CA"],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &key,
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(dir.join("san.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.cnf",
+        "-out",
+        "server.pem",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    )
+}
+
+/// Python's `http.server` behind TLS on an ephemeral port serving `root`; returns the child
+/// and its base URL.
+fn serve_https(root: &Path, cert: &Path, key: &Path) -> (Child, String) {
+    const SERVER: &str = "import functools, http.server, ssl, sys\n\
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+        ctx.load_cert_chain(sys.argv[1], sys.argv[2])\n\
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[3])\n\
+        server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)\n\
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)\n\
+        print(server.server_address[1], flush=True)\n\
+        server.serve_forever()\n";
+    let mut child = Command::new("python3")
+        .args(["-u", "-c", SERVER])
+        .args([cert, key, root])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 must be installed");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("unexpected https server banner {line:?}"));
+    (child, format!("https://127.0.0.1:{port}"))
 }
 
 fn stop(mut server: Child) {
@@ -228,7 +318,7 @@ fn misses_are_remembered_and_wrong_files_refused() {
     let other = "ffeeddccbbaa99887766554433221100ffeeddcc";
     assert!(matches!(
         client.debuginfo(other),
-        Err(DebuginfodError::Io { .. })
+        Err(DebuginfodError::Transfer { .. })
     ));
     // The unreachable server is not asked again in this run.
     assert!(matches!(client.debuginfo(other), Ok(None)));
@@ -265,5 +355,30 @@ fn a_failing_server_does_not_hide_the_next_one() {
     let found = client.debuginfo(&build_id);
     stop(server);
     let path = found.expect("the live server answers").expect("file found");
+    assert_eq!(std::fs::read(path).unwrap(), std::fs::read(&debug).unwrap());
+}
+
+#[test]
+fn debug_files_come_over_https() {
+    let dir = work_dir("https");
+    let (_, debug, build_id) = stripped_program(&dir);
+    let served = dir.join("served");
+    let slot = served.join("buildid").join(&build_id);
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
+    let (ca, cert, key) = certificates(&dir);
+    let (server, url) = serve_https(&served, &cert, &key);
+    // Without the private CA the server is not trusted: an error, no file.
+    let mut untrusted = Debuginfod::new(vec![url.clone()], dir.join("cache-untrusted"));
+    let refused = untrusted.debuginfo(&build_id);
+    let mut client = Debuginfod::new(vec![url], dir.join("cache"));
+    client.ca_file = Some(ca);
+    let found = client.debuginfo(&build_id);
+    stop(server);
+    assert!(
+        matches!(refused, Err(DebuginfodError::Transfer { .. })),
+        "{refused:?}"
+    );
+    let path = found.expect("fetched over https").expect("file found");
     assert_eq!(std::fs::read(path).unwrap(), std::fs::read(&debug).unwrap());
 }

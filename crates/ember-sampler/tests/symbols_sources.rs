@@ -7,7 +7,8 @@
 //! Needs perf_event_open (root in CI), gcc, g++ and rustc.
 
 use ember_pprof::{Profile, string};
-use ember_sampler::{CallGraph, Options, Recording, Symbolizer, Target, build_profile};
+use ember_sampler::{CallGraph, Options, Target};
+use ember_samples::{Recording, Symbolizer, build_profile};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -200,7 +201,7 @@ fn jit_code_is_named_from_the_perf_map() {
     let dir = work_dir("jit");
     let bin = build(dir.as_path(), "jit", "c", JIT_C, "gcc", &["-O2"]);
     let (rec, profile) = record(&bin, "1500000000", CallGraph::Fp);
-    for pid in rec.stacks.keys().map(|k| k.pid) {
+    for pid in rec.stacks().keys().map(|k| k.pid) {
         let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     }
     let leaves = leaves(&profile);

@@ -10,7 +10,6 @@
 //! keeps tonic (and its code generation) out of the build.
 
 use std::convert::Infallible;
-use std::io::Read;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -22,7 +21,10 @@ use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 use prost::Message;
 
-use crate::{ApiError, AppState, proto, tenant};
+use ember_proto::push::{PushRequest, PushResponse};
+
+use crate::ingest::{self, Converted};
+use crate::{ApiError, AppState, tenant};
 
 /// True when the request's content type selects the gRPC protocol.
 pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
@@ -105,8 +107,9 @@ pub(crate) fn frame(message: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Extracts the single message of a unary request body, undoing `grpc-encoding: gzip`.
-fn unframe(s: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+/// Extracts the single message of a unary request body, undoing `grpc-encoding: gzip`
+/// (`encoding` is that header's value).
+fn unframe(s: &AppState, encoding: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let bad = |m: String| ApiError::bad_request("bad_request", m);
     if body.len() < 5 {
         return Err(bad(format!(
@@ -126,12 +129,6 @@ fn unframe(s: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Vec<u8>, Ap
     match compressed {
         0 => Ok(message.to_vec()),
         1 => {
-            let encoding = headers
-                .get("grpc-encoding")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("identity")
-                .trim()
-                .to_ascii_lowercase();
             if encoding != "gzip" {
                 return Err(ApiError {
                     retry_after_secs: None,
@@ -144,20 +141,7 @@ fn unframe(s: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Vec<u8>, Ap
                 });
             }
             let max = s.limits.max_decompressed_bytes;
-            let mut out = Vec::new();
-            flate2::read::MultiGzDecoder::new(message)
-                .take(max + 1)
-                .read_to_end(&mut out)
-                .map_err(|e| {
-                    ApiError::bad_request("bad_encoding", format!("gzip'd gRPC message: {e}"))
-                })?;
-            if out.len() as u64 > max {
-                return Err(ApiError::too_large(
-                    "decompressed_too_large",
-                    format!("decompressed message exceeds the limit of {max} bytes"),
-                ));
-            }
-            Ok(out)
+            ingest::gunzip(message, max, "gzip'd gRPC message", "message")
         }
         f => Err(bad(format!("gRPC compressed flag {f} is neither 0 nor 1"))),
     }
@@ -178,19 +162,32 @@ pub(crate) async fn push(s: &Arc<AppState>, request: axum::extract::Request) -> 
                     format!("request body exceeds the limit of {limit} bytes"),
                 )
             })?;
-        let message = unframe(s, &parts.headers, &raw)?;
-        let request = proto::PushRequest::decode(&message[..])
-            .map_err(|e| ApiError::bad_request("bad_request", format!("PushRequest: {e}")))?;
-        crate::ingest::ingest_push(s, tenant, request, raw.len()).await
+        let encoding = parts
+            .headers
+            .get("grpc-encoding")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("identity")
+            .trim()
+            .to_ascii_lowercase();
+        ingest::store_batch(s, tenant, move |s, tenant| {
+            let message = unframe(s, &encoding, &raw)?;
+            let request = PushRequest::decode(&message[..])
+                .map_err(|e| ApiError::bad_request("bad_request", format!("PushRequest: {e}")))?;
+            Ok(Converted {
+                batch: crate::push::batch(s, tenant, request)?,
+                body_bytes: raw.len(),
+            })
+        })
+        .await
     }
     .await;
     match result {
         Ok(()) => {
-            crate::ingest::count_success(s, started);
+            ingest::count_success(s, started);
             let mut trailers = HeaderMap::new();
             trailers.insert("grpc-status", HeaderValue::from_static("0"));
             let body = DataThenTrailers {
-                data: Some(Bytes::from(frame(&proto::PushResponse {}.encode_to_vec()))),
+                data: Some(Bytes::from(frame(&PushResponse {}.encode_to_vec()))),
                 trailers: Some(trailers),
             };
             ([("content-type", "application/grpc")], Body::new(body)).into_response()

@@ -1,8 +1,12 @@
 //! Ember's profile server: Pyroscope-compatible ingest, durable storage and queries over HTTP.
 //!
-//! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics.
-//! Storage lives in `ember-store`; what a read query means and how its answer is shaped lives in
-//! `ember-query` (the read routes only translate requests and responses).
+//! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics,
+//! with one small module per protocol: `pyroscope` (legacy `/ingest`, render), `push`
+//! (`push.v1` over Connect), `grpc` (gRPC framing of the same), `querier` (`querier.v1`)
+//! and `api` (`/api/v1`). Ingest routes only turn a request into an
+//! [`ember_store::IngestBatch`]: validation, limits and the write-ahead log are
+//! [`ember_store::Store::ingest`]'s. What a read query means and how its answer is shaped
+//! lives in `ember-query` (the read routes only translate requests and responses).
 //!
 //! # Routes
 //!
@@ -47,13 +51,12 @@
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown) and `retention_days` (30; 0 keeps everything).
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 mod api;
-pub mod client;
 mod grpc;
 mod ingest;
-pub mod loadgen;
-pub mod proto;
+mod push;
 mod pyroscope;
 pub mod querier;
 mod query;
@@ -68,7 +71,7 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use ember_store::{Store, StoreOptions};
+use ember_store::{IngestLimits, Store, StoreOptions};
 
 /// Request and data limits; every one has a default.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -174,7 +177,7 @@ pub enum ServerError {
 }
 
 /// Counters exported at `/metrics`.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Metrics {
     ingested_profiles: AtomicU64,
     ingested_bytes: AtomicU64,
@@ -199,6 +202,7 @@ impl Metrics {
 }
 
 /// State shared by all handlers.
+#[derive(Debug)]
 pub struct AppState {
     store: Store,
     limits: Limits,
@@ -287,15 +291,7 @@ impl From<ember_store::StoreError> for ApiError {
     fn from(e: ember_store::StoreError) -> Self {
         use ember_store::StoreError as E;
         match e {
-            E::SeriesLimit { .. } => ApiError {
-                retry_after_secs: None,
-                status: StatusCode::TOO_MANY_REQUESTS,
-                code: "resource_exhausted",
-                reason: "series_limit",
-                message: e.to_string(),
-            },
             E::Selector(_) => ApiError::bad_request("bad_query", e.to_string()),
-            E::Profile(_) => ApiError::bad_request("bad_profile", e.to_string()),
             E::Closed => ApiError {
                 retry_after_secs: None,
                 status: StatusCode::SERVICE_UNAVAILABLE,
@@ -361,6 +357,7 @@ pub(crate) fn tenant(s: &AppState, headers: &HeaderMap) -> Result<String, ApiErr
 }
 
 /// A bound, ready server.
+#[derive(Debug)]
 pub struct Server {
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
@@ -374,6 +371,13 @@ impl Server {
         let store_options = StoreOptions {
             max_series_per_tenant: limits.max_series_per_tenant,
             retention_nanos: (limits.retention_days.max(0.0) * 86_400e9) as i64,
+            ingest: IngestLimits {
+                max_decompressed_bytes: limits.max_decompressed_bytes,
+                max_samples_per_profile: limits.max_samples_per_profile,
+                max_labels_per_series: limits.max_labels_per_series,
+                max_label_name_length: limits.max_label_name_length,
+                max_label_value_length: limits.max_label_value_length,
+            },
         };
         let store = tokio::task::spawn_blocking(move || Store::open(&data_dir, store_options))
             .await
@@ -461,23 +465,25 @@ fn flush_and_expire(s: &AppState) {
                 .flush_micros
                 .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
             if let Some(path) = stats.block {
-                eprintln!(
-                    "ember server: flushed {} records ({} WAL bytes) into {} ({} bytes)",
-                    stats.records,
-                    stats.wal_bytes,
-                    path.display(),
-                    stats.block_bytes
+                tracing::info!(
+                    records = stats.records,
+                    wal_bytes = stats.wal_bytes,
+                    block = %path.display(),
+                    block_bytes = stats.block_bytes,
+                    "flushed the write-ahead log into a block"
                 );
             }
         }
         Err(e) => {
             s.metrics.reject("flush_failed");
-            eprintln!("ember server: flush failed (data stays in the log): {e}");
+            tracing::error!(error = %e, "flush failed (data stays in the log)");
         }
     }
     let now = ingest::now_nanos();
-    if let Err(e) = s.store.enforce_retention(now) {
-        eprintln!("ember server: retention failed: {e}");
+    match s.store.enforce_retention(now) {
+        Ok(0) => {}
+        Ok(deleted) => tracing::info!(blocks = deleted, "retention deleted expired blocks"),
+        Err(e) => tracing::error!(error = %e, "retention failed"),
     }
 }
 
@@ -486,9 +492,9 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/ready", get(ready))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .route("/ingest", post(ingest::legacy))
-        .route("/pyroscope/ingest", post(ingest::legacy))
-        .route("/push.v1.PusherService/Push", post(ingest::push))
+        .route("/ingest", post(pyroscope::ingest::legacy))
+        .route("/pyroscope/ingest", post(pyroscope::ingest::legacy))
+        .route("/push.v1.PusherService/Push", post(push::push))
         .route("/pyroscope/render", get(pyroscope::render::render))
         .route("/api/v1/query", get(api::query))
         .route("/api/v1/timeseries", get(api::timeseries))
@@ -522,109 +528,99 @@ async fn healthz() -> &'static str {
 }
 
 async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -> Response {
-    use std::fmt::Write;
+    use ember_telemetry::{Exposition, MetricType};
     let m = &s.metrics;
-    let mut out = String::new();
-    let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-        );
-    };
-    counter(
-        &mut out,
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let seconds = |micros: u64| micros as f64 / 1e6;
+    let mut e = Exposition::new();
+    e.counter(
         "ember_ingested_profiles_total",
         "Profiles accepted and durably stored.",
-        m.ingested_profiles.load(Ordering::Relaxed),
-    );
-    counter(
-        &mut out,
+        load(&m.ingested_profiles),
+    )
+    .counter(
         "ember_ingested_bytes_total",
         "Request body bytes of accepted profiles.",
-        m.ingested_bytes.load(Ordering::Relaxed),
+        load(&m.ingested_bytes),
     );
-    let _ = writeln!(
-        out,
-        "# HELP ember_rejected_total Rejected ingest requests by reason.\n# TYPE ember_rejected_total counter"
-    );
-    for (reason, n) in m.rejected.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        let _ = writeln!(out, "ember_rejected_total{{reason=\"{reason}\"}} {n}");
+    {
+        let rejected = e.family(
+            "ember_rejected_total",
+            MetricType::Counter,
+            "Rejected ingest requests by reason.",
+        );
+        for (reason, n) in m.rejected.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            rejected.sample(&[("reason", reason)], *n);
+        }
     }
-    counter(
-        &mut out,
+    let w = s.store.wal_stats();
+    let (blocks, block_bytes, wal_bytes) = s.store.disk_usage();
+    let (series, profiles, strings, nodes) = s.store.head_stats();
+    e.counter(
         "ember_ingest_requests_total",
         "Accepted ingest requests.",
-        m.ingest_requests.load(Ordering::Relaxed),
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_ingest_seconds_total Time spent in accepted ingest requests (including the WAL fsync).\n# TYPE ember_ingest_seconds_total counter\nember_ingest_seconds_total {:.6}",
-        m.ingest_micros.load(Ordering::Relaxed) as f64 / 1e6
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_queries_total Queries answered.\n# TYPE ember_queries_total counter\nember_queries_total {}",
-        m.queries.load(Ordering::Relaxed)
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_query_seconds_total Time spent answering queries.\n# TYPE ember_query_seconds_total counter\nember_query_seconds_total {:.6}",
-        m.query_micros.load(Ordering::Relaxed) as f64 / 1e6
-    );
-    let w = s.store.wal_stats();
-    counter(
-        &mut out,
+        load(&m.ingest_requests),
+    )
+    .counter(
+        "ember_ingest_seconds_total",
+        "Time spent in accepted ingest requests (including the WAL fsync).",
+        seconds(load(&m.ingest_micros)),
+    )
+    .counter("ember_queries_total", "Queries answered.", load(&m.queries))
+    .counter(
+        "ember_query_seconds_total",
+        "Time spent answering queries.",
+        seconds(load(&m.query_micros)),
+    )
+    .counter(
         "ember_wal_records_total",
         "Records written to the write-ahead log.",
         w.records,
-    );
-    counter(
-        &mut out,
+    )
+    .counter(
         "ember_wal_bytes_total",
         "Bytes written to the write-ahead log.",
         w.bytes,
-    );
-    counter(
-        &mut out,
+    )
+    .counter(
         "ember_wal_fsyncs_total",
         "fsync calls of the write-ahead log (one per group commit).",
         w.fsyncs,
+    )
+    .counter(
+        "ember_wal_sync_seconds_total",
+        "Time spent writing and fsyncing the log.",
+        seconds(w.sync_micros),
+    )
+    .counter(
+        "ember_flushes_total",
+        "Flushes of the log into blocks.",
+        load(&m.flushes),
+    )
+    .counter(
+        "ember_flush_seconds_total",
+        "Time spent flushing.",
+        seconds(load(&m.flush_micros)),
     );
-    let _ = writeln!(
-        out,
-        "# HELP ember_wal_sync_seconds_total Time spent writing and fsyncing the log.\n# TYPE ember_wal_sync_seconds_total counter\nember_wal_sync_seconds_total {:.6}",
-        w.sync_micros as f64 / 1e6
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_flushes_total Flushes of the log into blocks.\n# TYPE ember_flushes_total counter\nember_flushes_total {}\n# HELP ember_flush_seconds_total Time spent flushing.\n# TYPE ember_flush_seconds_total counter\nember_flush_seconds_total {:.6}",
-        m.flushes.load(Ordering::Relaxed),
-        m.flush_micros.load(Ordering::Relaxed) as f64 / 1e6
-    );
-    let (blocks, block_bytes, wal_bytes) = s.store.disk_usage();
-    let _ = writeln!(
-        out,
-        "# HELP ember_disk_bytes Bytes on disk.\n# TYPE ember_disk_bytes gauge\nember_disk_bytes{{kind=\"blocks\"}} {block_bytes}\nember_disk_bytes{{kind=\"wal\"}} {wal_bytes}\n# HELP ember_blocks Block files on disk.\n# TYPE ember_blocks gauge\nember_blocks {blocks}"
-    );
-    let (series, profiles, strings, nodes) = s.store.head_stats();
-    let _ = writeln!(
-        out,
-        "# HELP ember_head_series Series in memory.\n# TYPE ember_head_series gauge\nember_head_series {series}"
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_head_profiles Profiles in memory.\n# TYPE ember_head_profiles gauge\nember_head_profiles {profiles}"
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ember_head_symbols De-duplicated frame names and call-tree nodes in memory.\n# TYPE ember_head_symbols gauge\nember_head_symbols{{kind=\"strings\"}} {strings}\nember_head_symbols{{kind=\"stack_nodes\"}} {nodes}"
-    );
+    e.family("ember_disk_bytes", MetricType::Gauge, "Bytes on disk.")
+        .sample(&[("kind", "blocks")], block_bytes)
+        .sample(&[("kind", "wal")], wal_bytes);
+    e.gauge("ember_blocks", "Block files on disk.", blocks)
+        .gauge("ember_head_series", "Series in memory.", series)
+        .gauge("ember_head_profiles", "Profiles in memory.", profiles);
+    e.family(
+        "ember_head_symbols",
+        MetricType::Gauge,
+        "De-duplicated frame names and call-tree nodes in memory.",
+    )
+    .sample(&[("kind", "strings")], strings)
+    .sample(&[("kind", "stack_nodes")], nodes);
     (
         [(
             axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4",
+            ember_telemetry::CONTENT_TYPE,
         )],
-        out,
+        e.render(),
     )
         .into_response()
 }

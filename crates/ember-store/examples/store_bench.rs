@@ -20,7 +20,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use ember_pprof::Profile;
-use ember_store::{IngestRecord, LabelPair, Query, Store, StoreOptions, parse_selector};
+use ember_proto::types::LabelPair;
+use ember_store::{
+    IngestBatch, IngestProfile, IngestRecord, Query, Store, StoreOptions, Wal, parse_selector,
+};
 
 const GO_CPU: [&str; 6] = [
     "pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz",
@@ -88,6 +91,21 @@ fn load() -> String {
         .join(" ")
 }
 
+fn batch(bytes: Vec<u8>, pod: usize, time_nanos: i64) -> IngestBatch {
+    IngestBatch {
+        profiles: vec![IngestProfile {
+            labels: vec![
+                ("service_name".into(), "checkout".into()),
+                ("pod".into(), format!("pod-{pod:02}")),
+            ],
+            time_nanos,
+            pprof: bytes,
+            what: "profile".into(),
+        }],
+    }
+}
+
+/// The write-ahead log record of one profile, as `Store::ingest` writes it.
 fn record(bytes: Vec<u8>, pod: usize, time_nanos: i64) -> IngestRecord {
     IngestRecord {
         tenant: "bench".into(),
@@ -193,14 +211,15 @@ fn main() {
     // 1. WAL append with concurrent writers: durable acks per second.
     for writers in [32usize, 128] {
         let dir = base.join(format!("wal-{writers}"));
-        let store = Arc::new(Store::open(&dir, StoreOptions::default()).unwrap());
+        std::fs::create_dir_all(&dir).unwrap();
+        let wal = Arc::new(Wal::open(&dir.join("wal"), 0, |_| {}).unwrap().0);
         let total = 20_000usize;
         let next = Arc::new(AtomicUsize::new(0));
         let day = Arc::new(day.clone());
         let (c0, t0) = (cpu_seconds(), Instant::now());
         let handles: Vec<_> = (0..writers)
             .map(|_| {
-                let (store, next, day) = (store.clone(), next.clone(), day.clone());
+                let (wal, next, day) = (wal.clone(), next.clone(), day.clone());
                 std::thread::spawn(move || {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -209,8 +228,8 @@ fn main() {
                         }
                         let r = record(day[i % DAY].clone(), i % 100, T0 + i as i64);
                         let (tx, rx) = std::sync::mpsc::channel();
-                        store.append(
-                            &r,
+                        wal.append(
+                            prost::Message::encode_to_vec(&r),
                             Box::new(move |res| {
                                 let _ = tx.send(res);
                             }),
@@ -222,7 +241,7 @@ fn main() {
             .collect();
         handles.into_iter().for_each(|h| h.join().unwrap());
         let (secs, cpu) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
-        let w = store.wal_stats();
+        let w = wal.stats();
         println!(
             "wal append: {total} profiles, {writers} writers: {:.0} profiles/s, {:.1} MB/s; {} fsyncs ({:.1} records each); wall {secs:.2} s, cpu {cpu:.2} s",
             total as f64 / secs,
@@ -234,7 +253,7 @@ fn main() {
             "  mean write+fsync per group: {:.2} ms",
             w.sync_micros as f64 / 1e3 / w.fsyncs.max(1) as f64
         );
-        store.close();
+        wal.close();
     }
 
     // 2. The day: full ingest (append + decode + insert), 8 writers.
@@ -254,8 +273,8 @@ fn main() {
                         if i >= DAY {
                             break;
                         }
-                        let r = record(day[i].clone(), i % 100, T0 + i as i64 * STEP_NS);
-                        store.ingest_blocking(&r).unwrap();
+                        let b = batch(day[i].clone(), i % 100, T0 + i as i64 * STEP_NS);
+                        store.ingest("bench", b).unwrap();
                     }
                 })
             })

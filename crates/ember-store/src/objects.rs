@@ -33,6 +33,15 @@ pub(crate) struct Objects {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
+impl std::fmt::Debug for Objects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Objects")
+            .field("store", &self.store.to_string())
+            .field("prefix", &self.prefix.as_ref())
+            .finish_non_exhaustive()
+    }
+}
+
 /// One listed object: its key and size.
 pub(crate) struct Listed {
     /// Key relative to the prefix (the file name).
@@ -52,7 +61,7 @@ fn object_error(what: &str, key: &ObjPath, e: impl std::fmt::Display) -> StoreEr
 
 impl Objects {
     /// Blocks under `prefix` of `store`.
-    pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<Objects, StoreError> {
+    pub(crate) fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<Objects, StoreError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .max_blocking_threads(2)
@@ -71,7 +80,7 @@ impl Objects {
     }
 
     /// A [`LocalFileSystem`] rooted at `root` (created if missing) with fsync on writes.
-    pub fn local(root: &std::path::Path, prefix: &str) -> Result<Objects, StoreError> {
+    pub(crate) fn local(root: &std::path::Path, prefix: &str) -> Result<Objects, StoreError> {
         std::fs::create_dir_all(root).map_err(|e| StoreError::io(root, e))?;
         let fs = LocalFileSystem::new_with_prefix(root)
             .map_err(|e| StoreError::io(root, std::io::Error::other(e.to_string())))?
@@ -80,7 +89,7 @@ impl Objects {
     }
 
     /// Full key of `name` under the prefix.
-    pub fn key(&self, name: &str) -> ObjPath {
+    pub(crate) fn key(&self, name: &str) -> ObjPath {
         self.prefix.clone().join(name)
     }
 
@@ -100,7 +109,7 @@ impl Objects {
     }
 
     /// Every object directly under the prefix.
-    pub fn list(&self) -> Result<Vec<Listed>, StoreError> {
+    pub(crate) fn list(&self) -> Result<Vec<Listed>, StoreError> {
         let store = self.store.clone();
         let prefix = self.prefix.clone();
         let listed = self
@@ -121,7 +130,7 @@ impl Objects {
     }
 
     /// The bytes of `key`.
-    pub fn get(&self, key: &ObjPath) -> Result<Vec<u8>, StoreError> {
+    pub(crate) fn get(&self, key: &ObjPath) -> Result<Vec<u8>, StoreError> {
         let store = self.store.clone();
         let k = key.clone();
         let bytes = self
@@ -136,7 +145,7 @@ impl Objects {
     }
 
     /// Writes `bytes` as `key` (atomically: readers see the old state or all of it).
-    pub fn put(&self, key: &ObjPath, bytes: Vec<u8>) -> Result<(), StoreError> {
+    pub(crate) fn put(&self, key: &ObjPath, bytes: Vec<u8>) -> Result<(), StoreError> {
         let store = self.store.clone();
         let k = key.clone();
         self.run(async move { store.put(&k, PutPayload::from(bytes)).await })?
@@ -145,7 +154,7 @@ impl Objects {
     }
 
     /// Deletes `key`.
-    pub fn delete(&self, key: &ObjPath) -> Result<(), StoreError> {
+    pub(crate) fn delete(&self, key: &ObjPath) -> Result<(), StoreError> {
         let store = self.store.clone();
         let k = key.clone();
         self.run(async move { store.delete(&k).await })?

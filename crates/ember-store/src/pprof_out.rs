@@ -26,7 +26,7 @@ pub(crate) struct Builder<'a> {
 
 impl<'a> Builder<'a> {
     /// An empty profile over `head`'s symbols.
-    pub fn new(head: &'a TenantHead) -> Self {
+    pub(crate) fn new(head: &'a TenantHead) -> Self {
         Builder {
             head,
             strings: vec![String::new()],
@@ -51,7 +51,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Index of `s` in the output string table.
-    pub fn text(&mut self, s: &str) -> i64 {
+    pub(crate) fn text(&mut self, s: &str) -> i64 {
         if let Some(&i) = self.extra_strings.get(s) {
             return i;
         }
@@ -62,7 +62,7 @@ impl<'a> Builder<'a> {
     }
 
     /// A value type of the output profile.
-    pub fn value_type(&mut self, r#type: &str, unit: &str) -> ValueType {
+    pub(crate) fn value_type(&mut self, r#type: &str, unit: &str) -> ValueType {
         ValueType {
             r#type: self.text(r#type),
             unit: self.text(unit),
@@ -119,7 +119,7 @@ impl<'a> Builder<'a> {
 
     /// The output location id of head location `index` (copied with its mapping and
     /// functions on first use).
-    pub fn location(&mut self, index: u32) -> u64 {
+    pub(crate) fn location(&mut self, index: u32) -> u64 {
         if let Some(&id) = self.location_ids.get(&index) {
             return id;
         }
@@ -152,7 +152,7 @@ impl<'a> Builder<'a> {
     }
 
     /// The profile holding every symbol used so far (no samples or types yet).
-    pub fn finish(self) -> Profile {
+    pub(crate) fn finish(self) -> Profile {
         Profile {
             mapping: self.mappings,
             location: self.locations,

@@ -61,6 +61,14 @@ pub struct Wal {
     stats: std::sync::Arc<Mutex<WalStats>>,
 }
 
+impl std::fmt::Debug for Wal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wal")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
 fn segment_name(n: u64) -> String {
     format!("{n:010}.wal")
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ember_pprof::Profile;
-use ember_store::{IngestRecord, LabelPair, Query, Store, StoreOptions, parse_selector};
+use ember_store::{IngestBatch, IngestProfile, Query, Store, StoreOptions, parse_selector};
 
 fn corpus(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -24,22 +24,17 @@ fn temp_dir(name: &str) -> PathBuf {
 const LARGE: &str = "pprof/internal/proftest/testdata/large.cpu";
 const LABELS: &str = "pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof";
 
-fn record(bytes: &[u8], service: &str, pod: &str, time_nanos: i64) -> IngestRecord {
-    IngestRecord {
-        tenant: "t".into(),
-        labels: vec![
-            LabelPair {
-                name: "service_name".into(),
-                value: service.into(),
-            },
-            LabelPair {
-                name: "pod".into(),
-                value: pod.into(),
-            },
-        ],
-        time_nanos,
-        profile: bytes.to_vec(),
-        received_nanos: time_nanos,
+fn batch(bytes: &[u8], service: &str, pod: &str, time_nanos: i64) -> IngestBatch {
+    IngestBatch {
+        profiles: vec![IngestProfile {
+            labels: vec![
+                ("service_name".into(), service.into()),
+                ("pod".into(), pod.into()),
+            ],
+            time_nanos,
+            pprof: bytes.to_vec(),
+            what: "profile".into(),
+        }],
     }
 }
 
@@ -47,7 +42,7 @@ fn ingest(store: &Store, file: &str, service: &str, pod: &str, time_nanos: i64) 
     let bytes = std::fs::read(corpus(file)).unwrap();
     let profile = ember_pprof::decode(&bytes).unwrap();
     store
-        .ingest_blocking(&record(&bytes, service, pod, time_nanos))
+        .ingest("t", batch(&bytes, service, pod, time_nanos))
         .unwrap();
     profile
 }
@@ -257,8 +252,7 @@ fn corrupt_block_is_an_error_not_a_panic() {
     let bytes = std::fs::read(&block).unwrap();
     // Truncated halfway: gzip or the columns must report it.
     std::fs::write(&block, &bytes[..bytes.len() / 2]).unwrap();
-    let err = Store::open(&dir, StoreOptions::default())
-        .err()
-        .expect("a truncated block must not load");
+    let err =
+        Store::open(&dir, StoreOptions::default()).expect_err("a truncated block must not load");
     assert!(err.to_string().contains("corrupt block"), "{err}");
 }

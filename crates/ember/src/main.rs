@@ -58,10 +58,6 @@ enum Command {
     #[cfg(feature = "agent")]
     /// On-demand actions against a running agent (e.g. a Perfetto snapshot).
     Profiling(cmd::profiling::Args),
-    #[cfg(feature = "server")]
-    /// Load generator for server benchmarks: concurrent keep-alive pushes, rate and latency.
-    #[command(hide = true)]
-    Loadgen(cmd::loadgen::Args),
 }
 
 impl Command {
@@ -107,8 +103,6 @@ fn main() -> ExitCode {
         Command::Up(args) => cmd::up::run(args),
         #[cfg(feature = "agent")]
         Command::Profiling(args) => cmd::profiling::run(args),
-        #[cfg(feature = "server")]
-        Command::Loadgen(args) => cmd::loadgen::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -230,3 +230,34 @@ fn flamegraph_reads_raw_and_gzipped_pprof_alike() {
         "count name comes from the profile's unit"
     );
 }
+
+#[test]
+fn flamegraph_reads_gzipped_folded_and_refuses_perf_script_with_a_hint() {
+    use flate2::{Compression, write::GzEncoder};
+    let folded = std::fs::read(
+        corpora().join("FlameGraph/test/results/perf-cycles-instructions-01-collapsed-all.txt"),
+    )
+    .unwrap();
+    let dir = temp_dir("gz-folded");
+    let gz_path = dir.join("stacks.folded.gz");
+    let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+    gz.write_all(&folded).unwrap();
+    std::fs::write(&gz_path, gz.finish().unwrap()).unwrap();
+    let plain = ember(&["flamegraph", "-"], &folded);
+    let from_gz = ember(&["flamegraph", path(&gz_path)], b"");
+    assert!(
+        from_gz.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_gz.stderr)
+    );
+    assert_eq!(from_gz.stdout, plain.stdout, "gzip is undone transparently");
+
+    let perf = corpora().join("FlameGraph/test/perf-cycles-instructions-01.txt");
+    for sub in ["flamegraph", "top"] {
+        let out = ember(&[sub, path(&perf)], b"");
+        assert!(!out.status.success(), "ember {sub} drew perf script");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("ember collapse"), "ember {sub}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

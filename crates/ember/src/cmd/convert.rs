@@ -1,7 +1,7 @@
 //! `ember convert`: pprof ↔ folded stacks, and either → speedscope JSON.
 
 use anyhow::{Context, bail};
-use ember_report::{Format, Input, folded_to_profile, read_input, select_sample_index};
+use ember_formats::{Format, Input, folded_to_profile, read_input, select_sample_index};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -60,12 +60,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let index = select_sample_index(&profile, args.sample_index.as_deref())?;
             let stacks = ember_pprof::folded_stacks(&profile, index);
             let mut out = Vec::new();
-            ember_folded::write(stacks, &mut out)?;
+            ember_formats::write(stacks, &mut out)?;
             write(&out)?;
         }
         (Input::Pprof(profile), Format::Speedscope) => {
-            let file =
-                ember_report::profile_to_speedscope(&profile, args.sample_index.as_deref(), &name)?;
+            let file = ember_formats::profile_to_speedscope(
+                &profile,
+                args.sample_index.as_deref(),
+                &name,
+            )?;
             write(file.to_json().as_bytes())?;
         }
         (Input::Folded(folded), Format::Pprof) => {
@@ -80,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (Input::Folded(folded), Format::Folded) => {
             let mut out = Vec::new();
-            ember_folded::write(
+            ember_formats::write(
                 folded
                     .lines
                     .iter()
@@ -91,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (Input::Folded(folded), Format::Speedscope) => {
             write(
-                ember_report::folded_to_speedscope(&folded, &name)
+                ember_formats::folded_to_speedscope(&folded, &name)
                     .to_json()
                     .as_bytes(),
             )?;

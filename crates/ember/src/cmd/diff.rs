@@ -2,8 +2,8 @@
 //! (`stack before after`) or a differential flame graph.
 
 use anyhow::{Context, bail};
-use ember_folded::diff::{DiffOptions, diff_folded, write_diff};
-use ember_report::{Input, select_sample_index};
+use ember_formats::diff_folded::{DiffOptions, diff_folded, write_diff};
+use ember_formats::{Input, select_sample_index};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -99,34 +99,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// Reads one input as folded-stack text: folded files as they are (so malformed lines are
 /// reported by the diff), pprof profiles folded by sample type.
 fn as_folded_text(path: &Path, sample_index: Option<&str>) -> anyhow::Result<Vec<u8>> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = ember_formats::input::read_bytes(path)?;
     if bytes.trim_ascii().is_empty() {
-        return Ok(bytes);
+        return Ok(bytes.to_vec());
     }
-    match ember_report::convert::detect(&bytes) {
-        Ok(Input::Folded(_)) => Ok(bytes),
+    match ember_formats::detect::decode(&bytes) {
+        Ok(Input::Folded(_)) => Ok(bytes.to_vec()),
         Ok(Input::Pprof(profile)) => {
             let index = select_sample_index(&profile, sample_index)
                 .with_context(|| path.display().to_string())?;
-            let mut text = String::new();
-            let mut negative = 0;
-            for (stack, value) in ember_pprof::folded_stacks(&profile, index) {
-                if value < 0 {
-                    negative += 1;
-                    continue;
-                }
-                text.push_str(&stack);
-                text.push(' ');
-                text.push_str(&value.to_string());
-                text.push('\n');
-            }
+            let (stacks, negative) = ember_formats::pprof_stacks(&profile, index);
             if negative > 0 {
                 eprintln!(
                     "ember: warning: {}: skipped {negative} stacks with negative values",
                     path.display()
                 );
             }
-            Ok(text.into_bytes())
+            let mut text = Vec::new();
+            ember_formats::write(
+                stacks
+                    .iter()
+                    .map(|(stack, value)| (stack, i64::try_from(*value).unwrap_or(i64::MAX))),
+                &mut text,
+            )?;
+            Ok(text)
         }
         Err(err) => Err(err).with_context(|| {
             format!(

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use ember_flamegraph::{
-    BackgroundColor, Color, Direction, FrameAttrsMap, InputBytes, Options, Palette, PaletteMap,
+    BackgroundColor, Color, Direction, FrameAttrsMap, Options, Palette, PaletteMap,
     TextTruncateDirection, render_borrowed,
 };
-use ember_folded::{FoldedLineRef, FoldedRef};
+use ember_formats::detect::{self, Kind};
+use ember_formats::{FoldedRef, FormatError, InputBytes};
 
 /// Options of `ember flamegraph`.
 #[derive(clap::Args)]
@@ -246,17 +247,17 @@ fn warn(msg: &str) {
     eprintln!("ember: warning: {msg}");
 }
 
-fn read_input(path: &Path) -> anyhow::Result<InputBytes> {
-    ember_flamegraph::read_input(path).with_context(|| {
-        if path == Path::new("-") {
-            "reading stdin".to_owned()
-        } else {
-            format!("reading {}", path.display())
-        }
-    })
+/// Reads a palette map or `--nameattr` file as text; `None` when it does not exist.
+fn read_text(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
 }
 
-/// Folded view of a pprof profile; also returns the unit of the chosen sample type.
+/// Folded view of a pprof profile (decoded from gunzipped bytes); also returns the unit of
+/// the chosen sample type.
 fn pprof_folded(
     bytes: &[u8],
     sample_type: Option<&str>,
@@ -271,19 +272,7 @@ fn pprof_folded(
         .get(index)
         .map(|t| ember_pprof::string(&profile, t.unit).to_owned())
         .unwrap_or_default();
-    let mut folded = FoldedRef::default();
-    let mut negative = 0usize;
-    for (stack, value) in ember_pprof::folded_stacks(&profile, index) {
-        if value < 0 {
-            negative += 1;
-            continue;
-        }
-        folded.lines.push(FoldedLineRef {
-            stack: stack.into(),
-            count: value as f64,
-            second_count: None,
-        });
-    }
+    let (folded, negative) = ember_formats::convert::pprof_folded_ref(&profile, index);
     if negative > 0 {
         warn(&format!(
             "{}: skipped {negative} stacks with negative values",
@@ -293,16 +282,88 @@ fn pprof_folded(
     Ok((folded, unit))
 }
 
-/// Whether uncompressed input is a protobuf profile rather than text. Protobuf tags and
-/// lengths put control bytes near the start, which folded text does not have, so only such
-/// input pays for a trial decode.
-fn looks_like_raw_pprof(bytes: &[u8]) -> bool {
-    let head = &bytes[..bytes.len().min(512)];
-    let binary = head.first() == Some(&0x0a)
-        || head
-            .iter()
-            .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
-    binary && ember_pprof::decode(bytes).is_ok()
+/// Reads every input (stdin at most once). Folded text is parsed in place (stacks borrow
+/// from these buffers), so they are all read first.
+fn read_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<(&Path, InputBytes)>> {
+    let mut buffers = Vec::new();
+    let mut stdin_read = false;
+    for path in inputs {
+        if path == Path::new("-") {
+            if stdin_read {
+                continue;
+            }
+            stdin_read = true;
+        }
+        buffers.push((path.as_path(), ember_formats::input::read_bytes(path)?));
+    }
+    Ok(buffers)
+}
+
+/// Folds every input: pprof profiles through the folded view of the chosen sample type,
+/// folded text parsed in place. Also returns the unit of the first pprof input.
+fn fold_inputs<'b>(
+    args: &Args,
+    buffers: &'b [(&Path, InputBytes)],
+) -> anyhow::Result<(FoldedRef<'b>, Option<String>)> {
+    let mut folded = FoldedRef::default();
+    let mut pprof_unit = None;
+    for (path, bytes) in buffers {
+        let kind = if args.pprof || args.sample_type.is_some() {
+            Kind::Pprof
+        } else {
+            detect::classify(bytes)
+        };
+        let part = match kind {
+            Kind::Pprof => {
+                let (f, unit) = pprof_folded(bytes, args.sample_type.as_deref(), path)?;
+                pprof_unit.get_or_insert(unit);
+                f
+            }
+            Kind::Folded => ember_formats::parse_borrowed(bytes),
+            Kind::PerfScript | Kind::Speedscope => {
+                return Err(FormatError::Unsupported {
+                    path: path.display().to_string(),
+                    kind,
+                    hint: detect::unsupported_hint(kind).unwrap_or_default(),
+                }
+                .into());
+            }
+        };
+        folded.lines.extend(part.lines);
+        folded.ignored_lines += part.ignored_lines;
+        folded.has_fractional |= part.has_fractional;
+    }
+    Ok((folded, pprof_unit))
+}
+
+/// Loads `--palette-map` and `--nameattr`, printing their warnings.
+fn load_maps(args: &Args) -> anyhow::Result<(Option<PaletteMap>, Option<FrameAttrsMap>)> {
+    let palette_map = match &args.palette_map {
+        Some(path) => {
+            // A palette file that does not exist yet starts empty (the first consistent run).
+            let text = read_text(path)?.unwrap_or_default();
+            let (map, warnings) = PaletteMap::parse(&text);
+            warnings
+                .iter()
+                .for_each(|w| warn(&format!("{}: {w}", path.display())));
+            Some(map)
+        }
+        None => None,
+    };
+    let frame_attrs = match &args.nameattr {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let text = String::from_utf8_lossy(&bytes);
+            let (map, warnings) = FrameAttrsMap::parse(&text);
+            warnings
+                .iter()
+                .for_each(|w| warn(&format!("{}: {w}", path.display())));
+            Some(map)
+        }
+        None => None,
+    };
+    Ok((palette_map, frame_attrs))
 }
 
 /// Runs `ember flamegraph`.
@@ -333,59 +394,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         args.inputs.clone()
     };
-    // Folded text is parsed in place (stacks borrow from these buffers), so read them all first.
-    let mut buffers = Vec::new();
-    let mut stdin_read = false;
-    for path in &inputs {
-        if path == Path::new("-") {
-            if stdin_read {
-                continue;
-            }
-            stdin_read = true;
-        }
-        buffers.push((path.as_path(), read_input(path)?));
-    }
-    let mut folded = FoldedRef::default();
-    let mut pprof_unit = None;
-    for (path, bytes) in &buffers {
-        let is_pprof = args.pprof
-            || args.sample_type.is_some()
-            || bytes.starts_with(&[0x1f, 0x8b])
-            || looks_like_raw_pprof(bytes);
-        let part = if is_pprof {
-            let (f, unit) = pprof_folded(bytes, args.sample_type.as_deref(), path)?;
-            pprof_unit.get_or_insert(unit);
-            f
-        } else {
-            ember_folded::parse_borrowed(bytes)
-        };
-        folded.lines.extend(part.lines);
-        folded.ignored_lines += part.ignored_lines;
-        folded.has_fractional |= part.has_fractional;
-    }
-
-    let palette_map = match &args.palette_map {
-        Some(path) => {
-            let (map, warnings) =
-                PaletteMap::load(path).with_context(|| format!("reading {}", path.display()))?;
-            warnings
-                .iter()
-                .for_each(|w| warn(&format!("{}: {w}", path.display())));
-            Some(map)
-        }
-        None => None,
-    };
-    let frame_attrs = match &args.nameattr {
-        Some(path) => {
-            let (map, warnings) =
-                FrameAttrsMap::load(path).with_context(|| format!("reading {}", path.display()))?;
-            warnings
-                .iter()
-                .for_each(|w| warn(&format!("{}: {w}", path.display())));
-            Some(map)
-        }
-        None => None,
-    };
+    let buffers = read_inputs(&inputs)?;
+    let (folded, pprof_unit) = fold_inputs(&args, &buffers)?;
+    let (palette_map, frame_attrs) = load_maps(&args)?;
 
     let direction = if args.inverted {
         Direction::Inverted

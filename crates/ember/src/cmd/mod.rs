@@ -7,8 +7,6 @@ pub mod collapse;
 pub mod convert;
 pub mod diff;
 pub mod flamegraph;
-#[cfg(feature = "server")]
-pub mod loadgen;
 #[cfg(feature = "agent")]
 pub mod profiling;
 #[cfg(feature = "client")]

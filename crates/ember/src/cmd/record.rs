@@ -187,11 +187,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     hwm("recorded");
-    let mut symbolizer = ember_sampler::Symbolizer::with_inline(args.inline);
+    let mut symbolizer = ember_samples::Symbolizer::with_inline(args.inline);
     if !args.no_symbol_cache {
-        symbolizer.cache_dir = ember_sampler::symbolize::default_cache_dir();
+        symbolizer.cache_dir = ember_samples::symbolize::default_cache_dir();
     }
-    let (profile, summary) = ember_sampler::build_profile(&recording, &mut symbolizer);
+    let (profile, summary) = ember_samples::build_profile(&recording, &mut symbolizer);
     hwm("profile built");
     write_output(&args.output, format, &recording, &profile, &mut symbolizer)?;
     hwm("written");
@@ -219,7 +219,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.output.display()
     );
     if recording.off_cpu {
-        let blocked: u64 = recording.off_cpu_stacks.values().map(|v| v.period).sum();
+        let blocked: u64 = recording.off_cpu_stacks().values().map(|v| v.period).sum();
         let source = match recording.off_cpu_source {
             Some(ember_sampler::OffCpuSource::Tracepoint) => "sched:sched_switch",
             _ => "context-switch events",
@@ -284,7 +284,7 @@ fn hwm(phase: &str) {
 
 /// The sample type folded and SVG output show: sample counts, blocked
 /// nanoseconds with --off-cpu, or wall nanoseconds with --wall.
-fn view_index(recording: &ember_sampler::Recording) -> usize {
+fn view_index(recording: &ember_samples::Recording) -> usize {
     if recording.wall {
         3
     } else if recording.off_cpu {
@@ -297,9 +297,9 @@ fn view_index(recording: &ember_sampler::Recording) -> usize {
 fn write_output(
     path: &Path,
     format: Format,
-    recording: &ember_sampler::Recording,
+    recording: &ember_samples::Recording,
     profile: &ember_pprof::Profile,
-    symbolizer: &mut ember_sampler::Symbolizer,
+    symbolizer: &mut ember_samples::Symbolizer,
 ) -> anyhow::Result<()> {
     let create = || {
         std::fs::File::create(path)
@@ -311,19 +311,19 @@ fn write_output(
             .with_context(|| format!("cannot write {}", path.display()))?,
         Format::Folded => {
             let folded = ember_pprof::folded_stacks(profile, view_index(recording));
-            ember_folded::write(folded, create()?)
+            ember_formats::write(folded, create()?)
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
         Format::Svg => {
             let lines = ember_pprof::folded_stacks(profile, view_index(recording))
                 .into_iter()
-                .map(|(stack, count)| ember_folded::FoldedLine {
+                .map(|(stack, count)| ember_formats::FoldedLine {
                     stack,
                     count: count as f64,
                     second_count: None,
                 })
                 .collect();
-            let folded = ember_folded::Folded {
+            let folded = ember_formats::Folded {
                 lines,
                 ..Default::default()
             };
@@ -348,7 +348,7 @@ fn write_output(
             }
         }
         Format::PerfScript => {
-            ember_sampler::write_perf_script(recording, symbolizer, create()?)
+            ember_samples::perf_script::write_recording(recording, symbolizer, create()?)
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }

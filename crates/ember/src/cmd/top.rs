@@ -2,7 +2,7 @@
 //! folded stacks, formatted like `go tool pprof -top`.
 
 use anyhow::Context;
-use ember_report::{SortBy, TopOptions, convert::into_profile, read_input, top};
+use ember_formats::{SortBy, TopOptions, into_profile, read_input, top};
 use std::io::Write;
 use std::path::PathBuf;
 

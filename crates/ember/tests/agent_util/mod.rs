@@ -548,10 +548,35 @@ pub fn parse_log_line(line: &str) -> Result<(&str, LogFields), String> {
     Ok((component, fields))
 }
 
-/// Every line the agent wrote is structured: a known component, then `level=` (info, warn
-/// or error) and `msg=` first, then key=value fields.
+/// Whether `line` is an event of the binary's `tracing` subscriber in its text format:
+/// `TIMESTAMP LEVEL target: message key=value ...`.
+pub fn is_tracing_line(line: &str) -> bool {
+    let mut words = line.split_whitespace();
+    let (Some(_time), Some(level), Some(target)) = (words.next(), words.next(), words.next())
+    else {
+        return false;
+    };
+    ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"].contains(&level)
+        && target.ends_with(':')
+        && target.starts_with("ember")
+}
+
+/// Whether the log has the event `message`, written by the agent's own logfmt lines
+/// (`msg="message"`) or by a library through `tracing` (`target: message`).
+pub fn logged(log: &str, message: &str) -> bool {
+    log.contains(&format!("msg=\"{message}\""))
+        || log
+            .lines()
+            .any(|l| is_tracing_line(l) && l.contains(&format!(": {message}")))
+}
+
+/// Every line the agent wrote is structured: a `tracing` event, or a known component, then
+/// `level=` (info, warn or error) and `msg=` first, then key=value fields.
 pub fn assert_structured_logs(log: &str) {
-    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+    for line in log
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !is_tracing_line(l))
+    {
         let (component, fields) =
             parse_log_line(line).unwrap_or_else(|e| panic!("not structured ({e}): {line}"));
         assert!(

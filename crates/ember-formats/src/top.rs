@@ -1,0 +1,667 @@
+//! The pprof "top" table: the heaviest functions by flat or cumulative value.
+//!
+//! This module owns Ember's equivalent of `go tool pprof -top`. It follows the same pipeline so
+//! that the figures agree exactly: function-level granularity (every inlined frame is a function
+//! of its own), a call graph built from the samples without double counting recursion, nodes
+//! whose cumulative value is at most 0.5% of the total dropped (`Dropped N nodes`), ties sorted
+//! by name, and units chosen from the smallest and largest value shown.
+
+use crate::FormatError;
+use crate::units::{percentage, scale, scaled_label};
+use ember_pprof::Profile;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+
+/// Which column orders the rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SortBy {
+    /// By flat value (the function's own samples), like `go tool pprof -top`.
+    #[default]
+    Flat,
+    /// By cumulative value (the function and everything it calls), like `-top -cum`.
+    Cum,
+}
+
+/// Options of the top table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopOptions {
+    /// Row order.
+    pub sort: SortBy,
+    /// Sample type to show: an index (`"1"`), a type name (`"alloc_space"`, `"inuse_"` prefix
+    /// optional), or `None` for the profile's default (its `default_sample_type`, else the last).
+    pub sample_index: Option<String>,
+    /// Show at most this many rows (0 = no limit).
+    pub node_count: usize,
+    /// Drop functions whose |cum| is below this fraction of the total (pprof's default 0.005).
+    pub node_fraction: f64,
+    /// Ignore call edges below this fraction of the total when deciding `(inline)` marks.
+    pub edge_fraction: f64,
+    /// Print the `File:`, `Type:`, `Time:` and `Duration:` lines before the summary.
+    pub profile_labels: bool,
+}
+
+impl Default for TopOptions {
+    fn default() -> Self {
+        TopOptions {
+            sort: SortBy::Flat,
+            sample_index: None,
+            node_count: 0,
+            node_fraction: 0.005,
+            edge_fraction: 0.001,
+            profile_labels: true,
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopRow {
+    /// Function name (or `[binary]`, `<unknown>` when there is no symbol).
+    pub name: String,
+    /// `"(inline)"` when every call into the function is inlined, `"(partial-inline)"` when some
+    /// are, empty otherwise.
+    pub inline_label: &'static str,
+    /// Value of samples whose leaf is this function.
+    pub flat: i64,
+    /// Value of samples with this function anywhere on the stack (counted once per sample).
+    pub cum: i64,
+    /// `flat` formatted with the table's unit.
+    pub flat_text: String,
+    /// `flat` as a percentage of the total.
+    pub flat_percent: String,
+    /// Running sum of `flat` down to this row, as a percentage of the total.
+    pub sum_percent: String,
+    /// `cum` formatted with the table's unit.
+    pub cum_text: String,
+    /// `cum` as a percentage of the total.
+    pub cum_percent: String,
+}
+
+/// A computed top table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopTable {
+    /// Header lines (`Type: cpu`, `Showing nodes accounting for ...`, `Dropped N nodes ...`).
+    pub labels: Vec<String>,
+    /// The rows, in display order.
+    pub rows: Vec<TopRow>,
+    /// Sum of |value| over all samples of the chosen type.
+    pub total: i64,
+    /// Index of the sample type shown.
+    pub sample_index: usize,
+    /// The sample type's name (`cpu`, `alloc_space`).
+    pub sample_type: String,
+    /// The sample type's unit as stored in the profile (`nanoseconds`, `bytes`, `count`).
+    pub sample_unit: String,
+    /// Unit the values are printed in (`ms`, `MB`, or the sample unit for plain counts).
+    pub output_unit: String,
+}
+
+impl TopTable {
+    /// Renders the table as text, the same layout as `go tool pprof -top`.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for label in &self.labels {
+            out.push_str(label);
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "{:>10} {:>5}% {:>5}% {:>10} {:>5}%",
+            "flat", "flat", "sum", "cum", "cum"
+        );
+        for row in &self.rows {
+            let inline = if row.inline_label.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", row.inline_label)
+            };
+            let _ = writeln!(
+                out,
+                "{:>10} {} {} {:>10} {}  {}{}",
+                row.flat_text,
+                row.flat_percent,
+                row.sum_percent,
+                row.cum_text,
+                row.cum_percent,
+                row.name,
+                inline
+            );
+        }
+        out
+    }
+}
+
+/// Resolves a sample type selector with `go tool pprof -sample_index` semantics.
+pub fn select_sample_index(
+    profile: &Profile,
+    selector: Option<&str>,
+) -> Result<usize, FormatError> {
+    let count = profile.sample_type.len();
+    if count == 0 {
+        return Err(FormatError::NoSampleTypes);
+    }
+    let type_name = |i: usize| string(profile, profile.sample_type[i].r#type);
+    let Some(selector) = selector.filter(|s| !s.is_empty()) else {
+        let default = string(profile, profile.default_sample_type);
+        if !default.is_empty()
+            && let Some(i) = (0..count).find(|&i| type_name(i) == default)
+        {
+            return Ok(i);
+        }
+        return Ok(count - 1);
+    };
+    if let Ok(i) = selector.parse::<i64>() {
+        return usize::try_from(i)
+            .ok()
+            .filter(|&i| i < count)
+            .ok_or_else(|| {
+                FormatError::SampleIndex(format!(
+                    "sample index {selector} is outside the range [0..{}]",
+                    count - 1
+                ))
+            });
+    }
+    let no_inuse = selector.strip_prefix("inuse_").unwrap_or(selector);
+    if let Some(i) = (0..count).find(|&i| type_name(i) == selector || type_name(i) == no_inuse) {
+        return Ok(i);
+    }
+    // Also accept `type/unit`, which is how Ember names sample types elsewhere.
+    if let Some(i) = (0..count).find(|&i| {
+        format!(
+            "{}/{}",
+            type_name(i),
+            string(profile, profile.sample_type[i].unit)
+        ) == selector
+    }) {
+        return Ok(i);
+    }
+    let names: Vec<&str> = (0..count).map(type_name).collect();
+    Err(FormatError::SampleIndex(format!(
+        "sample index {selector:?} must be one of: {}",
+        names.join(" ")
+    )))
+}
+
+fn string(profile: &Profile, index: i64) -> &str {
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| profile.string_table.get(i))
+        .map_or("", String::as_str)
+}
+
+/// What identifies a row: the function name, or for unsymbolised frames the binary they are in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct NodeKey {
+    name: String,
+    start_line: i64,
+    objfile: String,
+}
+
+impl NodeKey {
+    fn printable(&self) -> String {
+        if !self.name.is_empty() {
+            self.name.clone()
+        } else if !self.objfile.is_empty() {
+            format!("[{}]", go_base(&self.objfile))
+        } else {
+            "<unknown>".to_owned()
+        }
+    }
+
+    /// Last-resort tie breaker, the struct as Go's `fmt.Sprint` prints pprof's `NodeInfo`.
+    fn sprint(&self) -> String {
+        format!(
+            "{{{}  0  {} 0 {}}}",
+            self.name, self.start_line, self.objfile
+        )
+    }
+}
+
+/// `filepath.Base` for a non-empty path.
+fn go_base(path: &str) -> &str {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return "/";
+    }
+    trimmed.rsplit('/').next().unwrap_or(trimmed)
+}
+
+/// The profile reduced to what the graph needs: node keys, each location's nodes
+/// (outermost caller last) and each sample's locations and value.
+struct Prepared {
+    keys: Vec<NodeKey>,
+    names: Vec<String>,
+    sprints: Vec<String>,
+    samples: Vec<(Vec<usize>, i64)>,
+    locations: Vec<Vec<usize>>,
+}
+
+#[derive(Default, Clone)]
+struct NodeData {
+    flat: i64,
+    cum: i64,
+    /// Incoming call edges: caller node → (weight, all contributions inlined).
+    callers: HashMap<usize, (i64, bool)>,
+}
+
+struct Graph {
+    data: Vec<NodeData>,
+    /// Nodes with any value, in display order once sorted.
+    order: Vec<usize>,
+}
+
+impl Prepared {
+    fn new(profile: &Profile, index: usize) -> Prepared {
+        // Mappings whose file is a URL are not files (pprof's unsourceMappings).
+        let mapping_file: HashMap<u64, &str> = profile
+            .mapping
+            .iter()
+            .map(|m| {
+                let file = string(profile, m.filename);
+                let file = if string(profile, m.build_id).is_empty() && has_url_scheme(file) {
+                    ""
+                } else {
+                    file
+                };
+                (m.id, file)
+            })
+            .collect();
+        let functions: HashMap<u64, &ember_pprof::Function> =
+            profile.function.iter().map(|f| (f.id, f)).collect();
+        let mut key_ids: HashMap<NodeKey, usize> = HashMap::new();
+        let mut keys = Vec::new();
+        let mut location_index: HashMap<u64, usize> = HashMap::new();
+        let mut locations = Vec::with_capacity(profile.location.len());
+        for loc in &profile.location {
+            let objfile = mapping_file.get(&loc.mapping_id).copied().unwrap_or("");
+            let mut intern = |key: NodeKey| -> usize {
+                *key_ids.entry(key.clone()).or_insert_with(|| {
+                    keys.push(key);
+                    keys.len() - 1
+                })
+            };
+            let nodes: Vec<usize> = if loc.line.is_empty() {
+                vec![intern(NodeKey {
+                    name: String::new(),
+                    start_line: 0,
+                    objfile: objfile.to_owned(),
+                })]
+            } else {
+                loc.line
+                    .iter()
+                    .map(|line| match functions.get(&line.function_id) {
+                        None => intern(NodeKey {
+                            name: String::new(),
+                            start_line: 0,
+                            objfile: objfile.to_owned(),
+                        }),
+                        Some(f) => {
+                            let name = string(profile, f.name);
+                            if name.is_empty() {
+                                intern(NodeKey {
+                                    name: String::new(),
+                                    start_line: f.start_line,
+                                    objfile: objfile.to_owned(),
+                                })
+                            } else {
+                                intern(NodeKey {
+                                    name: name.to_owned(),
+                                    start_line: 0,
+                                    objfile: String::new(),
+                                })
+                            }
+                        }
+                    })
+                    .collect()
+            };
+            location_index.insert(loc.id, locations.len());
+            locations.push(nodes);
+        }
+        let samples = profile
+            .sample
+            .iter()
+            .map(|s| {
+                let locs = s
+                    .location_id
+                    .iter()
+                    .filter_map(|id| location_index.get(id).copied())
+                    .collect();
+                (locs, s.value.get(index).copied().unwrap_or(0))
+            })
+            .collect();
+        let names = keys.iter().map(NodeKey::printable).collect();
+        let sprints = keys.iter().map(NodeKey::sprint).collect();
+        Prepared {
+            keys,
+            names,
+            sprints,
+            samples,
+            locations,
+        }
+    }
+
+    /// Builds the call graph, keeping only `kept` nodes when given (frames of other nodes are
+    /// skipped; their flat value is lost, as in pprof).
+    fn graph(&self, kept: Option<&[bool]>) -> Graph {
+        let mut data = vec![NodeData::default(); self.keys.len()];
+        let mut seen_nodes = HashSet::new();
+        let mut seen_edges = HashSet::new();
+        for (locs, w) in &self.samples {
+            let w = *w;
+            if w == 0 {
+                continue;
+            }
+            seen_nodes.clear();
+            seen_edges.clear();
+            let mut parent: Option<usize> = None;
+            let mut residual = false;
+            for &loc in locs.iter().rev() {
+                let nodes = &self.locations[loc];
+                for (ni, &n) in nodes.iter().enumerate().rev() {
+                    if kept.is_some_and(|k| !k[n]) {
+                        residual = true;
+                        continue;
+                    }
+                    if seen_nodes.insert(n) {
+                        data[n].cum = data[n].cum.wrapping_add(w);
+                    }
+                    if let Some(p) = parent
+                        && p != n
+                        && seen_edges.insert((n, p))
+                    {
+                        let inline = ni != nodes.len() - 1;
+                        let edge = data[n].callers.entry(p).or_insert((0, true));
+                        edge.0 = edge.0.wrapping_add(w);
+                        edge.1 &= inline;
+                    }
+                    parent = Some(n);
+                    residual = false;
+                }
+            }
+            if let Some(p) = parent
+                && !residual
+            {
+                data[p].flat = data[p].flat.wrapping_add(w);
+            }
+        }
+        let order = (0..data.len())
+            .filter(|&n| data[n].cum != 0 || data[n].flat != 0)
+            .collect();
+        Graph { data, order }
+    }
+
+    fn sort(&self, graph: &mut Graph, by: SortBy) {
+        let data = &graph.data;
+        graph.order.sort_by(|&l, &r| {
+            let (dl, dr) = (&data[l], &data[r]);
+            let (first_l, first_r, second_l, second_r) = match by {
+                SortBy::Flat => (dl.flat, dr.flat, dl.cum, dr.cum),
+                SortBy::Cum => (dl.cum, dr.cum, dl.flat, dr.flat),
+            };
+            first_r
+                .wrapping_abs()
+                .cmp(&first_l.wrapping_abs())
+                .then_with(|| self.names[l].cmp(&self.names[r]))
+                .then_with(|| second_r.wrapping_abs().cmp(&second_l.wrapping_abs()))
+                .then_with(|| self.sprints[l].cmp(&self.sprints[r]))
+        });
+    }
+}
+
+/// Go's `url.Parse(s).IsAbs()` for the strings that occur as mapping files: a scheme
+/// (`letter [letter digit + - .]*`) followed by `:`.
+fn has_url_scheme(s: &str) -> bool {
+    let Some(colon) = s.find(':') else {
+        return false;
+    };
+    let scheme = &s[..colon];
+    let mut chars = scheme.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+/// Computes the top table of `profile`.
+pub fn top(profile: &Profile, options: &TopOptions) -> Result<TopTable, FormatError> {
+    let index = select_sample_index(profile, options.sample_index.as_deref())?;
+    let sample_type = string(profile, profile.sample_type[index].r#type).to_owned();
+    let sample_unit = string(profile, profile.sample_type[index].unit).to_owned();
+    let prepared = Prepared::new(profile, index);
+    let total = prepared
+        .samples
+        .iter()
+        .fold(0i64, |acc, (_, v)| acc.wrapping_add(v.wrapping_abs()));
+
+    let mut graph = prepared.graph(None);
+    let total_flat = graph
+        .order
+        .iter()
+        .fold(0i64, |acc, &n| acc.wrapping_add(graph.data[n].flat));
+    let node_cutoff = ((total_flat as f64 * options.node_fraction) as i64).wrapping_abs();
+    let edge_cutoff = ((total_flat as f64 * options.edge_fraction) as i64).wrapping_abs();
+    let mut dropped = 0;
+    if node_cutoff > 0 {
+        let mut kept = vec![false; prepared.keys.len()];
+        let mut kept_count = 0;
+        for &n in &graph.order {
+            if graph.data[n].cum.wrapping_abs() >= node_cutoff {
+                kept[n] = true;
+                kept_count += 1;
+            }
+        }
+        if kept_count != graph.order.len() {
+            dropped = graph.order.len() - kept_count;
+            graph = prepared.graph(Some(&kept));
+        }
+    }
+    let original_count = graph.order.len();
+    prepared.sort(&mut graph, options.sort);
+    if options.node_count > 0 && graph.order.len() > options.node_count {
+        let mut kept = vec![false; prepared.keys.len()];
+        for &n in &graph.order[..options.node_count] {
+            kept[n] = true;
+        }
+        graph = prepared.graph(Some(&kept));
+        prepared.sort(&mut graph, options.sort);
+    }
+    for node in &mut graph.data {
+        node.callers
+            .retain(|_, (weight, _)| weight.wrapping_abs() >= edge_cutoff);
+    }
+
+    let output_unit = select_output_unit(&graph, total, &sample_unit);
+    let format = |v: i64| scaled_label(v, &sample_unit, &output_unit);
+
+    let mut labels = Vec::new();
+    if options.profile_labels {
+        labels.extend(profile_labels(
+            profile,
+            &sample_type,
+            &sample_unit,
+            total,
+            &format,
+        ));
+    }
+    let flat_sum = graph
+        .order
+        .iter()
+        .fold(0i64, |acc, &n| acc.wrapping_add(graph.data[n].flat));
+    labels.push(format!(
+        "Showing nodes accounting for {}, {} of {} total",
+        format(flat_sum),
+        percentage(flat_sum, total).trim(),
+        format(total)
+    ));
+    if total != 0 {
+        if dropped > 0 {
+            let cutoff = ((total as f64 * options.node_fraction) as i64).wrapping_abs();
+            let noun = if dropped > 1 { "nodes" } else { "node" };
+            labels.push(format!(
+                "Dropped {dropped} {noun} (cum <= {})",
+                format(cutoff)
+            ));
+        }
+        if !graph.order.is_empty() && graph.order.len() < original_count {
+            labels.push(format!(
+                "Showing top {} nodes out of {original_count}",
+                graph.order.len()
+            ));
+        }
+    }
+
+    let mut rows = Vec::with_capacity(graph.order.len());
+    let mut running = 0i64;
+    for &n in &graph.order {
+        let node = &graph.data[n];
+        let inline = node.callers.values().any(|&(_, inl)| inl);
+        let not_inline = node.callers.values().any(|&(_, inl)| !inl);
+        let inline_label = match (inline, not_inline) {
+            (true, true) => "(partial-inline)",
+            (true, false) => "(inline)",
+            _ => "",
+        };
+        running = running.wrapping_add(node.flat);
+        rows.push(TopRow {
+            name: prepared.names[n].clone(),
+            inline_label,
+            flat: node.flat,
+            cum: node.cum,
+            flat_text: format(node.flat),
+            flat_percent: percentage(node.flat, total),
+            sum_percent: percentage(running, total),
+            cum_text: format(node.cum),
+            cum_percent: percentage(node.cum, total),
+        });
+    }
+    Ok(TopTable {
+        labels,
+        rows,
+        total,
+        sample_index: index,
+        sample_type,
+        sample_unit,
+        output_unit,
+    })
+}
+
+/// Picks the print unit from the smallest non-zero value shown and the total, so that small
+/// rows keep two significant decimals without the total becoming unreadable.
+fn select_output_unit(graph: &Graph, total: i64, sample_unit: &str) -> String {
+    if graph.order.is_empty() {
+        return "minimum".to_owned();
+    }
+    let mut min_value = 0i64;
+    for &n in &graph.order {
+        let mut v = graph.data[n].flat.wrapping_abs();
+        if v == 0 {
+            v = graph.data[n].cum.wrapping_abs();
+        }
+        if v > 0 && (min_value == 0 || v < min_value) {
+            min_value = v;
+        }
+    }
+    let max_value = total;
+    if min_value == 0 {
+        min_value = max_value;
+    }
+    let (_, min_unit) = scale(min_value, sample_unit, "minimum");
+    let (_, max_unit) = scale(max_value, sample_unit, "minimum");
+    let mut unit = min_unit.clone();
+    if min_unit != max_unit && min_value.wrapping_mul(100) < max_value {
+        unit = scale(min_value.wrapping_mul(100), sample_unit, "minimum").1;
+    }
+    if unit.is_empty() {
+        sample_unit.to_owned()
+    } else {
+        unit
+    }
+}
+
+/// The descriptive header lines pprof prints above the summary.
+fn profile_labels(
+    profile: &Profile,
+    sample_type: &str,
+    sample_unit: &str,
+    total: i64,
+    format: &dyn Fn(i64) -> String,
+) -> Vec<String> {
+    let mut labels = Vec::new();
+    if let Some(m) = profile.mapping.first() {
+        let file = string(profile, m.filename);
+        let build_id = string(profile, m.build_id);
+        let file = if build_id.is_empty() && has_url_scheme(file) {
+            ""
+        } else {
+            file
+        };
+        if !file.is_empty() {
+            labels.push(format!("File: {}", go_base(file)));
+        }
+        if !build_id.is_empty() {
+            labels.push(format!("Build ID: {build_id}"));
+        }
+    }
+    for &c in &profile.comment {
+        let c = string(profile, c);
+        if !c.starts_with('#') {
+            labels.push(c.to_owned());
+        }
+    }
+    if !sample_type.is_empty() {
+        labels.push(format!("Type: {sample_type}"));
+    }
+    if profile.time_nanos != 0 {
+        labels.push(format!("Time: {}", format_time_utc(profile.time_nanos)));
+    }
+    if profile.duration_nanos != 0 {
+        let duration = scaled_label(profile.duration_nanos, "nanoseconds", "auto");
+        let (total_nanos, total_unit) = scale(total, sample_unit, "nanoseconds");
+        let ratio = if total_unit == "ns" && total_nanos != 0.0 {
+            format!(
+                "({})",
+                percentage(total_nanos as i64, profile.duration_nanos)
+            )
+        } else {
+            String::new()
+        };
+        labels.push(format!(
+            "Duration: {duration}, Total samples = {} {ratio}",
+            format(total)
+        ));
+    }
+    labels
+}
+
+/// `Jan 2, 2006 at 3:04pm (UTC)`: Go's layout, always in UTC so output does not depend on the
+/// machine's time zone.
+pub fn format_time_utc(nanos: i64) -> String {
+    let secs = nanos.div_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let of_day = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    let (hour, minute) = (of_day / 3600, of_day % 3600 / 60);
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month_name = MONTHS[(month - 1).clamp(0, 11) as usize];
+    let (h12, ampm) = match hour {
+        0 => (12, "am"),
+        1..=11 => (hour, "am"),
+        12 => (12, "pm"),
+        _ => (hour - 12, "pm"),
+    };
+    format!("{month_name} {day}, {year} at {h12}:{minute:02}{ampm} (UTC)")
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}

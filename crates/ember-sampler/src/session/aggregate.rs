@@ -1,0 +1,427 @@
+//! Turning samples and side-band records into the aggregated stacks of a recording.
+
+use super::options::CallGraph;
+use crate::parse::{Record, SampleId, SampleRecord};
+use crate::process::ProcessTable;
+use crate::tracepoint::{STATE_EXITING, SwitchFormat};
+use crate::unwind::DwarfUnwinder;
+use ember_samples::{Frame, MapInfo, RawEvent, RawSample, RawSwitch, Recording, StackKey};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// The perf callchain marker values (`PERF_CONTEXT_*`) are all above this.
+pub(super) const CONTEXT_MAX: u64 = (-4095i64) as u64;
+pub(super) const CONTEXT_KERNEL: u64 = (-128i64) as u64;
+pub(super) const CONTEXT_USER: u64 = (-512i64) as u64;
+
+/// Turns samples and side-band records into aggregated stacks.
+pub(super) struct Aggregator {
+    pub(super) table: ProcessTable,
+    pub(super) rec: Recording,
+    pub(super) map_index: HashMap<MapInfo, u32>,
+    pub(super) names: HashMap<String, Arc<str>>,
+    /// Pids whose state came from records (never read from /proc lazily).
+    pub(super) known: HashSet<u32>,
+    /// Pids whose /proc maps were re-read after an address missed them.
+    pub(super) refreshed: HashSet<u32>,
+    pub(super) call_graph: CallGraph,
+    pub(super) unwinder: DwarfUnwinder,
+    /// Tasks that left the CPU: since when their blocked time is not charged yet, when the
+    /// episode began, and with which stack.
+    pub(super) switched_out: HashMap<u32, (u64, u64, StackKey)>,
+    /// Episodes shorter than this are not counted ([`Options::off_cpu_min_ns`]).
+    pub(super) off_cpu_min_ns: u64,
+    /// Keep [`RawEvent`]s.
+    pub(super) raw: bool,
+    /// Index of each distinct stack in `rec.raw_stacks`.
+    pub(super) raw_index: HashMap<Vec<Frame>, u32>,
+    /// Tids whose EXIT arrived since the last cut, and before it: their
+    /// final switch-out is not blocked time, and their state is dropped one
+    /// cut after they died (late records of a dying task still find it).
+    pub(super) dead_now: HashSet<u32>,
+    pub(super) dead_prev: HashSet<u32>,
+    /// Layout of `sched_switch` records when off-CPU samples come from the
+    /// tracepoint.
+    pub(super) switch_format: Option<SwitchFormat>,
+    /// The task the last `sched_switch` sample of each CPU put on it, to
+    /// tell the switches the tracepoint reported from those it missed.
+    pub(super) tracepoint_next: HashMap<u32, u32>,
+}
+
+impl Aggregator {
+    pub(super) fn name(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.names.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(s);
+        self.names.insert(s.to_string(), a.clone());
+        a
+    }
+
+    pub(super) fn handle(&mut self, record: Record) {
+        match record {
+            Record::Sample(s) => self.sample(s),
+            Record::Mmap2(m) => {
+                self.known.insert(m.pid);
+                self.table.mmap(&m);
+            }
+            Record::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+                ..
+            } => {
+                if exec {
+                    self.known.insert(pid);
+                }
+                self.table.comm(pid, tid, &comm, exec);
+            }
+            Record::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                ..
+            } => {
+                if pid != ppid {
+                    self.known.insert(pid);
+                }
+                self.dead_now.remove(&tid);
+                self.dead_prev.remove(&tid);
+                self.table.fork(pid, ppid, tid, ptid);
+            }
+            Record::Exit { pid, tid, .. } => {
+                if pid == tid {
+                    self.unwinder.forget(pid);
+                }
+                self.dead_now.insert(tid);
+                self.switched_out.remove(&tid);
+                self.table.exit(pid, tid);
+            }
+            Record::Lost { lost, .. } => self.rec.lost += lost,
+            Record::Switch { id, out, other } => {
+                if !out {
+                    self.switch_in(id.tid, id.time);
+                    if let Some(prev) = other {
+                        self.fill_missed_switch(id, prev);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn find_file_map(&self, pid: u32, ip: u64) -> Option<crate::process::Map> {
+        self.table
+            .processes
+            .get(&pid)
+            .and_then(|p| p.find(ip))
+            .filter(|m| m.path.starts_with('/') || m.path.starts_with('['))
+            .filter(|m| !m.path.starts_with("[anon"))
+            .cloned()
+    }
+
+    /// User frames by CFI, or for `auto` by the rule of the sampled binary
+    /// (see [`DwarfUnwinder::unwind_auto`]); `fp` is the kernel's walk.
+    pub(super) fn user_unwind(
+        &mut self,
+        pid: u32,
+        s: &SampleRecord,
+        fp: Vec<(u64, bool)>,
+    ) -> Vec<(u64, bool)> {
+        let Some(start) = crate::arch::start_regs(&s.user_regs) else {
+            // No user registers (kernel thread, or none requested).
+            return if self.call_graph == CallGraph::Auto {
+                fp
+            } else {
+                Vec::new()
+            };
+        };
+        if pid == 0 {
+            return Vec::new();
+        }
+        // Make sure the mapping under the IP is known before unwinding.
+        let _ = self.refresh_if_missing(pid, start.pc);
+        let Some(process) = self.table.processes.get(&pid) else {
+            return fp;
+        };
+        if self.call_graph == CallGraph::Auto {
+            self.unwinder
+                .unwind_auto(pid, process, &s.user_regs, &s.user_stack, fp)
+        } else {
+            self.unwinder
+                .unwind(pid, process, &s.user_regs, &s.user_stack)
+        }
+    }
+
+    pub(super) fn refresh_if_missing(&mut self, pid: u32, ip: u64) -> Option<crate::process::Map> {
+        let mut found = self.find_file_map(pid, ip);
+        if found.is_none() && pid != 0 && !self.known.contains(&pid) && self.refreshed.insert(pid) {
+            // A process attached mid-exec (or mapping code we never saw
+            // an MMAP2 for): its /proc snapshot may predate the mapping.
+            self.table.load_from_proc(pid);
+            found = self.find_file_map(pid, ip);
+        }
+        found
+    }
+
+    pub(super) fn intern_map(&mut self, info: MapInfo) -> u32 {
+        if let Some(&i) = self.map_index.get(&info) {
+            return i;
+        }
+        let i = self.rec.push_map(info.clone());
+        self.map_index.insert(info, i);
+        i
+    }
+
+    pub(super) fn user_frame(&mut self, pid: u32, ip: u64, ret: bool) -> Frame {
+        match self.refresh_if_missing(pid, ip) {
+            Some(m) => {
+                let info = MapInfo {
+                    pid,
+                    start: m.start,
+                    end: m.end,
+                    pgoff: m.pgoff,
+                    path: m.path,
+                };
+                Frame::User {
+                    map: self.intern_map(info),
+                    addr: ip,
+                    ret,
+                }
+            }
+            None => Frame::Anon { pid, addr: ip, ret },
+        }
+    }
+
+    pub(super) fn is_dead(&self, tid: u32) -> bool {
+        self.dead_now.contains(&tid) || self.dead_prev.contains(&tid)
+    }
+
+    pub(super) fn raw_stack(&mut self, frames: &[Frame]) -> u32 {
+        if let Some(&i) = self.raw_index.get(frames) {
+            return i;
+        }
+        let i = self.rec.push_raw_stack(frames.to_vec());
+        self.raw_index.insert(frames.to_vec(), i);
+        i
+    }
+
+    pub(super) fn sample(&mut self, mut s: SampleRecord) {
+        let time = s.id.time;
+        let cpu = s.id.cpu;
+        let off_cpu = s.off_cpu;
+        let period = s.period;
+        // (prev_comm, prev_state, next_tid, next_comm) from the tracepoint.
+        let mut switch: Option<(Arc<str>, u64, u32, Arc<str>)> = None;
+        if off_cpu {
+            let raw = std::mem::take(&mut s.raw);
+            if let Some(format) = self.switch_format
+                && let Some(f) = format.decode(&raw)
+            {
+                // The task taking the CPU stops being off-CPU.
+                self.switch_in(f.next_tid, time);
+                self.tracepoint_next.insert(cpu, f.next_tid);
+                if f.prev_state & STATE_EXITING != 0 {
+                    return;
+                }
+                switch = Some((
+                    self.name(&String::from_utf8_lossy(f.prev_comm)),
+                    f.prev_state,
+                    f.next_tid,
+                    self.name(&String::from_utf8_lossy(f.next_comm)),
+                ));
+            }
+            if s.id.tid == 0 {
+                // The idle task is never "blocked", but a timeline needs to
+                // see the CPU leave it.
+                if self.raw
+                    && let Some((prev_comm, state, next_tid, next_comm)) = switch
+                {
+                    let stack = self.raw_stack(&[]);
+                    let next_pid = self.table.pid_of(next_tid);
+                    self.rec.push_raw_event(RawEvent::Switch(RawSwitch {
+                        time_ns: time,
+                        cpu,
+                        prev_pid: 0,
+                        prev_tid: 0,
+                        prev_comm,
+                        prev_state: Some(state),
+                        prev_stack: stack,
+                        next_pid,
+                        next_tid: Some(next_tid),
+                        next_comm: Some(next_comm),
+                    }));
+                }
+                return;
+            }
+            // A dying task's last switch-out: it never blocks, it is gone.
+            if self.is_dead(s.id.tid) {
+                return;
+            }
+            self.rec.off_cpu_switches += 1;
+        } else {
+            self.rec.samples += 1;
+        }
+        let key = self.stack_key(s);
+        if self.raw {
+            let stack = self.raw_stack(&key.frames);
+            let event = if off_cpu {
+                let (prev_comm, prev_state, next) = match switch {
+                    Some((prev_comm, state, next_tid, next_comm)) => {
+                        let next_pid = self.table.pid_of(next_tid);
+                        (
+                            prev_comm,
+                            Some(state),
+                            Some((next_pid, next_tid, next_comm)),
+                        )
+                    }
+                    None => (key.thread_name.clone(), None, None),
+                };
+                RawEvent::Switch(RawSwitch {
+                    time_ns: time,
+                    cpu,
+                    prev_pid: key.pid,
+                    prev_tid: key.tid,
+                    prev_comm,
+                    prev_state,
+                    prev_stack: stack,
+                    next_pid: next.as_ref().and_then(|n| n.0),
+                    next_tid: next.as_ref().map(|n| n.1),
+                    next_comm: next.map(|n| n.2),
+                })
+            } else {
+                RawEvent::Sample(RawSample {
+                    time_ns: time,
+                    cpu,
+                    pid: key.pid,
+                    tid: key.tid,
+                    stack,
+                    weight_ns: period,
+                })
+            };
+            self.rec.push_raw_event(event);
+        }
+        if off_cpu {
+            // Blocked time is known when the task comes back (SWITCH in).
+            self.switched_out.insert(key.tid, (time, time, key));
+        } else {
+            self.rec.add_stack(key, 1, period);
+        }
+    }
+
+    /// A CPU-wide PERF_RECORD_SWITCH says task `id` arrived from `prev`.
+    /// When the tracepoint reported no such switch (see
+    /// [`EventKind::SchedSwitch`] for when it does not), the raw timeline
+    /// gets one built from this record, so a trace does not show the CPU
+    /// idle while the task ran. Its prev stack and state are unknown.
+    pub(super) fn fill_missed_switch(&mut self, id: SampleId, (prev_pid, prev_tid): (u32, u32)) {
+        if !self.raw
+            || self.switch_format.is_none()
+            || self.tracepoint_next.get(&id.cpu) == Some(&id.tid)
+        {
+            return;
+        }
+        self.tracepoint_next.insert(id.cpu, id.tid);
+        let prev_comm = if prev_tid == 0 {
+            self.name("swapper")
+        } else {
+            let comm = self
+                .table
+                .threads
+                .get(&prev_tid)
+                .cloned()
+                .unwrap_or_default();
+            self.name(&comm)
+        };
+        let next_comm = self.table.threads.get(&id.tid).cloned().unwrap_or_default();
+        let next_comm = self.name(&next_comm);
+        let prev_stack = self.raw_stack(&[]);
+        self.rec.push_raw_event(RawEvent::Switch(RawSwitch {
+            time_ns: id.time,
+            cpu: id.cpu,
+            prev_pid,
+            prev_tid,
+            prev_comm,
+            prev_state: None,
+            prev_stack,
+            next_pid: Some(id.pid),
+            next_tid: Some(id.tid),
+            next_comm: Some(next_comm),
+        }));
+    }
+
+    pub(super) fn switch_in(&mut self, tid: u32, time: u64) {
+        if let Some((uncharged, began, key)) = self.switched_out.remove(&tid)
+            && time.saturating_sub(began) >= self.off_cpu_min_ns
+        {
+            self.rec.add_off_cpu(key, 1, time.saturating_sub(uncharged));
+        }
+    }
+
+    pub(super) fn stack_key(&mut self, s: SampleRecord) -> StackKey {
+        let pid = s.id.pid;
+        let tid = s.id.tid;
+        if pid != 0 && !self.known.contains(&pid) && !self.table.processes.contains_key(&pid) {
+            self.table.load_from_proc(pid);
+        }
+        let mut frames = Vec::with_capacity(s.callchain.len());
+        // Split the kernel's callchain into its kernel and user parts.
+        let mut fp_user: Vec<(u64, bool)> = Vec::new();
+        let mut user = false;
+        let mut guest = false;
+        let mut first_in_context = true;
+        for &ip in &s.callchain {
+            if ip >= CONTEXT_MAX {
+                user = ip == CONTEXT_USER;
+                // Guest or hypervisor contexts: skip their frames.
+                guest = ip != CONTEXT_KERNEL && ip != CONTEXT_USER;
+                first_in_context = true;
+                continue;
+            }
+            let ret = !first_in_context;
+            first_in_context = false;
+            if guest {
+                continue;
+            }
+            if user {
+                fp_user.push((ip, ret));
+            } else {
+                frames.push(Frame::Kernel { addr: ip, ret });
+            }
+        }
+        let user_frames = match self.call_graph {
+            CallGraph::Fp => fp_user,
+            CallGraph::Dwarf | CallGraph::Auto => self.user_unwind(pid, &s, fp_user),
+        };
+        for (ip, ret) in user_frames {
+            let frame = self.user_frame(pid, ip, ret);
+            frames.push(frame);
+        }
+        if frames.is_empty() {
+            frames.push(Frame::Anon {
+                pid,
+                addr: s.ip,
+                ret: false,
+            });
+        }
+        let comm = match self.table.processes.get(&pid) {
+            Some(p) if !p.comm.is_empty() => p.comm.clone(),
+            _ if pid == 0 => "swapper".to_string(),
+            _ => self.table.threads.get(&pid).cloned().unwrap_or_default(),
+        };
+        let thread = self
+            .table
+            .threads
+            .get(&tid)
+            .cloned()
+            .unwrap_or_else(|| comm.clone());
+        StackKey {
+            pid,
+            tid,
+            comm: self.name(&comm),
+            thread_name: self.name(&thread),
+            frames,
+        }
+    }
+}

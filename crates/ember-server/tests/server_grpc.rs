@@ -1,0 +1,131 @@
+//! A real gRPC client against the server (run in-process): Python `grpcio` (installed by `.ci/setup` with
+//! `grpcio-tools`) generates stubs from the `push.v1` subset of Pyroscope's push.proto, pushes
+//! a corpus Go CPU profile plainly and gzip-compressed over cleartext HTTP/2, and sends a
+//! broken profile; the test then queries the pushed profile back over HTTP/1.1.
+
+mod util;
+
+use std::process::Command;
+
+use util::{Server, corpus, enc, temp_dir};
+
+/// The wire-relevant subset of Pyroscope's `push/v1/push.proto` and `types/v1/types.proto`
+/// (field numbers and the service's full name are what matter on the wire).
+const PUSH_PROTO: &str = r#"
+syntax = "proto3";
+package push.v1;
+message LabelPair { string name = 1; string value = 2; }
+message RawSample { bytes raw_profile = 1; string ID = 2; }
+message RawProfileSeries { repeated LabelPair labels = 1; repeated RawSample samples = 2; }
+message PushRequest { repeated RawProfileSeries series = 1; }
+message PushResponse {}
+service PusherService { rpc Push(PushRequest) returns (PushResponse) {} }
+"#;
+
+const CLIENT: &str = r#"
+import sys, grpc
+sys.path.insert(0, sys.argv[1])
+from grpc_tools import protoc
+if protoc.main(["protoc", "-I" + sys.argv[1], "--python_out=" + sys.argv[1],
+                "--grpc_python_out=" + sys.argv[1], sys.argv[1] + "/push.proto"]) != 0:
+    sys.exit("protoc failed")
+import push_pb2, push_pb2_grpc
+
+addr, profile_path = sys.argv[2], sys.argv[3]
+raw = open(profile_path, "rb").read()
+channel = grpc.insecure_channel(addr)
+grpc.channel_ready_future(channel).result(timeout=30)
+stub = push_pb2_grpc.PusherServiceStub(channel)
+
+def request(raw_profile, pod):
+    labels = [push_pb2.LabelPair(name="service_name", value="grpc-app"),
+              push_pb2.LabelPair(name="pod", value=pod)]
+    return push_pb2.PushRequest(series=[push_pb2.RawProfileSeries(
+        labels=labels, samples=[push_pb2.RawSample(raw_profile=raw_profile, ID="x")])])
+
+stub.Push(request(raw, "plain"), timeout=30)
+print("plain ok", flush=True)
+stub.Push(request(raw, "gzip"), timeout=30, compression=grpc.Compression.Gzip)
+print("gzip ok", flush=True)
+try:
+    stub.Push(request(b"\x0a\xff\xff\xff", "broken"), timeout=30)
+    print("broken accepted", flush=True)
+except grpc.RpcError as e:
+    print("broken", e.code().name, e.details(), flush=True)
+"#;
+
+#[test]
+fn grpcio_client_pushes_over_http2_and_profiles_are_queryable() {
+    let probe = Command::new("python3")
+        .args(["-c", "import grpc, grpc_tools"])
+        .output();
+    match probe {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "grpcio/grpcio-tools are not installed (run .ci/setup): {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => panic!("python3 not found: {e}"),
+    }
+    let dir = temp_dir("grpc");
+    let stubs = dir.join("stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    std::fs::write(stubs.join("push.proto"), PUSH_PROTO).unwrap();
+    let script = dir.join("client.py");
+    std::fs::write(&script, CLIENT).unwrap();
+    let profile_path = corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz");
+    let server = Server::start(&dir.join("data"), &[]);
+
+    let out = Command::new("timeout")
+        .args(["120", "python3"])
+        .arg(&script)
+        .arg(&stubs)
+        .arg(&server.addr)
+        .arg(&profile_path)
+        .output()
+        .expect("run grpcio client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "grpc client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("plain ok"), "{stdout}");
+    assert!(stdout.contains("gzip ok"), "{stdout}");
+    let broken = stdout
+        .lines()
+        .find(|l| l.starts_with("broken"))
+        .unwrap_or_default();
+    assert!(
+        broken.starts_with("broken INVALID_ARGUMENT") && broken.contains("invalid pprof"),
+        "a broken profile must fail with INVALID_ARGUMENT naming the problem: {broken:?}"
+    );
+
+    // Both accepted pushes are stored, each exactly once; the broken one left nothing behind.
+    let profile = ember_pprof::read_file(&profile_path).unwrap();
+    let index = ember_pprof::sample_index(&profile, Some("cpu")).unwrap();
+    let expected: i64 = ember_pprof::folded_stacks(&profile, index)
+        .iter()
+        .map(|(_, v)| v)
+        .sum();
+    assert!(expected > 0);
+    for pod in ["plain", "gzip"] {
+        let selector = enc(&format!("{{service_name=\"grpc-app\", pod=\"{pod}\"}}"));
+        let (s, folded) = server.get(
+            &format!("/api/v1/query?query={selector}&type=cpu&from=0&format=folded"),
+            &[],
+        );
+        assert_eq!(s, 200, "{folded}");
+        let total: i64 = folded
+            .lines()
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<i64>().ok())
+            .sum();
+        assert_eq!(total, expected, "pod {pod}: folded total");
+        let (leaf_stack, _) = &ember_pprof::folded_stacks(&profile, index)[0];
+        assert!(folded.contains(leaf_stack.as_str()), "stack {leaf_stack}");
+    }
+    let pods = server.get_json("/api/v1/label/pod/values", &[]);
+    assert_eq!(pods, serde_json::json!(["gzip", "plain"]));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,200 @@
+//! `querier.v1.QuerierService` Connect methods (what Grafana's Pyroscope data source calls) and
+//! `/pyroscope/render-diff`, against the server run in-process.
+
+mod util;
+
+use ember_proto::querier::{FlameGraphResponse, SelectRequest};
+use prost::Message;
+use util::{Server, corpus, enc, push_request, temp_dir};
+
+const CPU: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
+
+fn post_json(server: &Server, method: &str, body: serde_json::Value) -> serde_json::Value {
+    let (s, b) = server.request(
+        "POST",
+        &format!("/querier.v1.QuerierService/{method}"),
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(s, 200, "{method}: {}", String::from_utf8_lossy(&b));
+    serde_json::from_slice(&b).unwrap()
+}
+
+fn cpu_total(bytes: &[u8]) -> i64 {
+    let p = ember_pprof::decode(bytes).unwrap();
+    let i = ember_pprof::sample_index(&p, Some("cpu")).unwrap();
+    p.sample.iter().map(|s| s.value[i]).sum()
+}
+
+#[test]
+fn querier_connect_methods() {
+    let dir = temp_dir("querier");
+    let server = Server::start(&dir, &[]);
+    let a = std::fs::read(corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz")).unwrap();
+    let b = std::fs::read(corpus("pprof/internal/report/testdata/sample.cpu")).unwrap();
+    for (pod, bytes) in [("pod-a", &a), ("pod-b", &b)] {
+        let req = push_request(
+            &[
+                ("__name__", "process_cpu"),
+                ("service_name", "api"),
+                ("pod", pod),
+            ],
+            bytes,
+        );
+        let (s, body) = server.request(
+            "POST",
+            "/push.v1.PusherService/Push",
+            &[("Content-Type", "application/proto")],
+            &req,
+        );
+        assert_eq!(s, 200, "{}", String::from_utf8_lossy(&body));
+    }
+
+    let types = post_json(&server, "ProfileTypes", serde_json::json!({}));
+    let ids: Vec<&str> = types["profileTypes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["ID"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&CPU), "{types}");
+    let names = post_json(
+        &server,
+        "LabelNames",
+        serde_json::json!({"matchers": ["{service_name=\"api\"}"]}),
+    );
+    assert!(
+        names["names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "pod"),
+        "{names}"
+    );
+    let values = post_json(
+        &server,
+        "LabelValues",
+        serde_json::json!({"name": "pod", "matchers": ["{service_name=\"api\"}"]}),
+    );
+    assert_eq!(values["names"], serde_json::json!(["pod-a", "pod-b"]));
+    let series = post_json(
+        &server,
+        "Series",
+        serde_json::json!({"matchers": [format!("{{__profile_type__=\"{CPU}\"}}")], "labelNames": ["pod", "service_name"]}),
+    );
+    assert_eq!(series["labelsSet"].as_array().unwrap().len(), 2, "{series}");
+
+    // SelectMergeStacktraces over protobuf: totals per selector.
+    let select = |selector: &str| -> i64 {
+        let req = SelectRequest {
+            profile_type_id: CPU.into(),
+            label_selector: selector.into(),
+            start: 0,
+            end: 0,
+            max_nodes: Some(100),
+        };
+        let (s, body) = server.request(
+            "POST",
+            "/querier.v1.QuerierService/SelectMergeStacktraces",
+            &[("Content-Type", "application/proto")],
+            &req.encode_to_vec(),
+        );
+        assert_eq!(s, 200, "{}", String::from_utf8_lossy(&body));
+        let fg = FlameGraphResponse::decode(&body[..])
+            .unwrap()
+            .flamegraph
+            .unwrap();
+        assert!(fg.names.len() <= 102);
+        fg.total
+    };
+    assert_eq!(
+        select("{service_name=\"api\", pod=\"pod-a\"}"),
+        cpu_total(&a)
+    );
+    assert_eq!(
+        select("{service_name=\"api\"}"),
+        cpu_total(&a) + cpu_total(&b)
+    );
+    assert_eq!(
+        select("{service_name=\"api\", pod=~\"pod-[bc]\"}"),
+        cpu_total(&b)
+    );
+
+    // SelectMergeProfile returns a pprof profile.
+    let req = SelectRequest {
+        profile_type_id: CPU.into(),
+        label_selector: "{service_name=\"api\"}".into(),
+        start: 0,
+        end: 0,
+        max_nodes: None,
+    };
+    let (s, body) = server.request(
+        "POST",
+        "/querier.v1.QuerierService/SelectMergeProfile",
+        &[("Content-Type", "application/proto")],
+        &req.encode_to_vec(),
+    );
+    assert_eq!(s, 200);
+    let p = ember_pprof::decode(&body).expect("SelectMergeProfile returns valid pprof");
+    assert_eq!(
+        p.sample.iter().map(|s| s.value[0]).sum::<i64>(),
+        cpu_total(&a) + cpu_total(&b)
+    );
+
+    // SelectSeries grouped by pod.
+    let ts = post_json(
+        &server,
+        "SelectSeries",
+        serde_json::json!({"profileTypeID": CPU, "labelSelector": "{service_name=\"api\"}", "start": "0", "end": "0", "step": 60, "groupBy": ["pod"]}),
+    );
+    let series = ts["series"].as_array().unwrap();
+    assert_eq!(series.len(), 2, "{ts}");
+    let pod_a: f64 = series[0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["value"].as_f64().unwrap())
+        .sum();
+    assert_eq!(series[0]["labels"][0]["value"], "pod-a");
+    assert_eq!(pod_a as i64, cpu_total(&a));
+
+    // Diff of the two pods.
+    let diff = post_json(
+        &server,
+        "Diff",
+        serde_json::json!({
+            "left": {"profileTypeID": CPU, "labelSelector": "{pod=\"pod-a\"}"},
+            "right": {"profileTypeID": CPU, "labelSelector": "{pod=\"pod-b\"}"},
+        }),
+    );
+    assert_eq!(
+        diff["flamegraph"]["leftTicks"].as_i64().unwrap(),
+        cpu_total(&a)
+    );
+    assert_eq!(
+        diff["flamegraph"]["rightTicks"].as_i64().unwrap(),
+        cpu_total(&b)
+    );
+    let level0 = diff["flamegraph"]["levels"][0]["values"]
+        .as_array()
+        .unwrap();
+    assert_eq!(level0.len(), 7);
+
+    // /pyroscope/render-diff.
+    let q = |pod: &str| enc(&format!("{CPU}{{pod=\"{pod}\"}}"));
+    let rd = server.get_json(&format!("/pyroscope/render-diff?leftQuery={}&leftFrom=0&leftUntil=now&rightQuery={}&rightFrom=0&rightUntil=now", q("pod-a"), q("pod-b")), &[]);
+    assert_eq!(rd["metadata"]["format"], "double");
+    assert_eq!(rd["leftTicks"].as_i64().unwrap(), cpu_total(&a));
+    assert_eq!(rd["rightTicks"].as_i64().unwrap(), cpu_total(&b));
+
+    // Unknown method: Connect-style error.
+    let (s, _) = server.request(
+        "POST",
+        "/querier.v1.QuerierService/Nope",
+        &[("Content-Type", "application/json")],
+        b"{}",
+    );
+    assert_eq!(s, 404);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,170 @@
+//! Applying a decoded profile to a tenant's head: interning its mappings, functions and
+//! locations, walking each distinct stack into the shared stack tree once, and storing one
+//! profile per sample type. The same code runs for live ingest, log replay and flush, so the
+//! head is built identically either way.
+
+use ember_pprof::{DecodeLimits, ProfileView};
+
+use crate::ingest::IngestRecord;
+use crate::{Labels, StoredProfile, TenantHead, head, series_labels};
+
+/// Decodes a logged profile (gzip'd or raw) and runs `f` on it; the error says why it could
+/// not be decoded.
+pub(crate) fn with_view<T>(
+    bytes: &[u8],
+    f: impl FnOnce(&ProfileView<'_>) -> T,
+) -> Result<T, ember_pprof::PprofError> {
+    let raw = ember_pprof::decompress(bytes, &DecodeLimits::default())?;
+    let view = ProfileView::parse(&raw)?;
+    Ok(f(&view))
+}
+
+/// Adds one logged record's profile to `head` (replay, flush): one series per sample type.
+pub(crate) fn apply_record(
+    head: &mut TenantHead,
+    record: &IngestRecord,
+    profile: &ProfileView<'_>,
+) -> usize {
+    let series = series_labels(&record.label_list(), profile);
+    apply_to(
+        head,
+        record.time_nanos,
+        record.received_nanos,
+        profile,
+        series,
+    )
+}
+
+/// Adds a profile to `head` under `label_sets` (one per sample type), at `time_nanos` if
+/// set, else at the profile's own time, else at `received_nanos`. Returns the number of
+/// series written to.
+pub(crate) fn apply_to(
+    head: &mut TenantHead,
+    time_nanos: i64,
+    received_nanos: i64,
+    profile: &ProfileView<'_>,
+    label_sets: Vec<Labels>,
+) -> usize {
+    let time = if time_nanos != 0 {
+        time_nanos
+    } else if profile.time_nanos != 0 {
+        profile.time_nanos
+    } else {
+        received_nanos
+    };
+    let per_type = stacks_of(head, profile);
+    let n = label_sets.len();
+    for (labels, mut entries) in label_sets.into_iter().zip(per_type) {
+        entries.retain(|(_, v)| *v != 0);
+        entries.sort_unstable();
+        head.insert_with_period(
+            labels,
+            StoredProfile {
+                time_nanos: time,
+                nodes: entries.iter().map(|e| e.0).collect(),
+                values: entries.iter().map(|e| e.1).collect(),
+            },
+            profile.period,
+        );
+    }
+    n
+}
+
+/// Interns the profile's mappings, functions and locations, then every sample's stack into
+/// the head's stack tree, and sums values per leaf node: one `(node, value)` list per
+/// sample type (unsorted, may hold zeros).
+fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, i64)>> {
+    let s = |i: i64| profile.string(i);
+    // Interned ids by table position (the view resolves pprof ids to positions).
+    let mappings: Vec<u32> = profile
+        .mapping
+        .iter()
+        .map(|m| {
+            let sym = head::MappingSym {
+                start: m.memory_start,
+                limit: m.memory_limit,
+                offset: m.file_offset,
+                filename: head.intern(&s(m.filename)),
+                build_id: head.intern(&s(m.build_id)),
+                flags: u8::from(m.has_functions)
+                    | u8::from(m.has_filenames) << 1
+                    | u8::from(m.has_line_numbers) << 2
+                    | u8::from(m.has_inline_frames) << 3,
+            };
+            head.mapping(sym) + 1
+        })
+        .collect();
+    let functions: Vec<u32> = profile
+        .function
+        .iter()
+        .map(|f| {
+            let sym = head::FunctionSym {
+                name: head.intern(&s(f.name)),
+                system_name: head.intern(&s(f.system_name)),
+                filename: head.intern(&s(f.filename)),
+                start_line: f.start_line,
+            };
+            head.function(sym)
+        })
+        .collect();
+    let mut locations: Vec<u32> = Vec::with_capacity(profile.location.len());
+    for loc in &profile.location {
+        let lines: Box<[(u32, i64)]> = profile
+            .location_lines(loc)
+            .iter()
+            .filter_map(|l| {
+                let f = functions.get(profile.function_position(l.function_id)?)?;
+                Some((*f, l.line))
+            })
+            .collect();
+        let mapping = profile
+            .mapping_position(loc.mapping_id)
+            .and_then(|i| mappings.get(i))
+            .copied()
+            .unwrap_or(0);
+        let sym = head::LocationSym {
+            mapping,
+            address: loc.address,
+            lines,
+            is_folded: loc.is_folded,
+        };
+        locations.push(head.location(sym));
+    }
+    let n_types = profile.sample_type.len();
+    let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
+    let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
+    // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
+    // walk each distinct stack down the tree once.
+    let mut stack_nodes: head::FastMap<&[u64], u32> = head::FastMap::default();
+    for sample in &profile.sample {
+        let (ids, values) = profile.sample_data(sample);
+        if values.iter().all(|v| *v == 0) {
+            continue;
+        }
+        let node = *stack_nodes.entry(ids).or_insert_with(|| {
+            let mut node = 0u32;
+            for id in ids.iter().rev() {
+                if let Some(&loc) = profile
+                    .location_position(*id)
+                    .and_then(|i| locations.get(i))
+                {
+                    node = head.child(node, loc);
+                }
+            }
+            node
+        });
+        // Samples with the same stack (differing only in labels) add up.
+        let slot = *sums.entry(node).or_insert_with(|| {
+            for o in out.iter_mut() {
+                o.push((node, 0));
+            }
+            out.first().map_or(0, |o| o.len() - 1)
+        });
+        for (i, v) in values.iter().enumerate().take(n_types) {
+            if let Some(e) = out.get_mut(i).and_then(|o| o.get_mut(slot)) {
+                e.1 = e.1.saturating_add(*v);
+            }
+        }
+    }
+    out
+}

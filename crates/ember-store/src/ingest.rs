@@ -1,0 +1,366 @@
+//! Ingest: [`Store::ingest`] takes a batch of pprof profiles with their series labels,
+//! refuses it whole if any profile is invalid or any limit would be passed, logs every
+//! profile durably, then applies them to the tenant's head.
+//!
+//! Owns the ingest limits ([`IngestLimits`], plus `max_series_per_tenant` of
+//! [`crate::StoreOptions`]), their typed refusals ([`IngestError`]), and the write-ahead
+//! log record ([`IngestRecord`]). The durability contract: [`Store::ingest`] returns `Ok`
+//! only after every profile of the batch is in the log and fsync'd (group commit with
+//! concurrent ingests), and a profile is queryable only after that. Nothing is logged for a
+//! refused batch.
+
+use std::sync::mpsc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ember_pprof::{DecodeLimits, PprofError, ProfileView};
+use ember_proto::types::LabelPair;
+
+use crate::{Labels, Store, StoreError, apply, series_labels};
+
+/// Limits every ingested profile is checked against; each refuses the whole batch.
+#[derive(Debug, Clone)]
+pub struct IngestLimits {
+    /// Largest profile after decompression (a gzip bomb stops here).
+    pub max_decompressed_bytes: u64,
+    /// Most samples one profile may carry.
+    pub max_samples_per_profile: usize,
+    /// Most labels one series may carry (as sent, before the store adds its own).
+    pub max_labels_per_series: usize,
+    /// Longest label name, bytes.
+    pub max_label_name_length: usize,
+    /// Longest label value, bytes.
+    pub max_label_value_length: usize,
+}
+
+impl Default for IngestLimits {
+    /// 64 MiB decompressed, 1,000,000 samples, 30 labels of at most 1,024-byte names and
+    /// 2,048-byte values: the server's documented defaults.
+    fn default() -> Self {
+        IngestLimits {
+            max_decompressed_bytes: 64 << 20,
+            max_samples_per_profile: 1_000_000,
+            max_labels_per_series: 30,
+            max_label_name_length: 1024,
+            max_label_value_length: 2048,
+        }
+    }
+}
+
+/// The profiles of one request, stored all or nothing by [`Store::ingest`].
+#[derive(Debug, Clone, Default)]
+pub struct IngestBatch {
+    /// The profiles, in request order.
+    pub profiles: Vec<IngestProfile>,
+}
+
+/// One profile of an [`IngestBatch`].
+#[derive(Debug, Clone)]
+pub struct IngestProfile {
+    /// Series labels as the client sent them (`service_name`, `__name__`, ...); the store
+    /// adds the per-sample-type labels ([`series_labels`]).
+    pub labels: Labels,
+    /// Timestamp override, unix ns; 0 = the profile's own `time_nanos`, else the time the
+    /// store received it.
+    pub time_nanos: i64,
+    /// The pprof profile, gzip'd or raw, exactly as it goes into the log.
+    pub pprof: Vec<u8>,
+    /// How errors name this profile (`series[0].samples[1]`, `profile`).
+    pub what: String,
+}
+
+/// What one [`Store::ingest`] stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IngestReceipt {
+    /// Profiles logged and applied.
+    pub profiles: usize,
+    /// Series written to (one per profile and sample type).
+    pub series: usize,
+}
+
+/// Why [`Store::ingest`] refused a batch. Everything but [`IngestError::Store`] is the
+/// client's fault; the messages name the offending profile or label.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// A profile decompresses to more than `max_decompressed_bytes`.
+    #[error("{what}: {source}")]
+    TooLarge {
+        /// The profile.
+        what: String,
+        /// The decoder's error (holds the limit).
+        source: PprofError,
+    },
+    /// A profile is not valid pprof.
+    #[error("{what}: invalid pprof: {source}")]
+    BadProfile {
+        /// The profile.
+        what: String,
+        /// What is wrong with it.
+        source: PprofError,
+    },
+    /// A profile has no sample types, so it would make no series.
+    #[error("{what}: invalid pprof: profile has no sample types")]
+    NoSampleTypes {
+        /// The profile.
+        what: String,
+    },
+    /// A profile has more samples than `max_samples_per_profile`.
+    #[error("{what}: {samples} samples exceed the limit of {limit} per profile")]
+    TooManySamples {
+        /// The profile.
+        what: String,
+        /// Its sample count.
+        samples: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A series has more labels than `max_labels_per_series`.
+    #[error("series has {count} labels; the limit is {limit}")]
+    TooManyLabels {
+        /// Labels sent.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A label name is empty or has characters other than ASCII letters, digits, `_`, `.`.
+    #[error("invalid label name {name:?} (use letters, digits, '_' and '.')")]
+    BadLabelName {
+        /// The name.
+        name: String,
+    },
+    /// A label name is longer than `max_label_name_length`.
+    #[error("label name {prefix:?}... is longer than {limit} bytes")]
+    LabelNameTooLong {
+        /// Its first 40 characters.
+        prefix: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// A label value is longer than `max_label_value_length`.
+    #[error("value of label {name:?} is longer than {limit} bytes")]
+    LabelValueTooLong {
+        /// The label's name.
+        name: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// Accepting the batch would give the tenant more series than `max_series_per_tenant`.
+    #[error("series limit reached: tenant {tenant:?} may have at most {limit} series")]
+    SeriesLimit {
+        /// The tenant.
+        tenant: String,
+        /// Its limit.
+        limit: usize,
+    },
+    /// The log could not take the batch (I/O error, or the store is closing).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// One acknowledged ingest as written to the write-ahead log: tenant, series labels and the
+/// pprof profile (gzip'd or raw) exactly as it will be applied to the head. Its encoding is
+/// the on-disk format: field numbers never change, so old logs replay.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IngestRecord {
+    /// Tenant id.
+    #[prost(string, tag = "1")]
+    pub tenant: String,
+    /// Series labels shared by every sample type of the profile (`__name__`, `service_name`, ...),
+    /// `types.v1.LabelPair` on the wire.
+    #[prost(message, repeated, tag = "2")]
+    pub labels: Vec<LabelPair>,
+    /// Profile timestamp override (unix ns); 0 = the profile's own `time_nanos`, else `received_nanos`.
+    #[prost(int64, tag = "3")]
+    pub time_nanos: i64,
+    /// The pprof profile, gzip'd or raw.
+    #[prost(bytes = "vec", tag = "4")]
+    pub profile: Vec<u8>,
+    /// When the server received it (unix ns).
+    #[prost(int64, tag = "5")]
+    pub received_nanos: i64,
+}
+
+impl IngestRecord {
+    /// The record's labels as the store's label list.
+    pub(crate) fn label_list(&self) -> Labels {
+        self.labels
+            .iter()
+            .map(|l| (l.name.clone(), l.value.clone()))
+            .collect()
+    }
+}
+
+/// Now as unix nanoseconds (0 if the clock is before 1970).
+pub(crate) fn now_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+impl Store {
+    /// Validates `batch`, logs every profile durably, then makes them queryable for
+    /// `tenant`. All or nothing: the first invalid profile, bad label or passed limit
+    /// refuses the batch before anything is logged.
+    ///
+    /// Blocks: it decompresses and parses every profile (CPU-bound) and waits for the
+    /// log's fsync. Async callers run it on a blocking pool (`tokio::task::spawn_blocking`),
+    /// never on an executor's worker threads. Concurrent calls share group commits.
+    pub fn ingest(&self, tenant: &str, batch: IngestBatch) -> Result<IngestReceipt, IngestError> {
+        let limits = &self.options.ingest;
+        let decode = DecodeLimits {
+            max_decompressed_bytes: limits.max_decompressed_bytes,
+        };
+        // Decoded once, straight from the request bytes (the views borrow them), and kept
+        // until the head has interned them after the log acknowledged.
+        let mut raws = Vec::with_capacity(batch.profiles.len());
+        for p in &batch.profiles {
+            raws.push(
+                ember_pprof::decompress(&p.pprof, &decode).map_err(|e| decode_error(&p.what, e))?,
+            );
+        }
+        let mut views = Vec::with_capacity(raws.len());
+        for (p, raw) in batch.profiles.iter().zip(&raws) {
+            let view = ProfileView::parse(raw).map_err(|e| decode_error(&p.what, e))?;
+            check_shape(limits, &p.what, view.sample_type.len(), view.sample.len())?;
+            views.push(view);
+        }
+        let mut series = Vec::with_capacity(views.len());
+        for (p, view) in batch.profiles.iter().zip(&views) {
+            check_labels(limits, &p.labels)?;
+            series.push(series_labels(&p.labels, view));
+        }
+        self.check_series_limit(tenant, series.iter().flatten())?;
+        let received = now_nanos();
+        self.log_all(tenant, &batch, received)?;
+        let head = self.tenant_or_create(tenant);
+        let mut head = head.write().unwrap_or_else(|e| e.into_inner());
+        let mut receipt = IngestReceipt::default();
+        for ((p, view), labels) in batch.profiles.iter().zip(&views).zip(series) {
+            receipt.profiles += 1;
+            receipt.series += apply::apply_to(&mut head, p.time_nanos, received, view, labels);
+        }
+        Ok(receipt)
+    }
+
+    /// Appends one record per profile to the log and waits until all are durable.
+    fn log_all(&self, tenant: &str, batch: &IngestBatch, received: i64) -> Result<(), StoreError> {
+        let (tx, rx) = mpsc::channel();
+        for p in &batch.profiles {
+            let record = IngestRecord {
+                tenant: tenant.to_string(),
+                labels: p
+                    .labels
+                    .iter()
+                    .map(|(name, value)| LabelPair {
+                        name: name.clone(),
+                        value: value.clone(),
+                    })
+                    .collect(),
+                time_nanos: p.time_nanos,
+                profile: p.pprof.clone(),
+                received_nanos: received,
+            };
+            let tx = tx.clone();
+            self.wal.append(
+                prost::Message::encode_to_vec(&record),
+                Box::new(move |res| {
+                    let _ = tx.send(res);
+                }),
+            );
+        }
+        drop(tx);
+        for _ in &batch.profiles {
+            // The writer answers every append; a missing answer means it is gone.
+            rx.recv().unwrap_or(Err(StoreError::Closed))?;
+        }
+        Ok(())
+    }
+
+    /// Refuses the ingest if it would push the tenant past its series limit; `series` are
+    /// the label sets ([`series_labels`]) of every profile of the ingest.
+    fn check_series_limit<'l>(
+        &self,
+        tenant: &str,
+        series: impl IntoIterator<Item = &'l Labels>,
+    ) -> Result<(), IngestError> {
+        let limit = self.options.max_series_per_tenant;
+        let series: Vec<&Labels> = series.into_iter().collect();
+        let refuse = || IngestError::SeriesLimit {
+            tenant: tenant.into(),
+            limit,
+        };
+        let Some(t) = self.tenant(tenant) else {
+            return if series.len() > limit {
+                Err(refuse())
+            } else {
+                Ok(())
+            };
+        };
+        let head = t.read().unwrap_or_else(|e| e.into_inner());
+        let new = series.iter().filter(|l| !head.has_series(l)).count();
+        if new > 0 && head.series_count() + new > limit {
+            return Err(refuse());
+        }
+        Ok(())
+    }
+}
+
+/// The refusal for a profile that failed to decompress or parse.
+fn decode_error(what: &str, source: PprofError) -> IngestError {
+    let what = what.to_string();
+    match source {
+        PprofError::TooLarge { .. } => IngestError::TooLarge { what, source },
+        source => IngestError::BadProfile { what, source },
+    }
+}
+
+/// Refuses decoded profiles the store cannot use: no sample types, too many samples.
+fn check_shape(
+    limits: &IngestLimits,
+    what: &str,
+    sample_types: usize,
+    samples: usize,
+) -> Result<(), IngestError> {
+    if sample_types == 0 {
+        return Err(IngestError::NoSampleTypes { what: what.into() });
+    }
+    if samples > limits.max_samples_per_profile {
+        return Err(IngestError::TooManySamples {
+            what: what.into(),
+            samples,
+            limit: limits.max_samples_per_profile,
+        });
+    }
+    Ok(())
+}
+
+/// Refuses label sets with too many labels, invalid names, or names/values too long.
+fn check_labels(limits: &IngestLimits, labels: &Labels) -> Result<(), IngestError> {
+    if labels.len() > limits.max_labels_per_series {
+        return Err(IngestError::TooManyLabels {
+            count: labels.len(),
+            limit: limits.max_labels_per_series,
+        });
+    }
+    for (n, v) in labels {
+        let valid_name = !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+        if !valid_name {
+            return Err(IngestError::BadLabelName { name: n.clone() });
+        }
+        if n.len() > limits.max_label_name_length {
+            return Err(IngestError::LabelNameTooLong {
+                prefix: n.chars().take(40).collect(),
+                limit: limits.max_label_name_length,
+            });
+        }
+        if v.len() > limits.max_label_value_length {
+            return Err(IngestError::LabelValueTooLong {
+                name: n.clone(),
+                limit: limits.max_label_value_length,
+            });
+        }
+    }
+    Ok(())
+}

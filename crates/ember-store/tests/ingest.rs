@@ -1,0 +1,188 @@
+//! `Store::ingest` on real corpus profiles: every limit refuses the whole batch with a typed
+//! error before anything is logged, and an accepted batch is durable (it survives a reopen
+//! that replays the log).
+
+use std::path::{Path, PathBuf};
+
+use ember_store::{
+    IngestBatch, IngestError, IngestLimits, IngestProfile, Query, Store, StoreOptions,
+    parse_selector,
+};
+
+fn corpus(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/corpora")
+        .join(rel)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ember-ingest-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const CPU: &str = "pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof";
+
+fn profile(service: &str, what: &str) -> IngestProfile {
+    IngestProfile {
+        labels: vec![("service_name".into(), service.into())],
+        time_nanos: 1_700_000_000_000_000_000,
+        pprof: std::fs::read(corpus(CPU)).unwrap(),
+        what: what.into(),
+    }
+}
+
+fn batch(profiles: Vec<IngestProfile>) -> IngestBatch {
+    IngestBatch { profiles }
+}
+
+fn all() -> Query {
+    Query {
+        selector: parse_selector("{}").unwrap(),
+        profile_type: Some("cpu".into()),
+        start_nanos: 0,
+        end_nanos: i64::MAX,
+    }
+}
+
+fn open(dir: &Path, options: StoreOptions) -> Store {
+    Store::open(dir, options).unwrap()
+}
+
+#[test]
+fn accepted_batch_is_durable_and_counted() {
+    let dir = temp_dir("durable");
+    {
+        let store = open(&dir, StoreOptions::default());
+        let receipt = store
+            .ingest("t", batch(vec![profile("a", "p0"), profile("b", "p1")]))
+            .unwrap();
+        assert_eq!(receipt.profiles, 2);
+        // go.cpu.labels has two sample types (samples, cpu): one series each per profile.
+        assert_eq!(receipt.series, 4);
+        assert_eq!(store.merge_stacks("t", &all()).profiles, 2);
+        assert_eq!(store.wal_stats().records, 2);
+        store.close();
+    }
+    // Reopened without a flush: the profiles come back from the log alone.
+    let store = open(&dir, StoreOptions::default());
+    assert_eq!(store.replay_stats().0.records, 2);
+    assert_eq!(store.merge_stacks("t", &all()).profiles, 2);
+    assert!(store.merge_stacks("other", &all()).stacks.is_empty());
+}
+
+#[test]
+fn one_bad_profile_refuses_the_batch_before_logging() {
+    let dir = temp_dir("atomic");
+    let store = open(&dir, StoreOptions::default());
+    let mut bad = profile("a", "series[0].samples[1]");
+    bad.pprof = b"\x1f\x8b not really gzip".to_vec();
+    let err = store
+        .ingest("t", batch(vec![profile("a", "series[0].samples[0]"), bad]))
+        .unwrap_err();
+    assert!(matches!(err, IngestError::BadProfile { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("series[0].samples[1]: invalid pprof")
+    );
+    assert_eq!(store.wal_stats().records, 0);
+    assert!(store.tenants().is_empty());
+}
+
+#[test]
+fn limits_are_typed_refusals() {
+    let dir = temp_dir("limits");
+    let samples = ember_pprof::decode(&std::fs::read(corpus(CPU)).unwrap())
+        .unwrap()
+        .sample
+        .len();
+    let options = StoreOptions {
+        max_series_per_tenant: 3,
+        ingest: IngestLimits {
+            max_decompressed_bytes: 64 << 20,
+            max_samples_per_profile: samples,
+            max_labels_per_series: 2,
+            max_label_name_length: 12,
+            max_label_value_length: 5,
+        },
+        ..Default::default()
+    };
+    let store = open(&dir, options);
+    let with = |labels: &[(&str, &str)]| {
+        let mut p = profile("a", "p");
+        p.labels = labels
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        batch(vec![p])
+    };
+    let err = store
+        .ingest("t", with(&[("a", "1"), ("b", "2"), ("c", "3")]))
+        .unwrap_err();
+    assert!(
+        matches!(err, IngestError::TooManyLabels { count: 3, limit: 2 }),
+        "{err:?}"
+    );
+    let err = store.ingest("t", with(&[("bad-name", "1")])).unwrap_err();
+    assert!(matches!(err, IngestError::BadLabelName { .. }), "{err:?}");
+    let err = store
+        .ingest("t", with(&[("muchtoolongname", "1")]))
+        .unwrap_err();
+    assert!(
+        matches!(err, IngestError::LabelNameTooLong { limit: 12, .. }),
+        "{err:?}"
+    );
+    let err = store.ingest("t", with(&[("pod", "toolong")])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "value of label \"pod\" is longer than 5 bytes"
+    );
+    // Two sample types per profile: the second service would make series 3 and 4 of 3.
+    store.ingest("t", with(&[("service_name", "a")])).unwrap();
+    let err = store
+        .ingest("t", with(&[("service_name", "b")]))
+        .unwrap_err();
+    assert!(
+        matches!(err, IngestError::SeriesLimit { limit: 3, .. }),
+        "{err:?}"
+    );
+    // Existing series stay writable at the limit; other tenants have their own.
+    store.ingest("t", with(&[("service_name", "a")])).unwrap();
+    store.ingest("u", with(&[("service_name", "b")])).unwrap();
+    assert_eq!(store.wal_stats().records, 3);
+
+    let tight = StoreOptions {
+        ingest: IngestLimits {
+            max_samples_per_profile: samples - 1,
+            max_decompressed_bytes: 100,
+            ..IngestLimits::default()
+        },
+        ..Default::default()
+    };
+    let store = open(&temp_dir("limits-tight"), tight.clone());
+    let err = store
+        .ingest("t", batch(vec![profile("a", "p")]))
+        .unwrap_err();
+    assert!(matches!(err, IngestError::TooLarge { .. }), "{err:?}");
+    let store = open(
+        &temp_dir("limits-samples"),
+        StoreOptions {
+            ingest: IngestLimits {
+                max_decompressed_bytes: 64 << 20,
+                ..tight.ingest
+            },
+            ..tight
+        },
+    );
+    let err = store
+        .ingest("t", batch(vec![profile("a", "p")]))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "p: {samples} samples exceed the limit of {} per profile",
+            samples - 1
+        )
+    );
+}
