@@ -30,7 +30,8 @@
 //! # Ok::<(), ember_pprof::PprofError>(())
 //! ```
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 pub mod proto;
 

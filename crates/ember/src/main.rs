@@ -3,6 +3,9 @@
 //! This binary is deliberately thin: each subcommand parses its options and
 //! hands the work to the crate that owns it (see `ARCHITECTURE.md`).
 
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+
 mod cmd;
 mod logging;
 
