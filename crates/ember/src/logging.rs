@@ -29,14 +29,17 @@ pub enum LogLevel {
 }
 
 impl LogLevel {
-    /// The level as an `EnvFilter` directive.
+    /// The level as an `EnvFilter` directive. It sets the level of Ember's own crates (targets
+    /// starting with `ember`); dependencies (object_store, hyper, reqwest...) stay at `warn`
+    /// below that, because their info lines (a retried connection, say) repeat what Ember
+    /// itself reports about the same event. `EMBER_LOG` gives full control when needed.
     fn directive(self) -> &'static str {
         match self {
             Self::Error => "error",
             Self::Warn => "warn",
-            Self::Info => "info",
-            Self::Debug => "debug",
-            Self::Trace => "trace",
+            Self::Info => "warn,ember=info",
+            Self::Debug => "warn,ember=debug",
+            Self::Trace => "warn,ember=trace",
         }
     }
 }
