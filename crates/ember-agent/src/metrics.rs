@@ -427,3 +427,47 @@ pub fn own_usage() -> (f64, u64) {
         .unwrap_or(0);
     (cpu, rss)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exposition the agent wrote by hand before it used the one writer: same families,
+    /// labels, escaping and values.
+    #[test]
+    fn exposition_keeps_the_agents_text() {
+        let metrics = Metrics::default();
+        metrics.profiler.samples.store(12, Ordering::Relaxed);
+        metrics.scrape("app", "h:1", "process_cpu", |s| {
+            s.up = false;
+            s.failures = 2;
+            s.last_error = Some("bad \"gzip\"\nbody".into());
+        });
+        metrics.scrape("app", "h:1", "memory", |s| {
+            s.up = true;
+            s.successes = 3;
+            s.profiles_sent = 1;
+        });
+        let text = metrics.render(None, &crate::exporters::BucketStats::default());
+        for expected in [
+            "# HELP ember_agent_samples_total CPU samples taken.\n\
+             # TYPE ember_agent_samples_total counter\nember_agent_samples_total 12\n",
+            "# TYPE ember_agent_profiler_running gauge\nember_agent_profiler_running 0\n",
+            "# TYPE ember_agent_push_queue_bytes gauge\nember_agent_push_queue_bytes 0\n",
+            "# TYPE ember_agent_scrape_target_up gauge\n\
+             ember_agent_scrape_target_up{job=\"app\",instance=\"h:1\"} 0\n",
+            "ember_agent_scrapes_total{job=\"app\",instance=\"h:1\",profile_type=\"memory\",\
+             result=\"success\"} 3\n",
+            "ember_agent_scrape_up{job=\"app\",instance=\"h:1\",profile_type=\"memory\"} 1\n",
+            "ember_agent_scrape_last_error{job=\"app\",instance=\"h:1\",\
+             profile_type=\"process_cpu\",error=\"bad \\\"gzip\\\"\\nbody\"} 1\n",
+            "ember_agent_scrape_profiles_sent_total{job=\"app\",instance=\"h:1\",\
+             profile_type=\"memory\"} 1\n",
+            "# TYPE ember_agent_resident_memory_bytes gauge\nember_agent_resident_memory_bytes ",
+        ] {
+            assert!(text.contains(expected), "{expected:?} not in\n{text}");
+        }
+        assert!(!text.contains("perf_collector"), "{text}");
+        assert_eq!(text.matches("# HELP ").count(), text.matches("# TYPE ").count());
+    }
+}
