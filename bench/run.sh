@@ -80,10 +80,6 @@ stage_build() {
     cp -r "$here/pprof-merge" "$src/bench/pprof-merge"
     (cd "$src" && cargo build --release -p ember)
     (cd "$src/bench/pprof-merge" && cargo build --release)
-    # A stale link order does not break the build, it only loses the collapse start-up floor:
-    # say so before measuring it.
-    "$here/collapse-link-order.sh" --check ||
-        log "WARNING: crates/ember/link-order.txt is stale (bench/collapse-link-order.sh regenerates it); collapse peak memory will read high"
     echo "$commit" > "$out/commit"
 }
 
