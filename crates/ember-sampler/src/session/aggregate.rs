@@ -256,8 +256,9 @@ impl Aggregator {
                 }
                 return;
             }
-            // A dying task's last switch-out: it never blocks, it is gone.
-            if self.is_dead(s.id.tid) {
+            // A dying task's last switch-out: it never blocks, it is gone. (Once its pid is
+            // released the kernel reports it as tid -1, a tid no EXIT record names.)
+            if s.id.tid == u32::MAX || self.is_dead(s.id.tid) {
                 return;
             }
             // Only now is the tracepoint's switch on its way into the timeline: the switches
