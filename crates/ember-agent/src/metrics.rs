@@ -468,6 +468,9 @@ mod tests {
             assert!(text.contains(expected), "{expected:?} not in\n{text}");
         }
         assert!(!text.contains("perf_collector"), "{text}");
-        assert_eq!(text.matches("# HELP ").count(), text.matches("# TYPE ").count());
+        assert_eq!(
+            text.matches("# HELP ").count(),
+            text.matches("# TYPE ").count()
+        );
     }
 }
