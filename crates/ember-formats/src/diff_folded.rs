@@ -290,32 +290,29 @@ mod tests {
     }
 
     #[test]
-    fn default_matches_inferno() {
-        let (got, warnings) = run("before.txt", DiffOptions::default());
-        assert_eq!(got, expected("default.txt"));
-        assert!(warnings.is_empty(), "{warnings:?}");
-    }
-
-    #[test]
-    fn normalize_matches_inferno() {
-        let options = DiffOptions {
-            normalize: true,
-            ..Default::default()
-        };
-        let (got, warnings) = run("before.txt", options);
-        assert_eq!(got, expected("normalize.txt"));
-        assert!(warnings.is_empty(), "{warnings:?}");
-    }
-
-    #[test]
-    fn strip_hex_matches_inferno() {
-        let options = DiffOptions {
-            strip_hex: true,
-            ..Default::default()
-        };
-        let (got, warnings) = run("before.txt", options);
-        assert_eq!(got, expected("strip_hex.txt"));
-        assert!(warnings.is_empty(), "{warnings:?}");
+    fn options_match_inferno() {
+        let cases = [
+            ("default.txt", DiffOptions::default()),
+            (
+                "normalize.txt",
+                DiffOptions {
+                    normalize: true,
+                    ..Default::default()
+                },
+            ),
+            (
+                "strip_hex.txt",
+                DiffOptions {
+                    strip_hex: true,
+                    ..Default::default()
+                },
+            ),
+        ];
+        for (want, options) in cases {
+            let (got, warnings) = run("before.txt", options);
+            assert_eq!(got, expected(want), "{want}");
+            assert!(warnings.is_empty(), "{want}: {warnings:?}");
+        }
     }
 
     #[test]

@@ -18,134 +18,51 @@ struct Family {
     default: Unit,
 }
 
+/// A [`Unit`] in one line, so each family's table reads as a table.
+const fn unit(name: &'static str, aliases: &'static [&'static str], factor: f64) -> Unit {
+    Unit {
+        name,
+        aliases,
+        factor,
+    }
+}
+
 const NS: f64 = 1.0;
 const FAMILIES: &[Family] = &[
     Family {
         units: &[
-            Unit {
-                name: "B",
-                aliases: &["b", "byte"],
-                factor: 1.0,
-            },
-            Unit {
-                name: "kB",
-                aliases: &["kb", "kbyte", "kilobyte"],
-                factor: (1u64 << 10) as f64,
-            },
-            Unit {
-                name: "MB",
-                aliases: &["mb", "mbyte", "megabyte"],
-                factor: (1u64 << 20) as f64,
-            },
-            Unit {
-                name: "GB",
-                aliases: &["gb", "gbyte", "gigabyte"],
-                factor: (1u64 << 30) as f64,
-            },
-            Unit {
-                name: "TB",
-                aliases: &["tb", "tbyte", "terabyte"],
-                factor: (1u64 << 40) as f64,
-            },
-            Unit {
-                name: "PB",
-                aliases: &["pb", "pbyte", "petabyte"],
-                factor: (1u64 << 50) as f64,
-            },
+            unit("B", &["b", "byte"], 1.0),
+            unit("kB", &["kb", "kbyte", "kilobyte"], (1u64 << 10) as f64),
+            unit("MB", &["mb", "mbyte", "megabyte"], (1u64 << 20) as f64),
+            unit("GB", &["gb", "gbyte", "gigabyte"], (1u64 << 30) as f64),
+            unit("TB", &["tb", "tbyte", "terabyte"], (1u64 << 40) as f64),
+            unit("PB", &["pb", "pbyte", "petabyte"], (1u64 << 50) as f64),
         ],
-        default: Unit {
-            name: "B",
-            aliases: &["b", "byte"],
-            factor: 1.0,
-        },
+        default: unit("B", &["b", "byte"], 1.0),
     },
     Family {
         units: &[
-            Unit {
-                name: "ns",
-                aliases: &["ns", "nanosecond"],
-                factor: NS,
-            },
-            Unit {
-                name: "us",
-                aliases: &["μs", "us", "microsecond"],
-                factor: 1e3 * NS,
-            },
-            Unit {
-                name: "ms",
-                aliases: &["ms", "millisecond"],
-                factor: 1e6 * NS,
-            },
-            Unit {
-                name: "s",
-                aliases: &["s", "sec", "second"],
-                factor: 1e9 * NS,
-            },
-            Unit {
-                name: "hrs",
-                aliases: &["hour", "hr"],
-                factor: 3600e9 * NS,
-            },
+            unit("ns", &["ns", "nanosecond"], NS),
+            unit("us", &["μs", "us", "microsecond"], 1e3 * NS),
+            unit("ms", &["ms", "millisecond"], 1e6 * NS),
+            unit("s", &["s", "sec", "second"], 1e9 * NS),
+            unit("hrs", &["hour", "hr"], 3600e9 * NS),
         ],
-        default: Unit {
-            name: "s",
-            aliases: &[],
-            factor: 1e9 * NS,
-        },
+        default: unit("s", &[], 1e9 * NS),
     },
     Family {
         units: &[
-            Unit {
-                name: "n*GCU",
-                aliases: &["nanogcu"],
-                factor: 1e-9,
-            },
-            Unit {
-                name: "u*GCU",
-                aliases: &["microgcu"],
-                factor: 1e-6,
-            },
-            Unit {
-                name: "m*GCU",
-                aliases: &["milligcu"],
-                factor: 1e-3,
-            },
-            Unit {
-                name: "GCU",
-                aliases: &["gcu"],
-                factor: 1.0,
-            },
-            Unit {
-                name: "k*GCU",
-                aliases: &["kilogcu"],
-                factor: 1e3,
-            },
-            Unit {
-                name: "M*GCU",
-                aliases: &["megagcu"],
-                factor: 1e6,
-            },
-            Unit {
-                name: "G*GCU",
-                aliases: &["gigagcu"],
-                factor: 1e9,
-            },
-            Unit {
-                name: "T*GCU",
-                aliases: &["teragcu"],
-                factor: 1e12,
-            },
-            Unit {
-                name: "P*GCU",
-                aliases: &["petagcu"],
-                factor: 1e15,
-            },
+            unit("n*GCU", &["nanogcu"], 1e-9),
+            unit("u*GCU", &["microgcu"], 1e-6),
+            unit("m*GCU", &["milligcu"], 1e-3),
+            unit("GCU", &["gcu"], 1.0),
+            unit("k*GCU", &["kilogcu"], 1e3),
+            unit("M*GCU", &["megagcu"], 1e6),
+            unit("G*GCU", &["gigagcu"], 1e9),
+            unit("T*GCU", &["teragcu"], 1e12),
+            unit("P*GCU", &["petagcu"], 1e15),
         ],
-        default: Unit {
-            name: "GCU",
-            aliases: &[],
-            factor: 1.0,
-        },
+        default: unit("GCU", &[], 1.0),
     },
 ];
 

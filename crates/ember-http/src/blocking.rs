@@ -104,21 +104,6 @@ impl BlockingClient {
         self.run(move |client| async move { client.get_bytes(&url, max_body).await })
     }
 
-    /// [`Client::post_bytes`]: `POST url` with `body`.
-    pub fn post_bytes(
-        &self,
-        url: &str,
-        body: impl Into<Bytes>,
-        content_type: &str,
-        content_encoding: Option<&str>,
-    ) -> Result<Response, HttpError> {
-        let mut request = Request::post(url, body).content_type(content_type);
-        if let Some(encoding) = content_encoding {
-            request = request.content_encoding(encoding);
-        }
-        self.fetch(request)
-    }
-
     /// [`Client::download`]: streams the body of a 2xx answer to `sink`, which runs on the
     /// calling thread (so it may write files without holding up the worker's runtime).
     pub fn download(

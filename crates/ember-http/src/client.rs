@@ -190,32 +190,30 @@ impl Client {
     /// Sends `request` and reads the body (at most its `max_body` bytes); any status is
     /// returned as a [`Response`]. Errors are transport errors and [`HttpError::TooLarge`].
     pub async fn send(&self, request: Request) -> Result<Response, HttpError> {
-        let limit = request.max_body.unwrap_or(self.config.max_body);
-        let url = request.url.clone();
-        let (response, timeout) = self.start(request).await?;
-        let status = response.status().as_u16();
-        let final_url = response.url().to_string();
-        let headers = response.headers().clone();
-        let body = read_capped(response, &url, limit, false, timeout).await?;
-        Ok(Response {
-            status,
-            url: final_url,
-            body,
-            headers,
-        })
+        self.exchange(request, false).await
     }
 
     /// Sends `request` and returns the response if its status is 2xx, else
     /// [`HttpError::Status`] (the body of an error answer is read only as far as the excerpt
     /// needs, whatever its size).
     pub async fn fetch(&self, request: Request) -> Result<Response, HttpError> {
+        self.exchange(request, true).await
+    }
+
+    /// [`Client::send`] and, with `require_success`, [`Client::fetch`]: one exchange, the
+    /// body read within its limit.
+    async fn exchange(
+        &self,
+        request: Request,
+        require_success: bool,
+    ) -> Result<Response, HttpError> {
         let limit = request.max_body.unwrap_or(self.config.max_body);
         let url = request.url.clone();
         let (response, timeout) = self.start(request).await?;
         let status = response.status().as_u16();
         let final_url = response.url().to_string();
         let headers = response.headers().clone();
-        if !response.status().is_success() {
+        if require_success && !response.status().is_success() {
             let body = read_capped(response, &url, ERROR_BODY_BYTES, true, timeout).await?;
             return Err(status_error(&url, status, &headers, &body));
         }
@@ -232,22 +230,6 @@ impl Client {
     pub async fn get_bytes(&self, url: &str, max_body: u64) -> Result<Bytes, HttpError> {
         let request = Request::get(url).max_body(max_body);
         Ok(self.fetch(request).await?.body)
-    }
-
-    /// `POST url` with `body` and its `Content-Type` (and `Content-Encoding`, when the caller
-    /// compressed it): the 2xx response, else [`HttpError::Status`].
-    pub async fn post_bytes(
-        &self,
-        url: &str,
-        body: impl Into<Bytes>,
-        content_type: &str,
-        content_encoding: Option<&str>,
-    ) -> Result<Response, HttpError> {
-        let mut request = Request::post(url, body).content_type(content_type);
-        if let Some(encoding) = content_encoding {
-            request = request.content_encoding(encoding);
-        }
-        self.fetch(request).await
     }
 
     /// Streams the body of a 2xx answer to `sink`, chunk by chunk as it arrives, and returns

@@ -33,15 +33,10 @@ async fn get_and_post_with_headers() {
         .unwrap();
     assert_eq!(&body[..], b"hello");
 
-    let response = client
-        .post_bytes(
-            &format!("{base}/echo"),
-            b"\x1f\x8bdata".to_vec(),
-            "application/x-protobuf",
-            Some("gzip"),
-        )
-        .await
-        .unwrap();
+    let request = Request::post(format!("{base}/echo"), b"\x1f\x8bdata".to_vec())
+        .content_type("application/x-protobuf")
+        .content_encoding("gzip");
+    let response = client.fetch(request).await.unwrap();
     assert_eq!(response.status, 200);
     assert_eq!(&response.body[..], b"\x1f\x8bdata");
     let seen = |name: &str| response.header(&format!("x-seen-{name}")).map(String::from);
@@ -465,9 +460,8 @@ async fn the_blocking_client_works_inside_a_runtime() {
     let client = BlockingClient::new(&local()).unwrap();
     let body = client.get_bytes(&format!("{base}/hello"), 100).unwrap();
     assert_eq!(&body[..], b"hello");
-    let response = client
-        .post_bytes(&format!("{base}/echo"), "hi", "text/plain", None)
-        .unwrap();
+    let request = Request::post(format!("{base}/echo"), "hi").content_type("text/plain");
+    let response = client.fetch(request).unwrap();
     assert_eq!(&response.body[..], b"hi");
 }
 

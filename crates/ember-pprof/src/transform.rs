@@ -100,25 +100,22 @@ fn sample_matches(
 
 /// pprof `-focus`: keeps only samples with at least one matching frame.
 pub fn focus(profile: &mut Profile, re: &Regex) {
-    let matches = location_matches(profile, re);
-    let index = IdIndex::lenient(profile.location.iter().map(|l| l.id));
-    let keep: Vec<bool> = profile
-        .sample
-        .iter()
-        .map(|s| sample_matches(profile, &matches, &index, s))
-        .collect();
-    let mut it = keep.into_iter();
-    profile.sample.retain(|_| it.next().unwrap_or(false));
+    retain_by_match(profile, re, true);
 }
 
 /// pprof `-ignore`: drops every sample with at least one matching frame.
 pub fn ignore(profile: &mut Profile, re: &Regex) {
+    retain_by_match(profile, re, false);
+}
+
+/// Keeps the samples for which "has a frame matching `re`" equals `keep_matching`.
+fn retain_by_match(profile: &mut Profile, re: &Regex, keep_matching: bool) {
     let matches = location_matches(profile, re);
     let index = IdIndex::lenient(profile.location.iter().map(|l| l.id));
     let keep: Vec<bool> = profile
         .sample
         .iter()
-        .map(|s| !sample_matches(profile, &matches, &index, s))
+        .map(|s| sample_matches(profile, &matches, &index, s) == keep_matching)
         .collect();
     let mut it = keep.into_iter();
     profile.sample.retain(|_| it.next().unwrap_or(false));

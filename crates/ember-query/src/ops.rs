@@ -153,12 +153,7 @@ impl<'s> Querier<'s> {
         tenant: &str,
         selections: &[QueryRequest],
     ) -> Result<Vec<String>, QueryError> {
-        let names: BTreeSet<String> = self
-            .series(tenant, selections)?
-            .into_iter()
-            .flat_map(|l| l.into_iter().map(|(n, _)| n))
-            .collect();
-        Ok(names.into_iter().collect())
+        self.distinct(tenant, selections, |(n, _)| Some(n))
     }
 
     /// Distinct values of label `name` in [`Querier::series`], sorted.
@@ -168,12 +163,23 @@ impl<'s> Querier<'s> {
         name: &str,
         selections: &[QueryRequest],
     ) -> Result<Vec<String>, QueryError> {
-        let values: BTreeSet<String> = self
+        self.distinct(tenant, selections, |(n, v)| (n == name).then_some(v))
+    }
+
+    /// The distinct strings `pick` takes from the label pairs of [`Querier::series`], sorted.
+    fn distinct(
+        &self,
+        tenant: &str,
+        selections: &[QueryRequest],
+        pick: impl FnMut((String, String)) -> Option<String>,
+    ) -> Result<Vec<String>, QueryError> {
+        let set: BTreeSet<String> = self
             .series(tenant, selections)?
             .into_iter()
-            .flat_map(|l| l.into_iter().filter(|(n, _)| n == name).map(|(_, v)| v))
+            .flatten()
+            .filter_map(pick)
             .collect();
-        Ok(values.into_iter().collect())
+        Ok(set.into_iter().collect())
     }
 
     /// Distinct profile type ids of the tenant, sorted.

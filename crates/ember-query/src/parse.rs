@@ -3,8 +3,6 @@
 //!
 //! Error messages name the parameter (`from="x": ...`) so each front end passes its own key.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use ember_store::{Matcher, Selector};
 
 use crate::QueryError;
@@ -12,13 +10,7 @@ use crate::request::NameRule;
 
 const NANOS_PER_SEC: i64 = 1_000_000_000;
 
-/// The current time, unix nanoseconds (0 if the clock is before 1970).
-pub fn now_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
-}
+pub use ember_store::now_nanos;
 
 /// A unix timestamp in seconds, milliseconds, microseconds or nanoseconds (told apart by
 /// magnitude; fractions allowed) as nanoseconds; `None` for anything else or a negative time.

@@ -10,41 +10,35 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use ember_query::{Format, Querier, QueryRequest, parse};
+use ember_query::{Format, QueryRequest, parse};
 use serde_json::json;
 
-use crate::query::{Params, blocking, max_nodes, output_response, request};
-use crate::{ApiError, AppState, tenant};
+use crate::query::{Params, Tenant, max_nodes, output_response, read, request};
+use crate::{ApiError, AppState};
 
 /// `GET /api/v1/query`: the merged selection in `format` (flamebearer by default).
 pub(crate) async fn query(
     State(s): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Tenant(tenant): Tenant,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&s, &headers)?;
     let mut req = request(&params, "")?;
     let format = Format::parse(params.get("format").map(String::as_str))?;
     if format == Format::Flamebearer {
         req.max_nodes = max_nodes(&params)?;
     }
     let title = params.get("query").cloned().unwrap_or_default();
-    let output = blocking(&s, move |st| {
-        Querier::new(&st.store).render(&tenant, &req, format, &title)
-    })
-    .await??;
+    let output = read(&s, tenant, move |q, t| q.render(t, &req, format, &title)).await?;
     Ok(output_response(output))
 }
 
 /// `GET /api/v1/diff`: the `right` selection against the `left` (baseline) one.
 pub(crate) async fn diff(
     State(s): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Tenant(tenant): Tenant,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&s, &headers)?;
     let left = request(&params, "left")?;
     let right = request(&params, "right")?;
     let format = Format::parse(params.get("format").map(String::as_str))?;
@@ -53,22 +47,19 @@ pub(crate) async fn diff(
         .or_else(|| params.get("query"))
         .cloned()
         .unwrap_or_default();
-    let output = blocking(&s, move |st| {
-        Querier::new(&st.store)
-            .diff(&tenant, &left, &right)?
-            .render(format, &title)
+    let output = read(&s, tenant, move |q, t| {
+        q.diff(t, &left, &right)?.render(format, &title)
     })
-    .await??;
+    .await?;
     Ok(output_response(output))
 }
 
 /// `GET /api/v1/timeseries`: totals per `step`, grouped by the `groupBy` labels.
 pub(crate) async fn timeseries(
     State(s): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Tenant(tenant): Tenant,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&s, &headers)?;
     let mut req = request(&params, "")?;
     if let Some(step) = params.get("step") {
         req.step_nanos = Some(parse::parse_step("step", step)?);
@@ -78,10 +69,7 @@ pub(crate) async fn timeseries(
         .map(|g| parse::parse_list(g))
         .unwrap_or_default();
     let step = req.step_nanos();
-    let series = blocking(&s, move |st| {
-        Querier::new(&st.store).time_series(&tenant, &req)
-    })
-    .await??;
+    let series = read(&s, tenant, move |q, t| q.time_series(t, &req)).await?;
     let out: Vec<serde_json::Value> = series
         .into_iter()
         .map(|ts| {
@@ -113,56 +101,49 @@ fn listing_selection(params: &Params) -> Result<Vec<QueryRequest>, ApiError> {
 /// `GET /api/v1/labels`.
 pub(crate) async fn labels(
     State(s): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Tenant(tenant): Tenant,
     Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    let tenant = tenant(&s, &headers)?;
+) -> Result<Json<Vec<String>>, ApiError> {
     let sel = listing_selection(&params)?;
-    let names = blocking(&s, move |st| {
-        Querier::new(&st.store).label_names(&tenant, &sel)
-    })
-    .await??;
-    Ok(Json(names).into_response())
+    read(&s, tenant, move |q, t| q.label_names(t, &sel))
+        .await
+        .map(Json)
 }
 
 /// `GET /api/v1/label/{name}/values`.
 pub(crate) async fn label_values(
     State(s): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Tenant(tenant): Tenant,
     Path(name): Path<String>,
     Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    let tenant = tenant(&s, &headers)?;
+) -> Result<Json<Vec<String>>, ApiError> {
     let sel = listing_selection(&params)?;
-    let values = blocking(&s, move |st| {
-        Querier::new(&st.store).label_values(&tenant, &name, &sel)
-    })
-    .await??;
-    Ok(Json(values).into_response())
+    read(&s, tenant, move |q, t| q.label_values(t, &name, &sel))
+        .await
+        .map(Json)
 }
 
 /// `GET /api/v1/profile_types`.
 pub(crate) async fn profile_types(
     State(s): State<Arc<AppState>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let tenant = tenant(&s, &headers)?;
-    let types = blocking(&s, move |st| Querier::new(&st.store).profile_types(&tenant)).await?;
-    Ok(Json(types).into_response())
+    Tenant(tenant): Tenant,
+) -> Result<Json<Vec<String>>, ApiError> {
+    read(&s, tenant, move |q, t| Ok(q.profile_types(t)))
+        .await
+        .map(Json)
 }
 
 /// `GET /api/v1/series`.
 pub(crate) async fn series(
     State(s): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Tenant(tenant): Tenant,
     Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    let tenant = tenant(&s, &headers)?;
+) -> Result<Json<Vec<serde_json::Map<String, serde_json::Value>>>, ApiError> {
     let sel = listing_selection(&params)?;
-    let series = blocking(&s, move |st| Querier::new(&st.store).series(&tenant, &sel)).await??;
+    let series = read(&s, tenant, move |q, t| q.series(t, &sel)).await?;
     let out: Vec<serde_json::Map<String, serde_json::Value>> = series
         .into_iter()
         .map(|l| l.into_iter().map(|(k, v)| (k, v.into())).collect())
         .collect();
-    Ok(Json(out).into_response())
+    Ok(Json(out))
 }

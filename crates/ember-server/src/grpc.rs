@@ -28,13 +28,10 @@ use crate::{ApiError, AppState, tenant};
 
 /// True when the request's content type selects the gRPC protocol.
 pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            let v = v.trim().to_ascii_lowercase();
-            v == "application/grpc" || v.starts_with("application/grpc+proto")
-        })
+    crate::header(headers, "content-type").is_some_and(|v| {
+        let v = v.trim().to_ascii_lowercase();
+        v == "application/grpc" || v.starts_with("application/grpc+proto")
+    })
 }
 
 /// gRPC status code for an API error (the Connect code names map one to one).
@@ -162,10 +159,7 @@ pub(crate) async fn push(s: &Arc<AppState>, request: axum::extract::Request) -> 
                     format!("request body exceeds the limit of {limit} bytes"),
                 )
             })?;
-        let encoding = parts
-            .headers
-            .get("grpc-encoding")
-            .and_then(|v| v.to_str().ok())
+        let encoding = crate::header(&parts.headers, "grpc-encoding")
             .unwrap_or("identity")
             .trim()
             .to_ascii_lowercase();

@@ -14,7 +14,7 @@
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
@@ -22,32 +22,6 @@ use axum::response::{IntoResponse, Response};
 use ember_store::{IngestBatch, IngestError};
 
 use crate::{ApiError, AppState};
-
-/// Now as unix nanoseconds.
-pub(crate) fn now_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
-}
-
-/// Parses a unix timestamp in seconds, milliseconds, microseconds or nanoseconds (by magnitude).
-pub(crate) fn parse_unix(text: &str) -> Option<i64> {
-    let v: f64 = text.trim().parse().ok()?;
-    if !v.is_finite() || v < 0.0 {
-        return None;
-    }
-    let ns = if v < 1e11 {
-        v * 1e9
-    } else if v < 1e14 {
-        v * 1e6
-    } else if v < 1e17 {
-        v * 1e3
-    } else {
-        v
-    };
-    Some(ns as i64)
-}
 
 /// Reads the body up to `max_body_bytes` (413 beyond) and undoes `Content-Encoding: gzip`
 /// (on the blocking pool, capped at `max_decompressed_bytes`).
@@ -63,9 +37,7 @@ pub(crate) async fn read_body(
             format!("request body exceeds the limit of {limit} bytes"),
         )
     })?;
-    let encoding = headers
-        .get("content-encoding")
-        .and_then(|v| v.to_str().ok())
+    let encoding = crate::header(headers, "content-encoding")
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
@@ -187,17 +159,6 @@ impl From<IngestError> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn unix_units_by_magnitude() {
-        let ns = 1_700_000_000_000_000_000i64;
-        assert_eq!(parse_unix("1700000000"), Some(ns));
-        assert_eq!(parse_unix("1700000000000"), Some(ns));
-        assert_eq!(parse_unix("1700000000000000"), Some(ns));
-        assert_eq!(parse_unix("1700000000000000000"), Some(ns));
-        assert_eq!(parse_unix("x"), None);
-        assert_eq!(parse_unix("-5"), None);
-    }
 
     #[test]
     fn refusals_map_to_statuses() {

@@ -317,13 +317,16 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Header `name` as text (`None` when it is absent or not visible ASCII).
+pub(crate) fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
 /// Tenant of a request. With bearer-token auth enabled, the token's tenant (401 without a
 /// known token); otherwise `X-Scope-OrgID`, or `anonymous`.
 pub(crate) fn tenant(s: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
     if let Some(tokens) = &s.tokens {
-        let token = headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
+        let token = header(headers, "authorization")
             .and_then(|v| {
                 v.strip_prefix("Bearer ")
                     .or_else(|| v.strip_prefix("bearer "))
@@ -479,7 +482,7 @@ fn flush_and_expire(s: &AppState) {
             tracing::error!(error = %e, "flush failed (data stays in the log)");
         }
     }
-    let now = ingest::now_nanos();
+    let now = ember_store::now_nanos();
     match s.store.enforce_retention(now) {
         Ok(0) => {}
         Ok(deleted) => tracing::info!(blocks = deleted, "retention deleted expired blocks"),

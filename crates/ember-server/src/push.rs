@@ -32,10 +32,7 @@ pub(crate) async fn push(State(s): State<Arc<AppState>>, request: Request) -> Re
 async fn connect(s: &Arc<AppState>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let tenant = tenant(s, &parts.headers)?;
-    let content_type = parts
-        .headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
+    let content_type = crate::header(&parts.headers, "content-type")
         .unwrap_or("application/proto")
         .to_ascii_lowercase();
     let json = content_type.starts_with("application/json");

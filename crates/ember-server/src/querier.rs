@@ -405,10 +405,7 @@ pub(crate) async fn querier(
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let tenant = tenant(&s, &parts.headers)?;
-    let json_in = parts
-        .headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
+    let json_in = crate::header(&parts.headers, "content-type")
         .is_some_and(|c| c.starts_with("application/json"));
     let body = axum::body::to_bytes(body, s.limits.max_body_bytes)
         .await

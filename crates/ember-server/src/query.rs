@@ -11,10 +11,12 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::Json;
+use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use ember_query::parse::{self, TimeParam};
-use ember_query::{NameRule, Output, QueryError, QueryRequest};
+use ember_query::{NameRule, Output, Querier, QueryError, QueryRequest};
 
 use crate::{ApiError, AppState};
 
@@ -36,6 +38,28 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .query_micros
         .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     Ok(r)
+}
+
+/// The request's tenant ([`crate::tenant`]) as an extractor, so a read handler names it in
+/// its signature instead of taking the headers to look it up.
+pub(crate) struct Tenant(pub(crate) String);
+
+impl FromRequestParts<Arc<AppState>> for Tenant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, s: &Arc<AppState>) -> Result<Self, ApiError> {
+        crate::tenant(s, &parts.headers).map(Tenant)
+    }
+}
+
+/// Runs one [`Querier`] operation for `tenant` through [`blocking`]: the shape of every read
+/// route.
+pub(crate) async fn read<T: Send + 'static>(
+    s: &Arc<AppState>,
+    tenant: String,
+    op: impl FnOnce(&Querier<'_>, &str) -> Result<T, QueryError> + Send + 'static,
+) -> Result<T, ApiError> {
+    Ok(blocking(s, move |st| op(&Querier::new(&st.store), &tenant)).await??)
 }
 
 impl From<QueryError> for ApiError {

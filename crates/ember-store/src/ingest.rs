@@ -189,8 +189,9 @@ impl IngestRecord {
     }
 }
 
-/// Now as unix nanoseconds (0 if the clock is before 1970).
-pub(crate) fn now_nanos() -> i64 {
+/// Now as unix nanoseconds (0 if the clock is before 1970): the receive time the store
+/// stamps, and the clock every front end reads, so all agree on what "now" is.
+pub fn now_nanos() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)

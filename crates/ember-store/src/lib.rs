@@ -45,7 +45,7 @@ pub use object_store;
 
 pub use head::{Labels, Series, StoredProfile, TenantHead};
 pub use ingest::{
-    IngestBatch, IngestError, IngestLimits, IngestProfile, IngestReceipt, IngestRecord,
+    IngestBatch, IngestError, IngestLimits, IngestProfile, IngestReceipt, IngestRecord, now_nanos,
 };
 pub use labels::{default_profile_name, normalize_labels, series_labels};
 pub use read::{Merged, Query, TimeSeries};

@@ -154,10 +154,15 @@ impl Family {
         }
         let all = sample_line(&self.name, "_bucket", labels, Some("+Inf"), count.into());
         self.lines.push(all);
-        let sum = sample_line(&self.name, "_sum", labels, None, sum.into());
-        self.lines.push(sum);
-        let count = sample_line(&self.name, "_count", labels, None, count.into());
-        self.lines.push(count);
+        self.sum_and_count(labels, sum, count)
+    }
+
+    /// The `_sum` and `_count` lines that close a histogram and a summary alike.
+    fn sum_and_count(&mut self, labels: &[(&str, &str)], sum: f64, count: u64) -> &mut Family {
+        for (suffix, value) in [("_sum", Value::from(sum)), ("_count", Value::from(count))] {
+            let line = sample_line(&self.name, suffix, labels, None, value);
+            self.lines.push(line);
+        }
         self
     }
 
@@ -178,11 +183,7 @@ impl Family {
             let line = sample_line(&self.name, "", &with_q, None, v.into());
             self.lines.push(line);
         }
-        let sum = sample_line(&self.name, "_sum", labels, None, sum.into());
-        self.lines.push(sum);
-        let count = sample_line(&self.name, "_count", labels, None, count.into());
-        self.lines.push(count);
-        self
+        self.sum_and_count(labels, sum, count)
     }
 }
 

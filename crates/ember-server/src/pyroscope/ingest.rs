@@ -14,9 +14,10 @@ use axum::body::Body;
 use axum::extract::{Query, Request, State};
 use axum::response::{IntoResponse, Response};
 use ember_pprof::{DecodeLimits, Profile, ProfileBuilder};
+use ember_query::parse::{now_nanos, parse_unix};
 use ember_store::{IngestBatch, IngestError, IngestProfile, Labels};
 
-use crate::ingest::{self, Converted, now_nanos, parse_unix};
+use crate::ingest::{self, Converted};
 use crate::{ApiError, AppState, tenant};
 
 /// What the query string says about the profile, parsed before the body is read.
@@ -91,10 +92,7 @@ async fn legacy_inner(
             ),
         ));
     }
-    let content_type = parts
-        .headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
+    let content_type = crate::header(&parts.headers, "content-type")
         .unwrap_or("")
         .to_string();
     let bytes = ingest::read_body(s, &parts.headers, body).await?;
