@@ -39,7 +39,7 @@ pub async fn serve(
 
 async fn metrics(State(agent): State<Arc<Agent>>) -> Response {
     (
-        [("content-type", "text/plain; version=0.0.4")],
+        [("content-type", ember_telemetry::CONTENT_TYPE)],
         agent.render_metrics(),
     )
         .into_response()

@@ -343,34 +343,41 @@ impl Running {
 pub async fn flush(taps: Taps, within: Duration) -> bool {
     let perf = async {
         match &taps.perf {
-            Some(p) => match tokio::time::timeout(within, p.dump()).await {
-                Ok(Ok(r)) => r.upload_error.is_none(),
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "perf_collector final dump");
-                    false
-                }
-                Err(_) => false,
-            },
+            Some(p) => {
+                let dump = finished(within, p.dump(), "perf_collector final dump").await;
+                dump.is_some_and(|r| r.upload_error.is_none())
+            }
             None => true,
         }
     };
     let perfetto = async {
         match &taps.perfetto {
             Some(d) if d.config().trigger == PerfettoTrigger::TimeInterval => {
-                match tokio::time::timeout(within, d.snapshot()).await {
-                    Ok(Ok(r)) => r.upload_error.is_none(),
-                    Ok(Err(e)) => {
-                        tracing::error!(error = %e, "perfetto_daemon final snapshot");
-                        false
-                    }
-                    Err(_) => false,
-                }
+                let snapshot =
+                    finished(within, d.snapshot(), "perfetto_daemon final snapshot").await;
+                snapshot.is_some_and(|r| r.upload_error.is_none())
             }
             _ => true,
         }
     };
     let (a, b) = tokio::join!(perf, perfetto);
     a && b
+}
+
+/// The result of `work` if it succeeded within `within`; an error is logged as `what`.
+async fn finished<R, E: std::fmt::Display>(
+    within: Duration,
+    work: impl std::future::Future<Output = Result<R, E>>,
+    what: &str,
+) -> Option<R> {
+    match tokio::time::timeout(within, work).await {
+        Ok(Ok(r)) => Some(r),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "{what}");
+            None
+        }
+        Err(_) => None,
+    }
 }
 
 /// Counters of the bucket exporters, `None` where one is not configured.

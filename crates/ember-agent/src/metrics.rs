@@ -2,9 +2,10 @@
 //! state, and their rendering as Prometheus text for `/metrics`.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use ember_telemetry::{Exposition, MetricType};
 
 /// Counters of the continuous profiler.
 #[derive(Debug, Default)]
@@ -97,315 +98,302 @@ impl Metrics {
         map.values().cloned().collect()
     }
 
-    /// Prometheus text exposition.
+    /// Prometheus text exposition (written by the one writer, [`ember_telemetry`]).
     pub fn render(
         &self,
         push: Option<&ember_push::PushStats>,
         buckets: &crate::exporters::BucketStats,
     ) -> String {
-        let mut out = String::new();
-        self.render_own(&mut out);
-        render_push(&mut out, push);
-        render_buckets(&mut out, buckets);
-        render_scrapes(&mut out, &self.scrape_states());
+        let mut out = Exposition::new();
+        self.describe_own(&mut out);
+        describe_push(&mut out, push);
+        describe_buckets(&mut out, buckets);
+        describe_scrapes(&mut out, &self.scrape_states());
         let (cpu, rss) = own_usage();
-        gauge(
-            &mut out,
+        out.gauge(
             "ember_agent_cpu_seconds_total",
             "CPU time (user+system) the agent process used.",
             cpu,
         );
-        gauge(
-            &mut out,
+        out.gauge(
             "ember_agent_resident_memory_bytes",
             "Resident memory of the agent process.",
-            rss as f64,
+            rss,
         );
-        out
+        out.render()
     }
 
     /// The profiler's and the configuration's figures.
-    fn render_own(&self, out: &mut String) {
+    fn describe_own(&self, out: &mut Exposition) {
         let p = &self.profiler;
-        counter(
-            out,
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        out.counter(
             "ember_agent_samples_total",
             "CPU samples taken.",
-            p.samples.load(Ordering::Relaxed),
+            load(&p.samples),
         );
-        counter(
-            out,
+        out.counter(
             "ember_agent_lost_samples_total",
             "Samples lost in the kernel ring buffers.",
-            p.lost.load(Ordering::Relaxed),
+            load(&p.lost),
         );
-        counter(
-            out,
+        out.counter(
             "ember_agent_profiles_total",
             "Profiles produced by continuous profiling.",
-            p.profiles.load(Ordering::Relaxed),
+            load(&p.profiles),
         );
-        gauge(
-            out,
+        out.gauge(
             "ember_agent_profiler_running",
             "1 while the host sampler runs.",
-            p.running.load(Ordering::Relaxed) as f64,
+            load(&p.running),
         );
-        counter(
-            out,
+        out.counter(
             "ember_agent_profiler_errors_total",
             "Sampler start failures.",
-            p.errors.load(Ordering::Relaxed),
+            load(&p.errors),
         );
-        counter(
-            out,
+        out.counter(
             "ember_agent_config_reloads_total",
             "Configuration reloads applied.",
-            self.reloads.load(Ordering::Relaxed),
+            load(&self.reloads),
         );
-        counter(
-            out,
+        out.counter(
             "ember_agent_config_reload_failures_total",
             "Configuration reloads rejected.",
-            self.reload_failures.load(Ordering::Relaxed),
+            load(&self.reload_failures),
         );
     }
 }
 
-/// One counter family without labels.
-fn counter(out: &mut String, name: &str, help: &str, v: u64) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-    );
-}
+/// One unlabelled family: (name, kind, help, value).
+type Row<'a> = (&'a str, MetricType, &'a str, u64);
 
-/// One gauge family without labels.
-fn gauge(out: &mut String, name: &str, help: &str, v: f64) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+/// Adds unlabelled families from a table.
+fn describe_rows(out: &mut Exposition, rows: &[Row<'_>]) {
+    for &(name, kind, help, value) in rows {
+        out.family(name, kind, help).sample(&[], value);
+    }
 }
 
 /// The server exporter's figures (zeros when none is configured).
-fn render_push(out: &mut String, push: Option<&ember_push::PushStats>) {
+fn describe_push(out: &mut Exposition, push: Option<&ember_push::PushStats>) {
+    use MetricType::{Counter, Gauge};
     let s = push.cloned().unwrap_or_default();
-    counter(
+    describe_rows(
         out,
-        "ember_agent_push_enqueued_profiles_total",
-        "Profiles queued for the server.",
-        s.enqueued_profiles,
-    );
-    counter(
-        out,
-        "ember_agent_push_sent_profiles_total",
-        "Profiles the server acknowledged.",
-        s.sent_profiles,
-    );
-    counter(
-        out,
-        "ember_agent_push_sent_bytes_total",
-        "pprof bytes the server acknowledged.",
-        s.sent_bytes,
-    );
-    counter(
-        out,
-        "ember_agent_push_dropped_profiles_total",
-        "Profiles dropped because the queue was full (oldest first).",
-        s.dropped_profiles,
-    );
-    counter(
-        out,
-        "ember_agent_push_dropped_bytes_total",
-        "Bytes dropped because the queue was full.",
-        s.dropped_bytes,
-    );
-    counter(
-        out,
-        "ember_agent_push_rejected_profiles_total",
-        "Profiles the server refused (4xx).",
-        s.rejected_profiles,
-    );
-    counter(
-        out,
-        "ember_agent_push_errors_total",
-        "Failed push requests.",
-        s.upload_errors,
-    );
-    counter(
-        out,
-        "ember_agent_push_throttled_total",
-        "Push requests the server answered 429 (retried after its Retry-After).",
-        s.throttled_requests,
-    );
-    counter(
-        out,
-        "ember_agent_push_retry_after_waits_total",
-        "Push retries that waited for the server's Retry-After.",
-        s.retry_after_waits,
-    );
-    gauge(
-        out,
-        "ember_agent_push_queue_profiles",
-        "Profiles waiting to be sent.",
-        s.queue_profiles as f64,
-    );
-    gauge(
-        out,
-        "ember_agent_push_queue_bytes",
-        "Bytes waiting to be sent.",
-        s.queue_bytes as f64,
+        &[
+            (
+                "ember_agent_push_enqueued_profiles_total",
+                Counter,
+                "Profiles queued for the server.",
+                s.enqueued_profiles,
+            ),
+            (
+                "ember_agent_push_sent_profiles_total",
+                Counter,
+                "Profiles the server acknowledged.",
+                s.sent_profiles,
+            ),
+            (
+                "ember_agent_push_sent_bytes_total",
+                Counter,
+                "pprof bytes the server acknowledged.",
+                s.sent_bytes,
+            ),
+            (
+                "ember_agent_push_dropped_profiles_total",
+                Counter,
+                "Profiles dropped because the queue was full (oldest first).",
+                s.dropped_profiles,
+            ),
+            (
+                "ember_agent_push_dropped_bytes_total",
+                Counter,
+                "Bytes dropped because the queue was full.",
+                s.dropped_bytes,
+            ),
+            (
+                "ember_agent_push_rejected_profiles_total",
+                Counter,
+                "Profiles the server refused (4xx).",
+                s.rejected_profiles,
+            ),
+            (
+                "ember_agent_push_errors_total",
+                Counter,
+                "Failed push requests.",
+                s.upload_errors,
+            ),
+            (
+                "ember_agent_push_throttled_total",
+                Counter,
+                "Push requests the server answered 429 (retried after its Retry-After).",
+                s.throttled_requests,
+            ),
+            (
+                "ember_agent_push_retry_after_waits_total",
+                Counter,
+                "Push retries that waited for the server's Retry-After.",
+                s.retry_after_waits,
+            ),
+            (
+                "ember_agent_push_queue_profiles",
+                Gauge,
+                "Profiles waiting to be sent.",
+                s.queue_profiles,
+            ),
+            (
+                "ember_agent_push_queue_bytes",
+                Gauge,
+                "Bytes waiting to be sent.",
+                s.queue_bytes,
+            ),
+        ],
     );
 }
 
 /// Per scrape target and profile type: up, results, last error, profiles sent.
-fn render_scrapes(out: &mut String, states: &[ScrapeState]) {
-    let esc = |v: &str| {
-        v.replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n")
-    };
+fn describe_scrapes(out: &mut Exposition, states: &[ScrapeState]) {
+    use MetricType::{Counter, Gauge};
     // Up per target: every profile type of it succeeded last time.
-    let mut up: BTreeMap<(String, String), bool> = BTreeMap::new();
+    let mut up: BTreeMap<(&str, &str), bool> = BTreeMap::new();
     for st in states {
-        let e = up
-            .entry((st.job.clone(), st.instance.clone()))
-            .or_insert(true);
-        *e &= st.up;
+        *up.entry((&st.job, &st.instance)).or_insert(true) &= st.up;
     }
-    out.push_str("# HELP ember_agent_scrape_target_up 1 when the last scrape of every profile type of the target succeeded.\n# TYPE ember_agent_scrape_target_up gauge\n");
+    let family = out.family(
+        "ember_agent_scrape_target_up",
+        Gauge,
+        "1 when the last scrape of every profile type of the target succeeded.",
+    );
     for ((job, instance), ok) in &up {
-        let _ = writeln!(
-            out,
-            "ember_agent_scrape_target_up{{job=\"{}\",instance=\"{}\"}} {}",
-            esc(job),
-            esc(instance),
-            u8::from(*ok)
-        );
+        family.sample(&[("job", job), ("instance", instance)], *ok);
     }
-    out.push_str("# HELP ember_agent_scrapes_total Scrapes by result.\n# TYPE ember_agent_scrapes_total counter\n");
+    let family = out.family("ember_agent_scrapes_total", Counter, "Scrapes by result.");
     for st in states {
         for (result, v) in [("success", st.successes), ("error", st.failures)] {
-            let _ = writeln!(
-                out,
-                "ember_agent_scrapes_total{{job=\"{}\",instance=\"{}\",profile_type=\"{}\",result=\"{result}\"}} {v}",
-                esc(&st.job),
-                esc(&st.instance),
-                esc(&st.profile_type)
-            );
+            let [job, instance, profile_type] = labels(st);
+            family.sample(&[job, instance, profile_type, ("result", result)], v);
         }
     }
-    out.push_str("# HELP ember_agent_scrape_up 1 when the last scrape of this profile type succeeded.\n# TYPE ember_agent_scrape_up gauge\n");
+    let family = out.family(
+        "ember_agent_scrape_up",
+        Gauge,
+        "1 when the last scrape of this profile type succeeded.",
+    );
     for st in states {
-        let _ = writeln!(
-            out,
-            "ember_agent_scrape_up{{job=\"{}\",instance=\"{}\",profile_type=\"{}\"}} {}",
-            esc(&st.job),
-            esc(&st.instance),
-            esc(&st.profile_type),
-            u8::from(st.up)
-        );
+        family.sample(&labels(st), st.up);
     }
-    out.push_str("# HELP ember_agent_scrape_last_error The last scrape error of a failing target (value 1).\n# TYPE ember_agent_scrape_last_error gauge\n");
+    let family = out.family(
+        "ember_agent_scrape_last_error",
+        Gauge,
+        "The last scrape error of a failing target (value 1).",
+    );
     for st in states {
         if let (false, Some(e)) = (st.up, &st.last_error) {
-            let _ = writeln!(
-                out,
-                "ember_agent_scrape_last_error{{job=\"{}\",instance=\"{}\",profile_type=\"{}\",error=\"{}\"}} 1",
-                esc(&st.job),
-                esc(&st.instance),
-                esc(&st.profile_type),
-                esc(e)
-            );
+            let [job, instance, profile_type] = labels(st);
+            family.sample(&[job, instance, profile_type, ("error", e)], 1u64);
         }
     }
-    out.push_str("# HELP ember_agent_scrape_profiles_sent_total Profiles sent from scrapes.\n# TYPE ember_agent_scrape_profiles_sent_total counter\n");
+    let family = out.family(
+        "ember_agent_scrape_profiles_sent_total",
+        Counter,
+        "Profiles sent from scrapes.",
+    );
     for st in states {
-        let _ = writeln!(
-            out,
-            "ember_agent_scrape_profiles_sent_total{{job=\"{}\",instance=\"{}\",profile_type=\"{}\"}} {}",
-            esc(&st.job),
-            esc(&st.instance),
-            esc(&st.profile_type),
-            st.profiles_sent
-        );
+        family.sample(&labels(st), st.profiles_sent);
     }
 }
 
+/// The labels of one scrape target and profile type.
+fn labels(st: &ScrapeState) -> [(&'static str, &str); 3] {
+    [
+        ("job", &st.job),
+        ("instance", &st.instance),
+        ("profile_type", &st.profile_type),
+    ]
+}
+
 /// The bucket exporters' figures; each family is present only while its exporter runs.
-fn render_buckets(out: &mut String, buckets: &crate::exporters::BucketStats) {
-    let mut one = |name: &str, kind: &str, help: &str, v: u64| {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-        );
-    };
+fn describe_buckets(out: &mut Exposition, buckets: &crate::exporters::BucketStats) {
+    use MetricType::{Counter, Gauge};
     if let Some(p) = &buckets.perf {
-        one(
-            "ember_agent_perf_collector_dumps_written_total",
-            "counter",
-            "perf_collector dumps written to the local spool.",
-            p.dumps_written,
-        );
-        one(
-            "ember_agent_perf_collector_dumps_uploaded_total",
-            "counter",
-            "perf_collector dumps uploaded to the bucket (and deleted locally).",
-            p.dumps_uploaded,
-        );
-        one(
-            "ember_agent_perf_collector_upload_errors_total",
-            "counter",
-            "perf_collector failed upload attempts.",
-            p.upload_errors,
-        );
-        one(
-            "ember_agent_perf_collector_dumps_dropped_total",
-            "counter",
-            "perf_collector dumps deleted unuploaded to respect max_dumps_retained.",
-            p.dumps_dropped,
-        );
-        one(
-            "ember_agent_perf_collector_samples_dropped_total",
-            "counter",
-            "perf_collector samples dropped because a window's buffer was full.",
-            p.samples_dropped,
-        );
-        one(
-            "ember_agent_perf_collector_dumps_pending",
-            "gauge",
-            "perf_collector dumps waiting in the local spool.",
-            p.pending,
+        describe_rows(
+            out,
+            &[
+                (
+                    "ember_agent_perf_collector_dumps_written_total",
+                    Counter,
+                    "perf_collector dumps written to the local spool.",
+                    p.dumps_written,
+                ),
+                (
+                    "ember_agent_perf_collector_dumps_uploaded_total",
+                    Counter,
+                    "perf_collector dumps uploaded to the bucket (and deleted locally).",
+                    p.dumps_uploaded,
+                ),
+                (
+                    "ember_agent_perf_collector_upload_errors_total",
+                    Counter,
+                    "perf_collector failed upload attempts.",
+                    p.upload_errors,
+                ),
+                (
+                    "ember_agent_perf_collector_dumps_dropped_total",
+                    Counter,
+                    "perf_collector dumps deleted unuploaded to respect max_dumps_retained.",
+                    p.dumps_dropped,
+                ),
+                (
+                    "ember_agent_perf_collector_samples_dropped_total",
+                    Counter,
+                    "perf_collector samples dropped because a window's buffer was full.",
+                    p.samples_dropped,
+                ),
+                (
+                    "ember_agent_perf_collector_dumps_pending",
+                    Gauge,
+                    "perf_collector dumps waiting in the local spool.",
+                    p.pending,
+                ),
+            ],
         );
     }
     if let Some(d) = &buckets.perfetto {
-        one(
-            "ember_agent_perfetto_snapshots_total",
-            "counter",
-            "perfetto_daemon snapshots written.",
-            d.snapshots,
-        );
-        one(
-            "ember_agent_perfetto_snapshots_uploaded_total",
-            "counter",
-            "perfetto_daemon snapshots uploaded to the bucket.",
-            d.uploaded,
-        );
-        one(
-            "ember_agent_perfetto_upload_errors_total",
-            "counter",
-            "perfetto_daemon failed upload attempts.",
-            d.upload_errors,
-        );
-        one(
-            "ember_agent_perfetto_events_overwritten_total",
-            "counter",
-            "Events overwritten in the perfetto_daemon ring before a snapshot took them.",
-            d.events_overwritten,
-        );
-        one(
-            "ember_agent_perfetto_ring_events",
-            "gauge",
-            "Events in the perfetto_daemon ring now.",
-            d.buffered_events,
+        describe_rows(
+            out,
+            &[
+                (
+                    "ember_agent_perfetto_snapshots_total",
+                    Counter,
+                    "perfetto_daemon snapshots written.",
+                    d.snapshots,
+                ),
+                (
+                    "ember_agent_perfetto_snapshots_uploaded_total",
+                    Counter,
+                    "perfetto_daemon snapshots uploaded to the bucket.",
+                    d.uploaded,
+                ),
+                (
+                    "ember_agent_perfetto_upload_errors_total",
+                    Counter,
+                    "perfetto_daemon failed upload attempts.",
+                    d.upload_errors,
+                ),
+                (
+                    "ember_agent_perfetto_events_overwritten_total",
+                    Counter,
+                    "Events overwritten in the perfetto_daemon ring before a snapshot took them.",
+                    d.events_overwritten,
+                ),
+                (
+                    "ember_agent_perfetto_ring_events",
+                    Gauge,
+                    "Events in the perfetto_daemon ring now.",
+                    d.buffered_events,
+                ),
+            ],
         );
     }
 }
@@ -438,4 +426,51 @@ pub fn own_usage() -> (f64, u64) {
         })
         .unwrap_or(0);
     (cpu, rss)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exposition the agent wrote by hand before it used the one writer: same families,
+    /// labels, escaping and values.
+    #[test]
+    fn exposition_keeps_the_agents_text() {
+        let metrics = Metrics::default();
+        metrics.profiler.samples.store(12, Ordering::Relaxed);
+        metrics.scrape("app", "h:1", "process_cpu", |s| {
+            s.up = false;
+            s.failures = 2;
+            s.last_error = Some("bad \"gzip\"\nbody".into());
+        });
+        metrics.scrape("app", "h:1", "memory", |s| {
+            s.up = true;
+            s.successes = 3;
+            s.profiles_sent = 1;
+        });
+        let text = metrics.render(None, &crate::exporters::BucketStats::default());
+        for expected in [
+            "# HELP ember_agent_samples_total CPU samples taken.\n\
+             # TYPE ember_agent_samples_total counter\nember_agent_samples_total 12\n",
+            "# TYPE ember_agent_profiler_running gauge\nember_agent_profiler_running 0\n",
+            "# TYPE ember_agent_push_queue_bytes gauge\nember_agent_push_queue_bytes 0\n",
+            "# TYPE ember_agent_scrape_target_up gauge\n\
+             ember_agent_scrape_target_up{job=\"app\",instance=\"h:1\"} 0\n",
+            "ember_agent_scrapes_total{job=\"app\",instance=\"h:1\",profile_type=\"memory\",\
+             result=\"success\"} 3\n",
+            "ember_agent_scrape_up{job=\"app\",instance=\"h:1\",profile_type=\"memory\"} 1\n",
+            "ember_agent_scrape_last_error{job=\"app\",instance=\"h:1\",\
+             profile_type=\"process_cpu\",error=\"bad \\\"gzip\\\"\\nbody\"} 1\n",
+            "ember_agent_scrape_profiles_sent_total{job=\"app\",instance=\"h:1\",\
+             profile_type=\"memory\"} 1\n",
+            "# TYPE ember_agent_resident_memory_bytes gauge\nember_agent_resident_memory_bytes ",
+        ] {
+            assert!(text.contains(expected), "{expected:?} not in\n{text}");
+        }
+        assert!(!text.contains("perf_collector"), "{text}");
+        assert_eq!(
+            text.matches("# HELP ").count(),
+            text.matches("# TYPE ").count()
+        );
+    }
 }

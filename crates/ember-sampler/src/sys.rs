@@ -397,38 +397,32 @@ mod tests {
         assert_eq!(cpus[0], 0);
     }
 
-    #[test]
-    fn ring_buffer_rejects_bad_page_count() {
-        let cfg = EventConfig {
+    /// A cpu-clock event on this thread, with or without side-band records.
+    fn self_clock(frequency: u32, side_band: bool) -> EventConfig {
+        EventConfig {
             kind: EventKind::CpuClock,
-            frequency: 99,
+            frequency,
             enable_on_exec: false,
             inherit: false,
-            side_band: false,
+            side_band,
             max_stack: 127,
             exclude_kernel: false,
             user_stack: 0,
             user_callchain: true,
             wakeup_bytes: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn ring_buffer_rejects_bad_page_count() {
+        let cfg = self_clock(99, false);
         let fd = open_event(&cfg, 0, -1).expect("perf_event_open on self");
         assert!(RingBuffer::new(fd, 3).is_err());
     }
 
     #[test]
     fn ring_buffer_collects_self_samples() {
-        let cfg = EventConfig {
-            kind: EventKind::CpuClock,
-            frequency: 1000,
-            enable_on_exec: false,
-            inherit: false,
-            side_band: true,
-            max_stack: 127,
-            exclude_kernel: false,
-            user_stack: 0,
-            user_callchain: true,
-            wakeup_bytes: 0,
-        };
+        let cfg = self_clock(1000, true);
         let fd = open_event(&cfg, 0, -1).expect("perf_event_open on self");
         let mut ring = RingBuffer::new(fd, 8).expect("mmap");
         set_enabled(ring.fd(), true).expect("enable");

@@ -177,7 +177,11 @@ fn whole_host_tracepoint_times_a_sleeper_from_next_pid() {
     for e in rec.raw_events() {
         let RawEvent::Switch(s) = e else { continue };
         if s.prev_tid == pid {
-            assert!(on_cpu, "left twice without coming back at {}", s.time_ns);
+            assert!(
+                on_cpu,
+                "left twice without coming back at {} ({} records lost)",
+                s.time_ns, rec.lost
+            );
             on_cpu = false;
             episodes += 1;
         }

@@ -63,15 +63,7 @@ impl Filter {
 mod tests {
     use super::*;
 
-    fn meta(exe: &str, cgroup: &str) -> ProcessMeta {
-        ProcessMeta {
-            pid: 1,
-            comm: "c".into(),
-            exe: exe.into(),
-            cmdline: String::new(),
-            cgroup: cgroup.into(),
-        }
-    }
+    use crate::profiler::process::tests::meta;
 
     fn filter(yaml: &str) -> Filter {
         Filter::new(&serde_norway::from_str::<TargetsConfig>(yaml).unwrap()).unwrap()

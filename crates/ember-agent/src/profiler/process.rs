@@ -114,10 +114,11 @@ pub(super) fn hostname() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn meta(exe: &str, cgroup: &str) -> ProcessMeta {
+    /// A process with this executable and cgroup (the other fields fixed), for filter tests.
+    pub(in crate::profiler) fn meta(exe: &str, cgroup: &str) -> ProcessMeta {
         ProcessMeta {
             pid: 1,
             comm: "c".into(),

@@ -43,9 +43,10 @@ pub(super) struct Aggregator {
     /// Layout of `sched_switch` records when off-CPU samples come from the
     /// tracepoint.
     pub(super) switch_format: Option<SwitchFormat>,
-    /// The task the last `sched_switch` sample of each CPU put on it, to
-    /// tell the switches the tracepoint reported from those it missed.
-    pub(super) tracepoint_next: HashMap<u32, u32>,
+    /// The last switch of each CPU in the raw timeline, (prev tid, next
+    /// tid), to tell the switches the timeline has from those it misses
+    /// (the tracepoint's gaps, and dying tasks' switches it skips).
+    pub(super) timeline_switch: HashMap<u32, (u32, u32)>,
 }
 
 impl Aggregator {
@@ -221,7 +222,6 @@ impl Aggregator {
             {
                 // The task taking the CPU stops being off-CPU.
                 self.switch_in(f.next_tid, time);
-                self.tracepoint_next.insert(cpu, f.next_tid);
                 if f.prev_state & STATE_EXITING != 0 {
                     return;
                 }
@@ -238,6 +238,7 @@ impl Aggregator {
                 if self.raw
                     && let Some((prev_comm, state, next_tid, next_comm)) = switch
                 {
+                    self.timeline_switch.insert(cpu, (0, next_tid));
                     let stack = self.raw_stack(&[]);
                     let next_pid = self.table.pid_of(next_tid);
                     self.rec.push_raw_event(RawEvent::Switch(RawSwitch {
@@ -255,9 +256,17 @@ impl Aggregator {
                 }
                 return;
             }
-            // A dying task's last switch-out: it never blocks, it is gone.
-            if self.is_dead(s.id.tid) {
+            // A dying task's last switch-out: it never blocks, it is gone. (Once its pid is
+            // released the kernel reports it as tid -1, a tid no EXIT record names.)
+            if s.id.tid == u32::MAX || self.is_dead(s.id.tid) {
                 return;
+            }
+            // Only now is the tracepoint's switch on its way into the timeline: the switches
+            // of dying tasks returned above are not, so the PERF_RECORD_SWITCH of the task that
+            // arrived must fill them in (see `fill_missed_switch`), or a trace would never show
+            // that task come back. Under load a sleeper often follows an exiting task onto a CPU.
+            if let Some((_, _, next_tid, _)) = &switch {
+                self.timeline_switch.insert(cpu, (s.id.tid, *next_tid));
             }
             self.rec.off_cpu_switches += 1;
         } else {
@@ -315,14 +324,23 @@ impl Aggregator {
     /// [`EventKind::SchedSwitch`] for when it does not), the raw timeline
     /// gets one built from this record, so a trace does not show the CPU
     /// idle while the task ran. Its prev stack and state are unknown.
+    ///
+    /// A task that has begun to exit has no pid any more, and the kernel
+    /// then reports it as pid and tid -1 (`u32::MAX`): such a record
+    /// repeats the timeline's last switch when its prev is that switch's
+    /// prev. (Filling it in anyway had the prev leave the CPU twice: under
+    /// load, where tasks exit all the time, one whole-host run in three.)
     pub(super) fn fill_missed_switch(&mut self, id: SampleId, (prev_pid, prev_tid): (u32, u32)) {
-        if !self.raw
-            || self.switch_format.is_none()
-            || self.tracepoint_next.get(&id.cpu) == Some(&id.tid)
-        {
+        let reported = self
+            .timeline_switch
+            .get(&id.cpu)
+            .is_some_and(|&(prev, next)| {
+                next == id.tid || (id.tid == u32::MAX && prev == prev_tid)
+            });
+        if !self.raw || self.switch_format.is_none() || reported {
             return;
         }
-        self.tracepoint_next.insert(id.cpu, id.tid);
+        self.timeline_switch.insert(id.cpu, (prev_tid, id.tid));
         let prev_comm = if prev_tid == 0 {
             self.name("swapper")
         } else {

@@ -161,7 +161,7 @@ impl Session {
             dead_now: HashSet::new(),
             dead_prev: HashSet::new(),
             switch_format: None,
-            tracepoint_next: HashMap::new(),
+            timeline_switch: HashMap::new(),
         };
         let mut cfg = EventConfig {
             kind: EventKind::CpuClock,

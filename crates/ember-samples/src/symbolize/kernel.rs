@@ -3,6 +3,7 @@
 use super::Symbol;
 use super::binary::{Nearest, make_symbol};
 use super::table::SymTable;
+use std::ops::ControlFlow;
 
 /// kallsyms has no sizes: a kernel symbol covers at most 1 MiB.
 const KERNEL_UNSIZED_LIMIT: u64 = 0x100000;
@@ -51,19 +52,14 @@ impl Kallsyms {
     /// non-UTF-8 lines are skipped.
     pub fn read(mut input: impl std::io::BufRead) -> Kallsyms {
         let mut table = SymTable::default();
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match input.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            if let Some(KallsymsLine { addr, name, .. }) = KallsymsLine::parse(&line)
+        for_each_line(&mut input, |line| {
+            if let Some(KallsymsLine { addr, name, .. }) = KallsymsLine::parse(line)
                 && let Ok(name) = std::str::from_utf8(name)
             {
                 table.push_owned(addr, 0, name);
             }
-        }
+            ControlFlow::Continue(())
+        });
         table.finish();
         Kallsyms { symbols: table }
     }
@@ -87,27 +83,22 @@ impl Kallsyms {
         let mut first: Option<u64> = None;
         let mut previous = 0u64;
         let mut in_order = true;
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match input.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            let Some(parsed) = KallsymsLine::parse(&line) else {
-                continue;
+        for_each_line(&mut input, |line| {
+            let Some(parsed) = KallsymsLine::parse(line) else {
+                return ControlFlow::Continue(());
             };
             let first = *first.get_or_insert(parsed.addr);
             in_order &= !parsed.module && parsed.addr >= previous;
             previous = parsed.addr;
             if in_order && parsed.addr > highest && lowest >= first {
-                break;
+                return ControlFlow::Break(());
             }
             if let Some(slot) = near.offer(parsed.addr, 0, 0) {
                 names[slot].clear();
                 names[slot].extend_from_slice(parsed.name);
             }
-        }
+            ControlFlow::Continue(())
+        });
         first?;
         Some(
             near.finish(KERNEL_UNSIZED_LIMIT)
@@ -129,5 +120,21 @@ impl Kallsyms {
     /// The kernel function containing `addr`.
     pub fn lookup(&self, addr: u64) -> Option<Symbol> {
         self.symbols.symbol(addr, KERNEL_UNSIZED_LIMIT, false)
+    }
+}
+
+/// Calls `f` with each line of `input` (its `\n` included) until the input ends, a read fails
+/// (kallsyms is read as far as it can be) or `f` breaks; one buffer serves every line.
+fn for_each_line(input: &mut impl std::io::BufRead, mut f: impl FnMut(&[u8]) -> ControlFlow<()>) {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if f(&line).is_break() {
+            return;
+        }
     }
 }

@@ -549,7 +549,8 @@ pub fn parse_log_line(line: &str) -> Result<(&str, LogFields), String> {
 }
 
 /// Whether `line` is an event of the binary's `tracing` subscriber in its text format:
-/// `TIMESTAMP LEVEL target: message key=value ...`.
+/// `TIMESTAMP LEVEL target: message key=value ...`, from Ember's crates or a library that
+/// logs through `tracing` too (object_store's retries: `object_store::client::retry:`).
 pub fn is_tracing_line(line: &str) -> bool {
     let mut words = line.split_whitespace();
     let (Some(_time), Some(level), Some(target)) = (words.next(), words.next(), words.next())
@@ -557,8 +558,12 @@ pub fn is_tracing_line(line: &str) -> bool {
         return false;
     };
     ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"].contains(&level)
-        && target.ends_with(':')
-        && target.starts_with("ember")
+        && target.strip_suffix(':').is_some_and(|path| {
+            !path.is_empty()
+                && path.split("::").all(|m| {
+                    !m.is_empty() && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                })
+        })
 }
 
 /// Whether the log has the event `message`, written by the agent's own logfmt lines
