@@ -48,12 +48,28 @@ if [[ ! -s "$data/pprof-1000.list" ]]; then
     for ((i = 0; i < 1000; i++)); do echo "${files[i % ${#files[@]}]}"; done > "$data/pprof-1000.list"
 fi
 
-# One timed run: "$@" with stdout to $2's file; prints "wall cpu rss_kb".
+# One timed run: "$@" with stdout to the file $1; prints "wall cpu rss_kb". Wall and CPU time
+# come from a small Python wrapper around fork/exec + wait4 (microsecond resolution; GNU time's
+# is 10 ms, too coarse for the short cases); the peak RSS from GNU time, which runs the
+# command as its own small child, so the wrapper's memory is not counted.
 one() {
     local out="$1"; shift
-    nice -n "$NICE" /usr/bin/time -f '%e %U %S %M' -o "$work/t" "$@" > "$out" 2> "$work/err" ||
-        { cat "$work/err" >&2; echo "ab.sh: failed: $*" >&2; exit 1; }
-    awk '{ printf "%s %.3f %s\n", $1, $2 + $3, $4 }' "$work/t"
+    nice -n "$NICE" python3 -c '
+import os, sys, time
+out = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+err = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.dup2(out, 1); os.dup2(err, 2)
+    os.execv("/usr/bin/time", ["time", "-f", "%M", "-o", sys.argv[4]] + sys.argv[5:])
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+if status != 0:
+    sys.exit("failed: " + " ".join(sys.argv[5:]))
+rss = open(sys.argv[4]).read().split()[-1]
+print(f"{wall:.4f} {ru.ru_utime + ru.ru_stime:.4f} {rss}")
+' "$out" "$work/err" unused "$work/rss" "$@" || { cat "$work/err" >&2; exit 1; }
 }
 
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -82,8 +98,8 @@ case_ab() {
     nw=$(cut -d' ' -f1 "$work/new.tsv" | median); nc_=$(cut -d' ' -f2 "$work/new.tsv" | median)
     nr=$(cut -d' ' -f3 "$work/new.tsv" | sort -g | tail -1)
     awk -v n="$name" -v ow="$ow" -v oc="$oc_" -v or="$or_" -v nw="$nw" -v nc="$nc_" -v nr="$nr" -v s="$same" \
-        'BEGIN { printf "| %s | %.3f / %.3f | %.3f / %.3f | %.2f | %.2f | %.1f / %.1f | %s |\n",
-                 n, ow, nw, oc, nc, nw / ow, nc / oc, or / 1024, nr / 1024, s }'
+        'BEGIN { printf "| %s | %.4f / %.4f | %.4f / %.4f | %.2f | %.2f | %.1f / %.1f | %s |\n",
+                 n, ow, nw, oc, nc, (ow > 0 ? nw / ow : 0), (oc > 0 ? nc / oc : 0), or / 1024, nr / 1024, s }'
 }
 
 echo "old: $old"
