@@ -81,7 +81,7 @@ pub(crate) struct Converted {
 }
 
 /// Runs `convert` (the protocol's request → batch: decoding, parsing) and then
-/// `Store::ingest` for `tenant` on the blocking pool; returns once the batch is durable.
+/// `Store::ingest_async` for `tenant`; returns once the batch is durable.
 pub(crate) async fn store_batch<F>(
     s: &Arc<AppState>,
     tenant: String,
@@ -90,14 +90,13 @@ pub(crate) async fn store_batch<F>(
 where
     F: FnOnce(&AppState, &str) -> Result<Converted, ApiError> + Send + 'static,
 {
-    let state = s.clone();
-    let (receipt, body_bytes) = tokio::task::spawn_blocking(move || {
-        let converted = convert(&state, &tenant)?;
-        let receipt = state.store.ingest(&tenant, converted.batch)?;
-        Ok::<_, ApiError>((receipt, converted.body_bytes))
-    })
-    .await
-    .map_err(|e| ApiError::internal(format!("ingest task failed: {e}")))??;
+    // Decoding runs on this task, as it did before the store owned ingest: the body and
+    // decompression limits bound it, and the wait for the log's group commit is an await,
+    // so many requests in flight do not hold one blocking thread each (measured: a thread
+    // per request cost ~15 % more CPU per profile and twice the resident memory).
+    let converted = convert(s, &tenant)?;
+    let body_bytes = converted.body_bytes;
+    let receipt = s.store.ingest_async(&tenant, converted.batch).await?;
     let m = &s.metrics;
     m.ingested_profiles
         .fetch_add(receipt.profiles as u64, Ordering::Relaxed);

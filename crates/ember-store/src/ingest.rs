@@ -9,11 +9,12 @@
 //! concurrent ingests), and a profile is queryable only after that. Nothing is logged for a
 //! refused batch.
 
-use std::sync::mpsc;
+use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ember_pprof::{DecodeLimits, PprofError, ProfileView};
 use ember_proto::types::LabelPair;
+use tokio::sync::oneshot;
 
 use crate::{Labels, Store, StoreError, apply, series_labels};
 
@@ -204,48 +205,107 @@ impl Store {
     /// refuses the batch before anything is logged.
     ///
     /// Blocks: it decompresses and parses every profile (CPU-bound) and waits for the
-    /// log's fsync. Async callers run it on a blocking pool (`tokio::task::spawn_blocking`),
-    /// never on an executor's worker threads. Concurrent calls share group commits.
+    /// log's fsync. Async callers use [`Store::ingest_async`], which waits for the fsync
+    /// without holding a thread. Concurrent calls share group commits.
     pub fn ingest(&self, tenant: &str, batch: IngestBatch) -> Result<IngestReceipt, IngestError> {
-        let limits = &self.options.ingest;
-        let decode = DecodeLimits {
-            max_decompressed_bytes: limits.max_decompressed_bytes,
-        };
-        // Decoded once, straight from the request bytes (the views borrow them), and kept
-        // until the head has interned them after the log acknowledged.
-        let mut raws = Vec::with_capacity(batch.profiles.len());
-        for p in &batch.profiles {
-            raws.push(
-                ember_pprof::decompress(&p.pprof, &decode).map_err(|e| decode_error(&p.what, e))?,
-            );
+        let raws = self.decompress_all(&batch)?;
+        let checked = self.check_all(tenant, &batch, &raws)?;
+        let received = now_nanos();
+        for ack in self.log_all(tenant, &batch, received) {
+            // The writer answers every append; a missing answer means it is gone.
+            ack.blocking_recv().unwrap_or(Err(StoreError::Closed))?;
         }
-        let mut views = Vec::with_capacity(raws.len());
-        for (p, raw) in batch.profiles.iter().zip(&raws) {
+        Ok(self.apply_all(tenant, &batch, checked, received))
+    }
+
+    /// [`Store::ingest`] for async callers: the same steps, but the wait for the log's fsync
+    /// is an `.await`, so a server with many requests in flight (each waiting for a group
+    /// commit) does not hold one blocking thread per request. Decoding runs on the calling
+    /// task: it is bounded by the server's body and decompression limits.
+    pub async fn ingest_async(
+        &self,
+        tenant: &str,
+        batch: IngestBatch,
+    ) -> Result<IngestReceipt, IngestError> {
+        let raws = self.decompress_all(&batch)?;
+        let checked = self.check_all(tenant, &batch, &raws)?;
+        let received = now_nanos();
+        for ack in self.log_all(tenant, &batch, received) {
+            ack.await.unwrap_or(Err(StoreError::Closed))?;
+        }
+        Ok(self.apply_all(tenant, &batch, checked, received))
+    }
+
+    /// Decompresses every profile of the batch under the decompression cap.
+    fn decompress_all<'b>(
+        &self,
+        batch: &'b IngestBatch,
+    ) -> Result<Vec<Cow<'b, [u8]>>, IngestError> {
+        let decode = DecodeLimits {
+            max_decompressed_bytes: self.options.ingest.max_decompressed_bytes,
+        };
+        batch
+            .profiles
+            .iter()
+            .map(|p| {
+                ember_pprof::decompress(&p.pprof, &decode).map_err(|e| decode_error(&p.what, e))
+            })
+            .collect()
+    }
+
+    /// Parses each decompressed profile (the views borrow `raws`, so they are decoded once
+    /// and kept until the head has interned them), checks shapes, labels and the tenant's
+    /// series limit, and returns each profile's view with its series label sets.
+    fn check_all<'r>(
+        &self,
+        tenant: &str,
+        batch: &IngestBatch,
+        raws: &'r [Cow<'_, [u8]>],
+    ) -> Result<Vec<(ProfileView<'r>, Vec<Labels>)>, IngestError> {
+        let limits = &self.options.ingest;
+        let mut checked = Vec::with_capacity(raws.len());
+        for (p, raw) in batch.profiles.iter().zip(raws) {
             let view = ProfileView::parse(raw).map_err(|e| decode_error(&p.what, e))?;
             check_shape(limits, &p.what, view.sample_type.len(), view.sample.len())?;
-            views.push(view);
+            checked.push(view);
         }
-        let mut series = Vec::with_capacity(views.len());
-        for (p, view) in batch.profiles.iter().zip(&views) {
+        let mut series = Vec::with_capacity(checked.len());
+        for (p, view) in batch.profiles.iter().zip(&checked) {
             check_labels(limits, &p.labels)?;
             series.push(series_labels(&p.labels, view));
         }
         self.check_series_limit(tenant, series.iter().flatten())?;
-        let received = now_nanos();
-        self.log_all(tenant, &batch, received)?;
+        Ok(checked.into_iter().zip(series).collect())
+    }
+
+    /// Adds the checked profiles to the tenant's head, under one write lock, with the same
+    /// receive time as their log records (so a replay rebuilds the same head).
+    fn apply_all(
+        &self,
+        tenant: &str,
+        batch: &IngestBatch,
+        checked: Vec<(ProfileView<'_>, Vec<Labels>)>,
+        received: i64,
+    ) -> IngestReceipt {
         let head = self.tenant_or_create(tenant);
         let mut head = head.write().unwrap_or_else(|e| e.into_inner());
         let mut receipt = IngestReceipt::default();
-        for ((p, view), labels) in batch.profiles.iter().zip(&views).zip(series) {
+        for (p, (view, labels)) in batch.profiles.iter().zip(checked) {
             receipt.profiles += 1;
-            receipt.series += apply::apply_to(&mut head, p.time_nanos, received, view, labels);
+            receipt.series += apply::apply_to(&mut head, p.time_nanos, received, &view, labels);
         }
-        Ok(receipt)
+        receipt
     }
 
-    /// Appends one record per profile to the log and waits until all are durable.
-    fn log_all(&self, tenant: &str, batch: &IngestBatch, received: i64) -> Result<(), StoreError> {
-        let (tx, rx) = mpsc::channel();
+    /// Appends one record per profile to the log; each answer arrives on its receiver once
+    /// the record is durable (or the log failed).
+    fn log_all(
+        &self,
+        tenant: &str,
+        batch: &IngestBatch,
+        received: i64,
+    ) -> Vec<oneshot::Receiver<Result<(), StoreError>>> {
+        let mut acks = Vec::with_capacity(batch.profiles.len());
         for p in &batch.profiles {
             let record = IngestRecord {
                 tenant: tenant.to_string(),
@@ -261,20 +321,16 @@ impl Store {
                 profile: p.pprof.clone(),
                 received_nanos: received,
             };
-            let tx = tx.clone();
+            let (tx, rx) = oneshot::channel();
             self.wal.append(
                 prost::Message::encode_to_vec(&record),
                 Box::new(move |res| {
                     let _ = tx.send(res);
                 }),
             );
+            acks.push(rx);
         }
-        drop(tx);
-        for _ in &batch.profiles {
-            // The writer answers every append; a missing answer means it is gone.
-            rx.recv().unwrap_or(Err(StoreError::Closed))?;
-        }
-        Ok(())
+        acks
     }
 
     /// Refuses the ingest if it would push the tenant past its series limit; `series` are
