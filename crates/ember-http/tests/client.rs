@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use ember_http::{BlockingClient, Client, ClientConfig, HttpError, Request};
-use support::{BIG, Proxy, make_certs, serve_http, serve_https, serve_raw};
+use support::{BIG, Proxy, serve_http, serve_https, serve_raw, temp_certs};
 
 /// Settings for loopback tests: no proxy from the environment (a developer's HTTP_PROXY must
 /// not capture 127.0.0.1).
@@ -280,7 +280,7 @@ async fn connection_errors_and_bad_input() {
 
 #[tokio::test]
 async fn https_with_a_private_ca() {
-    let certs = make_certs("https");
+    let certs = temp_certs("https");
     let base = serve_https(&certs).await;
     let url = format!("{base}/hello");
 
@@ -325,7 +325,7 @@ async fn https_with_a_private_ca() {
 async fn an_explicit_proxy_is_used_for_http_and_https() {
     let proxy = Proxy::start().await;
     let plain = serve_http().await;
-    let certs = make_certs("proxy");
+    let certs = temp_certs("proxy");
     let secure = serve_https(&certs).await;
     let client = Client::new(&ClientConfig {
         proxy: Some(proxy.url.clone()),

@@ -11,7 +11,7 @@ use regex::Regex;
 
 use crate::error::PprofError;
 use crate::ids::IdIndex;
-use crate::proto::{Line, Location, Profile};
+use crate::proto::{Line, Profile};
 use crate::query::{address_frame, string};
 
 /// Multiplies every sample value by `factor`, rounding to the nearest integer
@@ -92,15 +92,6 @@ impl<'r> FrameMatcher<'r> {
     fn bare(&self, address: u64) -> bool {
         self.re.is_match(&address_frame(address))
     }
-
-    /// Does any frame of `location` match?
-    fn location(&self, location: &Location) -> bool {
-        if location.line.is_empty() {
-            self.bare(location.address)
-        } else {
-            location.line.iter().any(|l| self.line(l))
-        }
-    }
 }
 
 /// Marks aligned with `profile.location`, looked up by location id; an unknown id is
@@ -123,6 +114,28 @@ impl LocationMarks {
     }
 }
 
+/// Marks every location for a filter: one without lines when its `0x<address>` matches,
+/// one with lines as `lines` says, which may also trim them (hide, prune_from).
+fn mark_locations(
+    profile: &mut Profile,
+    re: &Regex,
+    lines: impl Fn(&mut Vec<Line>, &FrameMatcher<'_>) -> bool,
+) -> LocationMarks {
+    let matcher = FrameMatcher::new(profile, re);
+    let marked = profile
+        .location
+        .iter_mut()
+        .map(|loc| {
+            if loc.line.is_empty() {
+                matcher.bare(loc.address)
+            } else {
+                lines(&mut loc.line, &matcher)
+            }
+        })
+        .collect();
+    LocationMarks::new(profile, marked)
+}
+
 /// pprof `-focus`: keeps only samples with at least one matching frame.
 pub fn focus(profile: &mut Profile, re: &Regex) {
     retain_by_match(profile, re, true);
@@ -135,13 +148,7 @@ pub fn ignore(profile: &mut Profile, re: &Regex) {
 
 /// Keeps the samples for which "has a frame matching `re`" equals `keep_matching`.
 fn retain_by_match(profile: &mut Profile, re: &Regex, keep_matching: bool) {
-    let matcher = FrameMatcher::new(profile, re);
-    let matches = profile
-        .location
-        .iter()
-        .map(|l| matcher.location(l))
-        .collect();
-    let matches = LocationMarks::new(profile, matches);
+    let matches = mark_locations(profile, re, |lines, m| lines.iter().any(|l| m.line(l)));
     profile
         .sample
         .retain(|s| s.location_id.iter().any(|&id| matches.get(id)) == keep_matching);
@@ -152,17 +159,10 @@ fn retain_by_match(profile: &mut Profile, re: &Regex, keep_matching: bool) {
 /// their location; a location left with no lines, or a line-less location
 /// whose `0x<address>` matches, is removed from the stacks.
 pub fn hide(profile: &mut Profile, re: &Regex) {
-    let matcher = FrameMatcher::new(profile, re);
-    let mut gone = vec![false; profile.location.len()];
-    for (pos, loc) in profile.location.iter_mut().enumerate() {
-        if loc.line.is_empty() {
-            gone[pos] = matcher.bare(loc.address);
-        } else {
-            loc.line.retain(|l| !matcher.line(l));
-            gone[pos] = loc.line.is_empty();
-        }
-    }
-    let gone = LocationMarks::new(profile, gone);
+    let gone = mark_locations(profile, re, |lines, m| {
+        lines.retain(|l| !m.line(l));
+        lines.is_empty()
+    });
     for s in &mut profile.sample {
         s.location_id.retain(|&id| !gone.get(id));
     }
@@ -175,21 +175,15 @@ pub fn hide(profile: &mut Profile, re: &Regex) {
 /// that passes through such a location and ends in a deeper match also loses
 /// those inlined frames.
 pub fn prune_from(profile: &mut Profile, re: &Regex) {
-    let matcher = FrameMatcher::new(profile, re);
-    let mut prune_here = vec![false; profile.location.len()];
-    for (pos, loc) in profile.location.iter_mut().enumerate() {
-        if loc.line.is_empty() {
-            prune_here[pos] = matcher.bare(loc.address);
-            continue;
-        }
-        // lines[0] is the innermost callee: the first match from that end is
-        // the deepest matching function; its inlined callees are cut.
-        if let Some(k) = loc.line.iter().position(|l| matcher.line(l)) {
-            loc.line.drain(..k);
-            prune_here[pos] = true;
-        }
-    }
-    let prune_here = LocationMarks::new(profile, prune_here);
+    // lines[0] is the innermost callee: the first match from that end is the
+    // deepest matching function; its inlined callees are cut.
+    let prune_here = mark_locations(profile, re, |lines, m| {
+        let Some(k) = lines.iter().position(|l| m.line(l)) else {
+            return false;
+        };
+        lines.drain(..k);
+        true
+    });
     for s in &mut profile.sample {
         if let Some(k) = s.location_id.iter().position(|&id| prune_here.get(id)) {
             s.location_id.drain(..k);
