@@ -18,6 +18,15 @@ fn local() -> ClientConfig {
     }
 }
 
+/// `GET {base}/hello` through `client` answers `hello`.
+async fn assert_hello(client: &Client, base: &str) {
+    let body = client
+        .get_bytes(&format!("{base}/hello"), 100)
+        .await
+        .unwrap();
+    assert_eq!(&body[..], b"hello");
+}
+
 #[tokio::test]
 async fn get_and_post_with_headers() {
     let base = serve_http().await;
@@ -27,11 +36,7 @@ async fn get_and_post_with_headers() {
         ..local()
     })
     .unwrap();
-    let body = client
-        .get_bytes(&format!("{base}/hello"), 100)
-        .await
-        .unwrap();
-    assert_eq!(&body[..], b"hello");
+    assert_hello(&client, &base).await;
 
     let request = Request::post(format!("{base}/echo"), b"\x1f\x8bdata".to_vec())
         .content_type("application/x-protobuf")
@@ -333,16 +338,8 @@ async fn an_explicit_proxy_is_used_for_http_and_https() {
         ..local()
     })
     .unwrap();
-    let body = client
-        .get_bytes(&format!("{plain}/hello"), 100)
-        .await
-        .unwrap();
-    assert_eq!(&body[..], b"hello");
-    let body = client
-        .get_bytes(&format!("{secure}/hello"), 100)
-        .await
-        .unwrap();
-    assert_eq!(&body[..], b"hello");
+    assert_hello(&client, &plain).await;
+    assert_hello(&client, &secure).await;
     let seen = proxy.seen();
     let port = secure.rsplit(':').next().unwrap();
     assert!(

@@ -30,6 +30,12 @@ impl Endpoint {
         http(&self.addr, method, path, headers, body)
     }
 
+    /// POSTs a binary `push.v1` request (see [`push_request`]); returns (status, body).
+    pub fn push(&self, request: &[u8]) -> (u16, Vec<u8>) {
+        let proto = [("Content-Type", "application/proto")];
+        self.request("POST", "/push.v1.PusherService/Push", &proto, request)
+    }
+
     /// GET returning (status, body as text).
     pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
         let (s, b) = self.request("GET", path, headers, b"");
