@@ -11,7 +11,7 @@ mod programs;
 use ember_sampler::{CallGraph, OffCpuSource, Options, Session, Status, Target};
 use ember_samples::Resolver;
 use ember_samples::{RawEvent, Recording, Symbolizer};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -39,7 +39,7 @@ fn check_sleeper(rec: &Recording, pid: u32) {
     let long = off_cpu_in(rec, &mut sym, pid, "sleep_long");
     let short = off_cpu_in(rec, &mut sym, pid, "sleep_short");
     let what = format!("{:?}", rec.off_cpu_source);
-    programs::check_sleeper_times(&what, long, short, rec.off_cpu_switches);
+    programs::check_sleeper_times(&what, long as f64, short as f64, rec.off_cpu_switches);
 }
 
 fn sleeper_options(source: OffCpuSource, target: Target) -> Options {

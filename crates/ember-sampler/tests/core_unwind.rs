@@ -12,7 +12,6 @@ use ember_samples::Method;
 use ember_samples::Resolver;
 use ember_samples::{Recording, Symbolizer};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 fn compile(test: &str, suffix: &str, flags: &[&str]) -> PathBuf {

@@ -645,7 +645,7 @@ fn off_cpu_time_is_attributed_to_the_blocked_stacks() {
             .sum()
     };
     let (long, short) = (off("sleep_long"), off("sleep_short"));
-    programs::check_sleeper_times("off-CPU", long, short, rec.off_cpu_switches);
+    programs::check_sleeper_times("off-CPU", long as f64, short as f64, rec.off_cpu_switches);
     // Both paths pass through nap, whose stacks reach main.
     let total: i64 = profile.sample.iter().map(|s| s.value[2]).sum();
     assert!(off("main") as f64 >= 0.95 * total as f64);

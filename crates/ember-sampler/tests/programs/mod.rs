@@ -39,19 +39,19 @@ pub fn compile(test: &str, name: &str, output: &str, flags: &[&str]) -> PathBuf 
     out
 }
 
-/// Checks the off-CPU nanoseconds measured in `sleeper`'s two functions against the sleeps
+/// Checks the off-CPU nanoseconds (as `f64`) measured in `sleeper`'s two functions against the sleeps
 /// it makes (300 ms in `sleep_long`, 100 ms in `sleep_short`); `what` names the recording in
 /// the printed summary.
-pub fn check_sleeper_times(what: &str, long: i64, short: i64, switches: u64) {
+pub fn check_sleeper_times(what: &str, long: f64, short: f64, switches: u64) {
     eprintln!(
         "{what}: sleep_long {:.1} ms (slept 300), sleep_short {:.1} ms (slept 100), {switches} switches",
-        long as f64 / 1e6,
-        short as f64 / 1e6,
+        long / 1e6,
+        short / 1e6,
     );
     // nanosleep never returns early. Off-CPU time also covers the wait on the run queue after
     // the wake-up, which on a loaded 2-core CI machine (other tests spin at the same time) adds
     // up to a few hundred ms; a stack counted twice or time given to the wrong stack still fails.
-    assert!((300e6..600e6).contains(&(long as f64)), "{long}");
-    assert!((100e6..300e6).contains(&(short as f64)), "{short}");
+    assert!((300e6..600e6).contains(&long), "{long}");
+    assert!((100e6..300e6).contains(&short), "{short}");
     assert!(long > short, "{long} <= {short}");
 }
