@@ -369,9 +369,10 @@ async fn proxy_environment_child() {
 }
 
 /// Runs [`proxy_environment_child`] in a child process with `HTTP_PROXY` and `NO_PROXY` set
-/// (and the other proxy variables removed).
-fn run_child(url: String, proxy: String, no_proxy: &'static str) -> std::process::Output {
-    std::process::Command::new(std::env::current_exe().unwrap())
+/// (and the other proxy variables removed); panics unless it succeeds.
+async fn run_child(url: &str, proxy: &str, no_proxy: &'static str) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
         .args(["--exact", "proxy_environment_child"])
         .env(CHILD_URL, url)
         .env("HTTP_PROXY", proxy)
@@ -379,9 +380,15 @@ fn run_child(url: String, proxy: String, no_proxy: &'static str) -> std::process
         .env_remove("http_proxy")
         .env_remove("no_proxy")
         .env_remove("ALL_PROXY")
-        .env_remove("all_proxy")
-        .output()
-        .unwrap()
+        .env_remove("all_proxy");
+    let out = tokio::task::spawn_blocking(move || child.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[tokio::test]
@@ -389,27 +396,11 @@ async fn the_proxy_environment_is_honoured() {
     let proxy = Proxy::start().await;
     let plain = serve_http().await;
     let url = format!("{plain}/hello");
-    let (u, p) = (url.clone(), proxy.url.clone());
-    let out = tokio::task::spawn_blocking(move || run_child(u, p, ""))
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    run_child(&url, &proxy.url, "").await;
     assert_eq!(proxy.seen(), vec![format!("GET {url} HTTP/1.1")]);
 
     // NO_PROXY exempts the host, as with curl: the proxy sees nothing more.
-    let (u, p) = (url.clone(), proxy.url.clone());
-    let out = tokio::task::spawn_blocking(move || run_child(u, p, "127.0.0.1"))
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    run_child(&url, &proxy.url, "127.0.0.1").await;
     assert_eq!(proxy.seen().len(), 1, "{:?}", proxy.seen());
 }
 

@@ -85,6 +85,16 @@ fn serve(root: &Path, tls: Option<(&Path, &Path)>) -> (Child, String) {
     (child, format!("{scheme}://127.0.0.1:{port}"))
 }
 
+/// Lays out `dir/served` as a debuginfod server does, holding `debug` as the debug file of
+/// `build_id`; returns that folder.
+fn publish(dir: &Path, debug: &Path, build_id: &str) -> PathBuf {
+    let served = dir.join("served");
+    let slot = served.join("buildid").join(build_id);
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::copy(debug, slot.join("debuginfo")).unwrap();
+    served
+}
+
 fn stop(mut server: Child) {
     let _ = server.kill();
     let _ = server.wait();
@@ -117,10 +127,7 @@ fn samples_with(stacks: &[(String, i64)], frame: &str) -> i64 {
 fn stripped_program_gets_its_names_from_debuginfod_then_from_the_cache() {
     let dir = work_dir("names");
     let (bin, debug, build_id) = stripped_program(&dir);
-    let served = dir.join("served");
-    let slot = served.join("buildid").join(&build_id);
-    std::fs::create_dir_all(&slot).unwrap();
-    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
+    let served = publish(&dir, &debug, &build_id);
     let cache = dir.join("cache");
 
     let rec = record(&bin);
@@ -248,10 +255,7 @@ fn misses_are_remembered_and_wrong_files_refused() {
 fn a_failing_server_does_not_hide_the_next_one() {
     let dir = work_dir("servers");
     let (_, debug, build_id) = stripped_program(&dir);
-    let served = dir.join("served");
-    let slot = served.join("buildid").join(&build_id);
-    std::fs::create_dir_all(&slot).unwrap();
-    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
+    let served = publish(&dir, &debug, &build_id);
     // A port nobody listens on: bound, then released.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -277,10 +281,7 @@ fn a_failing_server_does_not_hide_the_next_one() {
 fn debug_files_come_over_https() {
     let dir = work_dir("https");
     let (_, debug, build_id) = stripped_program(&dir);
-    let served = dir.join("served");
-    let slot = served.join("buildid").join(&build_id);
-    std::fs::create_dir_all(&slot).unwrap();
-    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
+    let served = publish(&dir, &debug, &build_id);
     let certs = certs::make_certs(&dir);
     let (server, url) = serve(&served, Some((&certs.server_cert, &certs.server_key)));
     // Without the private CA the server is not trusted: an error, no file.
