@@ -428,6 +428,16 @@ impl TenantHead {
         self.frames.len()
     }
 
+    /// The parent of frame-name tree node `frame` (0 for the root or out of range).
+    pub fn frame_parent(&self, frame: u32) -> u32 {
+        self.frames.get(frame as usize).map_or(0, |f| f.0)
+    }
+
+    /// The interned name (string id) of frame `frame` (0 for the root or out of range).
+    pub fn frame_name(&self, frame: u32) -> u32 {
+        self.frames.get(frame as usize).map_or(0, |f| f.1)
+    }
+
     /// Frame names from the root down to frame-name tree node `frame`.
     pub fn frame_path(&self, mut frame: u32) -> Vec<&str> {
         let mut out = Vec::new();
