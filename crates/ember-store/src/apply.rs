@@ -81,19 +81,21 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
     // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
     // walk each distinct stack down the tree once.
     let mut stack_nodes: head::FastMap<&[u64], u32> = head::FastMap::default();
-    let mut walk = PathWalk::default();
+    let mut interned: Vec<u32> = Vec::new();
     for sample in &profile.sample {
         let (ids, values) = profile.sample_data(sample);
         if values.iter().all(|v| *v == 0) {
             continue;
         }
         let node = *stack_nodes.entry(ids).or_insert_with(|| {
-            walk.leaf(head, ids, |id| {
+            interned.clear();
+            interned.extend(ids.iter().filter_map(|id| {
                 profile
-                    .location_position(id)
+                    .location_position(*id)
                     .and_then(|i| locations.get(i))
                     .copied()
-            })
+            }));
+            head.stack(&interned)
         });
         // Samples with the same stack (differing only in labels) add up.
         let slot = *sums.entry(node).or_insert_with(|| {
@@ -109,47 +111,6 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
         }
     }
     out
-}
-
-/// The tree walk of the previous stack, kept so that the next one starts where the two part
-/// ways: stacks of one profile share long root-side prefixes (`runtime.main`, the server's
-/// request loop), and comparing ids is much cheaper than a hash lookup per frame in a tree
-/// of millions of nodes.
-#[derive(Default)]
-struct PathWalk {
-    /// Location ids of the previous stack, root first.
-    ids: Vec<u64>,
-    /// `nodes[i]`: the tree node after walking `ids[..=i]` (unknown ids keep the parent).
-    nodes: Vec<u32>,
-}
-
-impl PathWalk {
-    /// The leaf node of the stack `ids` (leaf first, as in pprof), creating nodes as needed;
-    /// `location` maps a pprof location id to the head's interned location.
-    fn leaf(
-        &mut self,
-        head: &mut TenantHead,
-        ids: &[u64],
-        location: impl Fn(u64) -> Option<u32>,
-    ) -> u32 {
-        let shared = self
-            .ids
-            .iter()
-            .zip(ids.iter().rev())
-            .take_while(|(a, b)| a == b)
-            .count();
-        self.ids.truncate(shared);
-        self.nodes.truncate(shared);
-        let mut node = self.nodes.last().copied().unwrap_or(0);
-        for &id in ids.iter().rev().skip(shared) {
-            if let Some(loc) = location(id) {
-                node = head.child(node, loc);
-            }
-            self.ids.push(id);
-            self.nodes.push(node);
-        }
-        node
-    }
 }
 
 /// Interns the profile's strings, mappings, functions and locations into `head`; returns the

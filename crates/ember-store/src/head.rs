@@ -139,6 +139,9 @@ pub struct TenantHead {
     /// Stack tree: (parent node, location index); node 0 is the root.
     nodes: Vec<(u32, u32)>,
     node_ids: FastMap<(u32, u32), u32>,
+    /// Leaf node by hash of a whole stack of location ids (leaf first): a stack seen before
+    /// costs one lookup and a walk up its parents instead of a lookup per frame.
+    stack_leaves: FastMap<u64, u32>,
     /// Frame-name tree node of each stack node (flame graph merges).
     node_frame: Vec<u32>,
     /// Frame-name tree: (parent frame node, name string id); frame node 0 is the root.
@@ -170,6 +173,7 @@ impl TenantHead {
             location_frames: Vec::new(),
             nodes: vec![(0, 0)],
             node_ids: FastMap::default(),
+            stack_leaves: FastMap::default(),
             node_frame: vec![0],
             frames: vec![(0, 0)],
             frame_ids: FastMap::default(),
@@ -272,6 +276,41 @@ impl TenantHead {
         self.node_ids.insert((parent, location), id);
         self.node_frame.push(f);
         id
+    }
+
+    /// The leaf node of the stack `locations` (interned location ids, leaf first), created
+    /// if new. A stack seen before is found by its hash and checked frame by frame against
+    /// the tree, so a hash collision only costs the walk.
+    pub fn stack(&mut self, locations: &[u32]) -> u32 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = rustc_hash::FxBuildHasher.build_hasher();
+        for l in locations {
+            h.write_u32(*l);
+        }
+        let hash = h.finish();
+        if let Some(&leaf) = self.stack_leaves.get(&hash)
+            && self.is_stack(leaf, locations)
+        {
+            return leaf;
+        }
+        let leaf = locations
+            .iter()
+            .rev()
+            .fold(0u32, |node, loc| self.child(node, *loc));
+        self.stack_leaves.insert(hash, leaf);
+        leaf
+    }
+
+    /// Whether walking up from `leaf` meets exactly `locations` (leaf first) and then the root.
+    fn is_stack(&self, leaf: u32, locations: &[u32]) -> bool {
+        let mut node = leaf;
+        for loc in locations {
+            match self.nodes.get(node as usize) {
+                Some(&(parent, l)) if node != 0 && l == *loc => node = parent,
+                _ => return false,
+            }
+        }
+        node == 0
     }
 
     /// Number of series.
