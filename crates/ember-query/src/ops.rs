@@ -45,7 +45,7 @@ impl<'s> Querier<'s> {
     /// The merged call tree of the selection, truncated to `req.max_nodes`.
     pub fn call_tree(&self, tenant: &str, req: &QueryRequest) -> Result<Tree, QueryError> {
         let merged = self.merge(tenant, req)?;
-        Ok(Tree::from_merged(&merged).truncate(req.max_nodes))
+        Ok(Tree::from_merged_cut(&merged, req.max_nodes))
     }
 
     /// The flamebearer JSON of the selection (`single` format) with its timeline (totals per
@@ -58,7 +58,7 @@ impl<'s> Querier<'s> {
     ) -> Result<Value, QueryError> {
         let q = req.store_query()?;
         let merged = self.store.merge_stacks(tenant, &q);
-        let tree = Tree::from_merged(&merged).truncate(req.max_nodes);
+        let tree = Tree::from_merged_cut(&merged, req.max_nodes);
         let step = req.step_nanos();
         let buckets = ((q.end_nanos - q.start_nanos) / step + 1).clamp(1, MAX_TIMELINE_BUCKETS);
         let mut samples = vec![0i64; buckets as usize];

@@ -143,7 +143,7 @@ impl Tree {
         tree
     }
 
-    fn sort_children(&mut self) {
+    pub(crate) fn sort_children(&mut self) {
         let names = &self.names;
         let keys: Vec<u32> = self.nodes.iter().map(|n| n.name).collect();
         for n in &mut self.nodes {

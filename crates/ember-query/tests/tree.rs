@@ -76,11 +76,17 @@ fn tree_from_frames_equals_tree_from_stacks() {
         let by_stacks = Tree::from_stacks(&merged.stacks());
         assert_eq!(flat(&by_frames), flat(&by_stacks), "{labels:?}");
         assert_eq!(by_frames.nodes[0].total, merged.total);
-        for limit in [1, 16, 100, 1024] {
+        for limit in [1, 2, 16, 100, 1024, 100_000] {
+            let expected = flat(&by_stacks.truncate(limit));
             assert_eq!(
                 flat(&by_frames.truncate(limit)),
-                flat(&by_stacks.truncate(limit)),
-                "{labels:?} limit {limit}"
+                expected,
+                "{labels:?} {limit}"
+            );
+            assert_eq!(
+                flat(&Tree::from_merged_cut(&merged, limit)),
+                expected,
+                "{labels:?} limit {limit} (cut on the frames)"
             );
         }
         checked += 1;
