@@ -72,10 +72,50 @@ impl Output {
 }
 
 /// A one-sample-type pprof profile of the merged stacks, typed (sample type and period) by
-/// the first profile type of `merged`.
+/// the first profile type of `merged`: a function and a location per frame name, a sample per
+/// frame with a value. Built from the merged frames, so a day of hundreds of thousands of
+/// stacks never becomes strings per frame.
 pub fn pprof_profile(merged: &Merged) -> ember_pprof::Profile {
-    let stacks = merged.stacks();
-    build_profile(merged, stacks.iter().map(|(f, v)| (f.as_slice(), *v)))
+    let mut b = typed_builder(merged);
+    // Location id of each merged name, made on first use.
+    let mut location_of: Vec<u64> = vec![0; merged.names.len()];
+    let mut samples = Vec::new();
+    for (f, &v) in merged.self_values.iter().enumerate() {
+        if v == 0 || f == 0 {
+            continue;
+        }
+        let mut ids = Vec::new();
+        let mut frame = f;
+        while frame != 0 {
+            let (parent, name) = merged.frames[frame];
+            let slot = &mut location_of[name as usize];
+            if *slot == 0 {
+                let n = merged.names.get(name as usize).map_or("", String::as_str);
+                let func = b.function(n, n, "");
+                *slot = b.location(0, 0, &[(func, 0)]);
+            }
+            ids.push(*slot);
+            frame = parent as usize;
+        }
+        samples.push(ember_pprof::Sample {
+            location_id: ids,
+            value: vec![v],
+            label: Vec::new(),
+        });
+    }
+    let mut p = b.build();
+    p.sample = samples;
+    p
+}
+
+/// A builder for a one-sample-type profile typed like `typed` (its first profile type).
+fn typed_builder(typed: &Merged) -> ember_pprof::ProfileBuilder {
+    let [_, t, u, pt, pu] = type_parts(typed);
+    let mut b = ember_pprof::ProfileBuilder::new(&[(t.as_str(), u.as_str())]);
+    if !pt.is_empty() {
+        b.set_period((&pt, &pu), 0);
+    }
+    b
 }
 
 /// A one-sample-type pprof profile of `stacks`, typed like `typed`.
@@ -83,11 +123,7 @@ fn build_profile<'a>(
     typed: &Merged,
     stacks: impl Iterator<Item = (&'a [String], i64)>,
 ) -> ember_pprof::Profile {
-    let [_, t, u, pt, pu] = type_parts(typed);
-    let mut b = ember_pprof::ProfileBuilder::new(&[(t.as_str(), u.as_str())]);
-    if !pt.is_empty() {
-        b.set_period((&pt, &pu), 0);
-    }
+    let mut b = typed_builder(typed);
     for (frames, v) in stacks {
         let f: Vec<&str> = frames.iter().map(String::as_str).collect();
         b.add_folded_stack(&f, &[v]);

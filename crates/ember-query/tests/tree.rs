@@ -76,6 +76,17 @@ fn tree_from_frames_equals_tree_from_stacks() {
         let by_stacks = Tree::from_stacks(&merged.stacks());
         assert_eq!(flat(&by_frames), flat(&by_stacks), "{labels:?}");
         assert_eq!(by_frames.nodes[0].total, merged.total);
+        // The pprof made from the frames folds back to the same stacks.
+        let pprof = ember_query::pprof_profile(&merged);
+        let mut folded = ember_pprof::folded_stacks(&pprof, 0);
+        folded.sort();
+        let mut stacks: Vec<(String, i64)> = merged
+            .stacks()
+            .into_iter()
+            .map(|(f, v)| (f.join(";"), v))
+            .collect();
+        stacks.sort();
+        assert!(folded == stacks, "{labels:?}: the pprof does not fold back");
         for limit in [1, 2, 16, 100, 1024, 100_000] {
             let expected = flat(&by_stacks.truncate(limit));
             assert_eq!(
