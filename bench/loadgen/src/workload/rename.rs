@@ -28,8 +28,9 @@ pub(crate) fn last_rename(
 
 /// The name `base` takes when renamed at deploy `epoch` by service `service`.
 pub(crate) fn renamed(base: &str, language: Language, service: usize, epoch: u64) -> String {
-    // Numbers the build would produce: distinct per (service, epoch), small like real ones.
-    let n = 2 + (hash(&[service as u64, epoch]) % 7) + epoch;
+    // Numbers the build would produce: growing with the epoch (so each deploy's name is
+    // new), spread per service (so services on the same base differ).
+    let n = 2 + epoch * 7 + hash(&[service as u64, epoch]) % 7;
     if let Some(at) = version_segment(base) {
         // `/vN` followed by `/` or `.` (a major version of a Go module path).
         let digits_end = at + 2 + base[at + 2..].bytes().take_while(u8::is_ascii_digit).count();
