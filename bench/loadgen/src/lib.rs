@@ -94,6 +94,20 @@ pub struct LoadOptions {
     pub mode: LoadMode,
     /// `X-Scope-OrgID` to send, if any.
     pub tenant: Option<String>,
+    /// Per-profile series, parallel to `profiles` (empty: labels from `service` and
+    /// `label_sets`, back-fill times from the request number). Generated workloads
+    /// ([`workload`]) fill it so each profile goes with its own labels and time.
+    pub series: Vec<SeriesMeta>,
+}
+
+/// The series and time one profile of `LoadOptions::profiles` is sent with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesMeta {
+    /// Series labels (`service_name` first), sent as push labels or, in back-fill mode, as
+    /// the legacy name `<service_name>.cpu{k=v,...}`.
+    pub labels: Vec<(String, String)>,
+    /// Start of the profile, unix seconds (the `from` of a back-fill request).
+    pub time_seconds: i64,
 }
 
 /// Results of a load run.
@@ -131,7 +145,11 @@ fn request_for(
     opts: &LoadOptions,
     i: u64,
 ) -> (String, Vec<(&'static str, String)>, Vec<u8>, usize) {
-    let profile = &opts.profiles[(i % opts.profiles.len() as u64) as usize];
+    let at = (i % opts.profiles.len() as u64) as usize;
+    let profile = &opts.profiles[at];
+    if let Some(meta) = opts.series.get(at) {
+        return series_request(opts, meta, profile);
+    }
     match opts.mode {
         LoadMode::Push => {
             let mut labels = vec![LabelPair {
@@ -144,22 +162,7 @@ fn request_for(
                     value: format!("pod-{}", i % opts.label_sets as u64),
                 });
             }
-            let body = PushRequest {
-                series: vec![RawProfileSeries {
-                    labels,
-                    samples: vec![RawSample {
-                        raw_profile: profile.clone(),
-                        id: String::new(),
-                    }],
-                }],
-            }
-            .encode_to_vec();
-            (
-                "/push.v1.PusherService/Push".to_string(),
-                vec![("Content-Type", "application/proto".to_string())],
-                body,
-                profile.len(),
-            )
+            push_request(labels, profile)
         }
         LoadMode::Backfill {
             start_seconds,
@@ -183,6 +186,75 @@ fn request_for(
                 ),
                 vec![("Content-Type", "application/octet-stream".to_string())],
                 profile.clone(),
+                profile.len(),
+            )
+        }
+    }
+}
+
+/// A `push.v1` Connect request carrying one profile with `labels`.
+fn push_request(
+    labels: Vec<LabelPair>,
+    profile: &[u8],
+) -> (String, Vec<(&'static str, String)>, Vec<u8>, usize) {
+    let body = PushRequest {
+        series: vec![RawProfileSeries {
+            labels,
+            samples: vec![RawSample {
+                raw_profile: profile.to_vec(),
+                id: String::new(),
+            }],
+        }],
+    }
+    .encode_to_vec();
+    (
+        "/push.v1.PusherService/Push".to_string(),
+        vec![("Content-Type", "application/proto".to_string())],
+        body,
+        profile.len(),
+    )
+}
+
+/// The request for a profile with its own series and time ([`SeriesMeta`]).
+fn series_request(
+    opts: &LoadOptions,
+    meta: &SeriesMeta,
+    profile: &[u8],
+) -> (String, Vec<(&'static str, String)>, Vec<u8>, usize) {
+    match opts.mode {
+        LoadMode::Push => {
+            let labels = meta
+                .labels
+                .iter()
+                .map(|(name, value)| LabelPair {
+                    name: name.clone(),
+                    value: value.clone(),
+                })
+                .collect();
+            push_request(labels, profile)
+        }
+        LoadMode::Backfill { step_seconds, .. } => {
+            let service = meta
+                .labels
+                .iter()
+                .find(|(k, _)| k == "service_name")
+                .map_or(opts.service.as_str(), |(_, v)| v.as_str());
+            let rest: Vec<String> = meta
+                .labels
+                .iter()
+                .filter(|(k, _)| k != "service_name")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let name = format!("{service}.cpu{{{}}}", rest.join(","));
+            let from = meta.time_seconds;
+            (
+                format!(
+                    "/ingest?name={}&format=pprof&from={from}&until={}",
+                    url_encode(&name),
+                    from + step_seconds
+                ),
+                vec![("Content-Type", "application/octet-stream".to_string())],
+                profile.to_vec(),
                 profile.len(),
             )
         }

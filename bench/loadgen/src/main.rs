@@ -11,6 +11,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use ember_loadgen::{LoadMode, LoadOptions};
 
+mod realistic;
+
 /// Options of `ember-loadgen`.
 #[derive(Parser)]
 #[command(
@@ -19,8 +21,8 @@ use ember_loadgen::{LoadMode, LoadOptions};
     about = "Load generator for ember server benchmarks: concurrent keep-alive pushes, rate and latency"
 )]
 struct Args {
-    /// pprof files to send (gzip'd or raw), used round-robin.
-    #[arg(required = true)]
+    /// pprof files to send (gzip'd or raw), used round-robin (not with --workload).
+    #[arg(required_unless_present = "workload", conflicts_with = "workload")]
     files: Vec<PathBuf>,
     /// Server base URL.
     #[arg(long, default_value = "http://127.0.0.1:4040", value_name = "URL")]
@@ -58,21 +60,13 @@ struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    workload: realistic::WorkloadArgs,
 }
 
 /// Runs the load and prints the report; fails if any request failed.
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let profiles = args
-        .files
-        .iter()
-        .map(|f| std::fs::read(f).with_context(|| format!("reading {}", f.display())))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let profiles = if args.vary > 0 {
-        ember_loadgen::variants(&profiles, args.vary).context("making profile variants")?
-    } else {
-        profiles
-    };
     if args.step <= 0 {
         bail!("--step must be positive");
     }
@@ -84,6 +78,40 @@ fn main() -> anyhow::Result<()> {
     let count = match (args.count, duration) {
         (None, None) => Some(10_000),
         (c, _) => c,
+    };
+    let mut generated = None;
+    let (profiles, series) = if args.workload.workload.is_some() {
+        let Some(n) = count else {
+            bail!("--workload needs a count (-n): profiles are generated before the run");
+        };
+        let g = realistic::generate(&args.workload, n, args.backfill_from, args.step)?;
+        if let Some(dir) = &args.workload.write_dir {
+            realistic::write_dir(dir, &g)?;
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "workload": g.json, "write_dir": dir })
+                );
+            } else {
+                println!("{}; written to {}", g.text, dir.display());
+            }
+            return Ok(());
+        }
+        let (profiles, series) = (g.profiles.clone(), g.series.clone());
+        generated = Some((g.json, g.text));
+        (profiles, series)
+    } else {
+        let profiles = args
+            .files
+            .iter()
+            .map(|f| std::fs::read(f).with_context(|| format!("reading {}", f.display())))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let profiles = if args.vary > 0 {
+            ember_loadgen::variants(&profiles, args.vary).context("making profile variants")?
+        } else {
+            profiles
+        };
+        (profiles, Vec::new())
     };
     let opts = LoadOptions {
         server: args.server.clone(),
@@ -101,6 +129,7 @@ fn main() -> anyhow::Result<()> {
             None => LoadMode::Push,
         },
         tenant: args.tenant.clone(),
+        series,
     };
     let r = ember_loadgen::run(&opts)?;
     let [p50, p90, p99, max] = r.latency_ms;
@@ -114,9 +143,13 @@ fn main() -> anyhow::Result<()> {
                 "profile_bytes": r.profile_bytes, "request_bytes": r.request_bytes,
                 "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "max_ms": max,
                 "concurrency": opts.workers, "first_error": r.first_error,
+                "workload": generated.as_ref().map(|(j, _)| j),
             })
         );
     } else {
+        if let Some((_, text)) = &generated {
+            println!("{text}");
+        }
         println!(
             "{} profiles in {:.2} s = {:.0} profiles/s, {:.2} MB/s of pprof ({} workers); latency p50 {p50:.2} ms, p90 {p90:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; {} errors",
             r.ok,

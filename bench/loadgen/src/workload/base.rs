@@ -192,8 +192,8 @@ mod tests {
         for base in Base::load_all(&default_corpora_dir()).unwrap() {
             let funcs = base.tables.function.len();
             let locs = base.tables.location.len();
-            let depth = base.stacks.iter().map(|s| s.locations.len()).sum::<usize>()
-                / base.stacks.len();
+            let depth =
+                base.stacks.iter().map(|s| s.locations.len()).sum::<usize>() / base.stacks.len();
             eprintln!(
                 "{}: {} bytes, {} stacks, {} locations, {} functions, mean depth {}, types {:?}",
                 base.spec.name,

@@ -35,8 +35,12 @@ impl Template {
     /// Prepares `base`.
     pub(crate) fn new(base: Base) -> Template {
         let t = &base.tables;
-        let func_index: HashMap<u64, usize> =
-            t.function.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+        let func_index: HashMap<u64, usize> = t
+            .function
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.id, i))
+            .collect();
         let loc_funcs = t
             .location
             .iter()
@@ -122,7 +126,14 @@ pub(crate) fn assemble(w: &Workload, s: usize, k: u64, time_nanos: i64) -> Assem
             continue;
         }
         let mut lrng = Rng::new(hash(&[seed, tag::LABELS, s as u64, k, c.key]));
-        push_labelled(&mut samples, c.locations, values, language, &mut lrng, &mut strings);
+        push_labelled(
+            &mut samples,
+            c.locations,
+            values,
+            language,
+            &mut lrng,
+            &mut strings,
+        );
     }
     drop(strings);
     let sample_count = samples.len();
@@ -138,7 +149,13 @@ pub(crate) fn assemble(w: &Workload, s: usize, k: u64, time_nanos: i64) -> Assem
 
 /// Applies the deploy renames in force at profile `k` to `profile`'s function table and
 /// returns every function's name hash (renamed or not).
-fn rename_functions(w: &Workload, s: usize, k: u64, tpl: &Template, profile: &mut Profile) -> Vec<u64> {
+fn rename_functions(
+    w: &Workload,
+    s: usize,
+    k: u64,
+    tpl: &Template,
+    profile: &mut Profile,
+) -> Vec<u64> {
     let epoch = w.epoch(s, k);
     let mut hashes = tpl.name_hashes.clone();
     let language = tpl.base.spec.language;
@@ -294,12 +311,39 @@ const ENDPOINTS: [&str; 10] = [
 fn thread_names(language: Language) -> &'static [&'static str] {
     match language {
         Language::Go => &[],
-        Language::Java => &["main", "kafka-request-handler-0", "kafka-request-handler-1", "ForkJoinPool.commonPool-worker-3", "data-plane-kafka-network-thread-1", "kafka-log-cleaner-thread-0"],
-        Language::DotNet => &[".NET ThreadPool Worker", ".NET TP Worker", "Main Thread", ".NET Timer"],
+        Language::Java => &[
+            "main",
+            "kafka-request-handler-0",
+            "kafka-request-handler-1",
+            "ForkJoinPool.commonPool-worker-3",
+            "data-plane-kafka-network-thread-1",
+            "kafka-log-cleaner-thread-0",
+        ],
+        Language::DotNet => &[
+            ".NET ThreadPool Worker",
+            ".NET TP Worker",
+            "Main Thread",
+            ".NET Timer",
+        ],
         Language::JavaScript => &["main", "libuv-worker-1", "libuv-worker-2"],
-        Language::Python => &["MainThread", "ThreadPoolExecutor-0_0", "ThreadPoolExecutor-0_1", "uvicorn-worker"],
-        Language::Ruby => &["main", "puma srv tp 001", "puma srv tp 002", "sidekiq-worker"],
-        Language::Rust => &["main", "tokio-runtime-worker", "tokio-runtime-worker-2", "blocking-1"],
+        Language::Python => &[
+            "MainThread",
+            "ThreadPoolExecutor-0_0",
+            "ThreadPoolExecutor-0_1",
+            "uvicorn-worker",
+        ],
+        Language::Ruby => &[
+            "main",
+            "puma srv tp 001",
+            "puma srv tp 002",
+            "sidekiq-worker",
+        ],
+        Language::Rust => &[
+            "main",
+            "tokio-runtime-worker",
+            "tokio-runtime-worker-2",
+            "blocking-1",
+        ],
     }
 }
 
@@ -325,25 +369,44 @@ fn push_labelled(
         labels.push(strings.label("span_id", &span));
     }
     if !endpoint {
-        out.push(Sample { location_id: locations, value: values, label: labels });
+        out.push(Sample {
+            location_id: locations,
+            value: values,
+            label: labels,
+        });
         return;
     }
     let first = rng.below(ENDPOINTS.len());
     let driver = values.iter().copied().find(|&v| v != 0).unwrap_or(0);
     if driver >= 2 && rng.unit() < 0.25 {
         let part = 1 + rng.below(driver as usize - 1) as i64;
-        let split: Vec<i64> = values.iter().map(|&v| (v as i128 * part as i128 / driver as i128) as i64).collect();
+        let split: Vec<i64> = values
+            .iter()
+            .map(|&v| (v as i128 * part as i128 / driver as i128) as i64)
+            .collect();
         let rest: Vec<i64> = values.iter().zip(&split).map(|(v, p)| v - p).collect();
         let second = (first + 1 + rng.below(ENDPOINTS.len() - 1)) % ENDPOINTS.len();
         let mut l2 = labels.clone();
         l2.push(strings.label("endpoint", ENDPOINTS[second]));
-        out.push(Sample { location_id: locations.clone(), value: rest, label: l2 });
+        out.push(Sample {
+            location_id: locations.clone(),
+            value: rest,
+            label: l2,
+        });
         labels.push(strings.label("endpoint", ENDPOINTS[first]));
-        out.push(Sample { location_id: locations, value: split, label: labels });
+        out.push(Sample {
+            location_id: locations,
+            value: split,
+            label: labels,
+        });
         return;
     }
     labels.push(strings.label("endpoint", ENDPOINTS[first]));
-    out.push(Sample { location_id: locations, value: values, label: labels });
+    out.push(Sample {
+        location_id: locations,
+        value: values,
+        label: labels,
+    });
 }
 
 /// gzip at level 2: Go's runtime/pprof writes profiles at `gzip.BestSpeed`, whose ratio on

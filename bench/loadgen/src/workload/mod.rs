@@ -194,8 +194,7 @@ impl Workload {
             || !(0.0..=1.0).contains(&config.rename_share)
         {
             return Err(WorkloadError::Config(
-                "profile_seconds and deploy_every_hours must be > 0, rename_share in 0..=1"
-                    .into(),
+                "profile_seconds and deploy_every_hours must be > 0, rename_share in 0..=1".into(),
             ));
         }
         let services = (0..config.services)
@@ -209,7 +208,10 @@ impl Workload {
     }
 
     /// A workload over the bases read from `corpora` (`tests/data/corpora`).
-    pub fn load(config: WorkloadConfig, corpora: &std::path::Path) -> Result<Workload, WorkloadError> {
+    pub fn load(
+        config: WorkloadConfig,
+        corpora: &std::path::Path,
+    ) -> Result<Workload, WorkloadError> {
         Workload::new(config, Base::load_all(corpora)?)
     }
 
@@ -258,9 +260,19 @@ impl Workload {
         let threads = threads.clamp(1, 64) as u64;
         let mut parts: Vec<Vec<GeneratedProfile>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
-                .map(|t| scope.spawn(move || (t..count).step_by(threads as usize).map(|i| self.nth(i)).collect::<Vec<_>>()))
+                .map(|t| {
+                    scope.spawn(move || {
+                        (t..count)
+                            .step_by(threads as usize)
+                            .map(|i| self.nth(i))
+                            .collect::<Vec<_>>()
+                    })
+                })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
         });
         // Interleave back into stream order.
         let mut out = Vec::with_capacity(count as usize);

@@ -33,7 +33,12 @@ pub(crate) fn renamed(base: &str, language: Language, service: usize, epoch: u64
     let n = 2 + epoch * 7 + hash(&[service as u64, epoch]) % 7;
     if let Some(at) = version_segment(base) {
         // `/vN` followed by `/` or `.` (a major version of a Go module path).
-        let digits_end = at + 2 + base[at + 2..].bytes().take_while(u8::is_ascii_digit).count();
+        let digits_end = at
+            + 2
+            + base[at + 2..]
+                .bytes()
+                .take_while(u8::is_ascii_digit)
+                .count();
         return format!("{}/v{}{}", &base[..at], n, &base[digits_end..]);
     }
     if let Some(stem) = closure_stem(base) {
@@ -69,7 +74,8 @@ fn version_segment(name: &str) -> Option<usize> {
 /// number.
 fn closure_stem(name: &str) -> Option<&str> {
     let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
-    (stem.len() < name.len() && (stem.ends_with("func") || stem.ends_with('.'))
+    (stem.len() < name.len()
+        && (stem.ends_with("func") || stem.ends_with('.'))
         && name.contains(".func"))
     .then_some(stem)
 }
@@ -82,14 +88,29 @@ mod tests {
     fn renames_look_like_new_builds() {
         let go = Language::Go;
         let r = renamed("main.handler.func1", go, 0, 3);
-        assert!(r.starts_with("main.handler.func") && r != "main.handler.func1", "{r}");
+        assert!(
+            r.starts_with("main.handler.func") && r != "main.handler.func1",
+            "{r}"
+        );
         let r = renamed("github.com/x/y/v2/pkg.F", go, 0, 1);
-        assert!(r.starts_with("github.com/x/y/v") && r.ends_with("/pkg.F") && !r.contains("/v2/"), "{r}");
+        assert!(
+            r.starts_with("github.com/x/y/v") && r.ends_with("/pkg.F") && !r.contains("/v2/"),
+            "{r}"
+        );
         let r = renamed("github.com/x/y/pkg.F", go, 0, 1);
-        assert!(r.starts_with("github.com/x/y/v") && r.ends_with("/pkg.F"), "{r}");
-        assert_eq!(renamed("runtime.mallocgc", go, 0, 0), format!("runtime.mallocgc.func{}", 2 + hash(&[0, 0]) % 7));
+        assert!(
+            r.starts_with("github.com/x/y/v") && r.ends_with("/pkg.F"),
+            "{r}"
+        );
+        assert_eq!(
+            renamed("runtime.mallocgc", go, 0, 0),
+            format!("runtime.mallocgc.func{}", 2 + hash(&[0, 0]) % 7)
+        );
         assert!(renamed("a.B.c", Language::Java, 1, 2).contains("$lambda$"));
-        assert_ne!(renamed("f", Language::Python, 1, 2), renamed("f", Language::Python, 1, 3));
+        assert_ne!(
+            renamed("f", Language::Python, 1, 2),
+            renamed("f", Language::Python, 1, 3)
+        );
     }
 
     #[test]
@@ -104,8 +125,12 @@ mod tests {
             assert!((800..1200).contains(&n), "epoch {e}: {n}");
         }
         // A rename sticks until the next one.
-        let f = (0..1000u64).find(|&f| last_rename(1, 0, f, 2, 0.1) == Some(2)).unwrap();
-        let next = (3..100).find(|&e| last_rename(1, 0, f, e, 0.1) != Some(2)).unwrap();
+        let f = (0..1000u64)
+            .find(|&f| last_rename(1, 0, f, 2, 0.1) == Some(2))
+            .unwrap();
+        let next = (3..100)
+            .find(|&e| last_rename(1, 0, f, e, 0.1) != Some(2))
+            .unwrap();
         assert_eq!(last_rename(1, 0, f, next, 0.1), Some(next));
     }
 }

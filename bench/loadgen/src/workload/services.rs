@@ -124,7 +124,10 @@ mod tests {
     #[test]
     fn fleet_is_seeded_and_plausible() {
         let fleet: Vec<Service> = (0..30).map(|i| Service::new(7, i)).collect();
-        assert_eq!(fleet, (0..30).map(|i| Service::new(7, i)).collect::<Vec<_>>());
+        assert_eq!(
+            fleet,
+            (0..30).map(|i| Service::new(7, i)).collect::<Vec<_>>()
+        );
         assert_ne!(fleet[0].pods, Service::new(8, 0).pods);
         assert_eq!(fleet[0].name, "checkout");
         assert_eq!(fleet[0].base, 0, "service 0 is the Go CPU one");
@@ -136,6 +139,10 @@ mod tests {
             assert_eq!(labels[2].1, s.pods[5 % s.pods.len()].name);
         }
         let bases: std::collections::HashSet<usize> = fleet.iter().map(|s| s.base).collect();
-        assert_eq!(bases.len(), BASES.len(), "every base is used by some service");
+        assert_eq!(
+            bases.len(),
+            BASES.len(),
+            "every base is used by some service"
+        );
     }
 }

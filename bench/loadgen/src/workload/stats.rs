@@ -41,7 +41,10 @@ impl RunStats {
         self.bytes += p.bytes.len() as u64;
         self.samples += p.samples as u64;
         self.stacks += p.stacks.len() as u64;
-        self.min_bytes = Some(self.min_bytes.map_or(p.bytes.len(), |m| m.min(p.bytes.len())));
+        self.min_bytes = Some(
+            self.min_bytes
+                .map_or(p.bytes.len(), |m| m.min(p.bytes.len())),
+        );
         self.max_bytes = self.max_bytes.max(p.bytes.len());
         self.distinct.extend(p.stacks.iter().copied());
     }

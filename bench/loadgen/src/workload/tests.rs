@@ -56,7 +56,10 @@ fn every_profile_decodes_with_its_labels() {
         for k in [0u64, 1, 777] {
             let g = w.profile(s, k);
             let p = ember_pprof::decode(&g.bytes).unwrap_or_else(|e| panic!("{s}/{k}: {e}"));
-            assert_eq!(p.time_nanos, w.config().start_nanos + k as i64 * 10_000_000_000);
+            assert_eq!(
+                p.time_nanos,
+                w.config().start_nanos + k as i64 * 10_000_000_000
+            );
             assert_eq!(p.sample.len(), g.samples);
             assert!(g.samples >= g.stacks.len() && !g.stacks.is_empty());
             let svc = &w.services()[s];
@@ -74,7 +77,10 @@ fn every_profile_decodes_with_its_labels() {
                 })
                 .count();
             let share = labelled as f64 / p.sample.len() as f64;
-            assert!((0.25..0.65).contains(&share), "{s}/{k}: endpoint on {share}");
+            assert!(
+                (0.25..0.65).contains(&share),
+                "{s}/{k}: endpoint on {share}"
+            );
         }
     }
 }
@@ -87,9 +93,17 @@ fn go_cpu_profiles_are_the_size_of_the_real_one() {
     for k in [0u64, 100, 4000, 8639] {
         let g = w.profile(0, k);
         let ratio = g.bytes.len() as f64 / base.file_bytes as f64;
-        assert!((0.85..1.15).contains(&ratio), "profile {k}: {} bytes", g.bytes.len());
+        assert!(
+            (0.85..1.15).contains(&ratio),
+            "profile {k}: {} bytes",
+            g.bytes.len()
+        );
         let stacks = g.stacks.len() as f64 / base.stack_count() as f64;
-        assert!((0.8..1.1).contains(&stacks), "profile {k}: {} stacks", g.stacks.len());
+        assert!(
+            (0.8..1.1).contains(&stacks),
+            "profile {k}: {} stacks",
+            g.stacks.len()
+        );
     }
 }
 
@@ -116,12 +130,21 @@ fn churn_sets_new_stacks_per_profile() {
     let n = 288;
     let (half, full) = distinct_over(Churn::High, n);
     let rate = (full - half) as f64 / (n / 2) as f64;
-    assert!((37.8..46.2).contains(&rate), "{rate} new stacks per profile");
+    assert!(
+        (37.8..46.2).contains(&rate),
+        "{rate} new stacks per profile"
+    );
     let day = full as f64 + rate * (8640 - n) as f64;
-    assert!((292_000.0..438_000.0).contains(&day), "a day would hold {day}");
+    assert!(
+        (292_000.0..438_000.0).contains(&day),
+        "a day would hold {day}"
+    );
     let (half, full) = distinct_over(Churn::Low, n);
     assert!(full < 3000 && full > 500, "low churn: {full}");
-    assert!(((full - half) as f64) / ((n / 2) as f64) < 1.0, "low churn grows slowly");
+    assert!(
+        ((full - half) as f64) / ((n / 2) as f64) < 1.0,
+        "low churn grows slowly"
+    );
 }
 
 #[test]
@@ -137,14 +160,23 @@ fn high_churn_day_holds_365k_stacks() {
 fn deploys_rename_about_a_tenth_of_functions() {
     let w = workload(Churn::Low, 1, 1);
     // The first profile after the service's first deploy of the run.
-    let k = (1..5000).find(|&k| w.epoch(0, k) != w.epoch(0, k - 1)).unwrap();
+    let k = (1..5000)
+        .find(|&k| w.epoch(0, k) != w.epoch(0, k - 1))
+        .unwrap();
     let before = names(&ember_pprof::decode(&w.profile(0, k - 1).bytes).unwrap());
     let after = names(&ember_pprof::decode(&w.profile(0, k).bytes).unwrap());
     let changed = before.iter().zip(&after).filter(|(a, b)| a != b).count();
     let share = changed as f64 / before.len() as f64;
-    assert!((0.06..0.14).contains(&share), "{changed} of {} renamed", before.len());
+    assert!(
+        (0.06..0.14).contains(&share),
+        "{changed} of {} renamed",
+        before.len()
+    );
     // Between deploys, names do not move.
-    assert_eq!(after, names(&ember_pprof::decode(&w.profile(0, k + 1).bytes).unwrap()));
+    assert_eq!(
+        after,
+        names(&ember_pprof::decode(&w.profile(0, k + 1).bytes).unwrap())
+    );
 }
 
 #[test]
@@ -152,9 +184,18 @@ fn stacks_come_and_go() {
     let w = workload(Churn::Low, 1, 1);
     let at = |k| w.profile(0, k).stacks.into_iter().collect::<HashSet<u64>>();
     // Two profiles 1,000 apart (2.8 h) without a deploy between them.
-    let k = (0..3000).find(|&k| w.epoch(0, k) == w.epoch(0, k + 1000)).unwrap();
+    let k = (0..3000)
+        .find(|&k| w.epoch(0, k) == w.epoch(0, k + 1000))
+        .unwrap();
     let (a, b) = (at(k), at(k + 1000));
     let common = a.intersection(&b).count();
-    assert!(common > a.len() / 2, "most stacks persist: {common} of {}", a.len());
-    assert!(a.len() - common > 20 && b.len() - common > 20, "some go, some come");
+    assert!(
+        common > a.len() / 2,
+        "most stacks persist: {common} of {}",
+        a.len()
+    );
+    assert!(
+        a.len() - common > 20 && b.len() - common > 20,
+        "some go, some come"
+    );
 }
