@@ -245,7 +245,11 @@ fn series_request(
                 .filter(|(k, _)| k != "service_name")
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
-            let name = format!("{service}.cpu{{{}}}", rest.join(","));
+            let name = if rest.is_empty() {
+                format!("{service}.cpu")
+            } else {
+                format!("{service}.cpu{{{}}}", rest.join(","))
+            };
             let from = meta.time_seconds;
             (
                 format!(
@@ -397,4 +401,58 @@ pub fn run(opts: &LoadOptions) -> Result<LoadReport, LoadError> {
     };
     report.latency_ms = [pct(0.50), pct(0.90), pct(0.99), pct(1.0)];
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(mode: LoadMode) -> LoadOptions {
+        LoadOptions {
+            server: "http://127.0.0.1:1".into(),
+            profiles: vec![vec![1, 2, 3], vec![4, 5]],
+            workers: 1,
+            count: Some(2),
+            duration: None,
+            label_sets: 100,
+            service: "unused".into(),
+            mode,
+            tenant: None,
+            series: vec![
+                SeriesMeta {
+                    labels: vec![
+                        ("service_name".into(), "checkout".into()),
+                        ("pod".into(), "checkout-abc-x1".into()),
+                    ],
+                    time_seconds: 1000,
+                },
+                SeriesMeta {
+                    labels: vec![("service_name".into(), "cart".into())],
+                    time_seconds: 1010,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn series_go_with_their_profiles() {
+        let opts = options(LoadMode::Backfill {
+            start_seconds: 0,
+            step_seconds: 10,
+        });
+        let (path, _, body, len) = request_for(&opts, 0);
+        assert_eq!(
+            path,
+            "/ingest?name=checkout.cpu%7Bpod%3Dcheckout-abc-x1%7D&format=pprof&from=1000&until=1010"
+        );
+        assert_eq!((body, len), (vec![1, 2, 3], 3));
+        let (path, _, _, _) = request_for(&opts, 3);
+        assert!(path.starts_with("/ingest?name=cart.cpu&") && path.contains("from=1010&"));
+        let (path, _, body, _) = request_for(&options(LoadMode::Push), 1);
+        assert_eq!(path, "/push.v1.PusherService/Push");
+        let push = PushRequest::decode(body.as_slice()).unwrap();
+        assert_eq!(push.series[0].labels[0].value, "cart");
+        assert_eq!(push.series[0].labels.len(), 1, "no pod label added");
+        assert_eq!(push.series[0].samples[0].raw_profile, vec![4, 5]);
+    }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use ember_loadgen::{LoadMode, LoadOptions};
+use ember_loadgen::{LoadMode, LoadOptions, SeriesMeta};
 
 mod realistic;
 
@@ -64,6 +64,55 @@ struct Args {
     workload: realistic::WorkloadArgs,
 }
 
+/// What to send: the profiles, their series (empty for files) and, for a generated
+/// workload, its JSON and text report. `None` when the profiles were written to
+/// `--write-dir` instead (nothing to send).
+type Loaded = (
+    Vec<Vec<u8>>,
+    Vec<SeriesMeta>,
+    Option<(serde_json::Value, String)>,
+);
+
+/// Reads (and varies) the files, or generates the workload; writes it with `--write-dir`.
+fn load_profiles(args: &Args, count: Option<u64>) -> anyhow::Result<Option<Loaded>> {
+    if args.workload.workload.is_none() {
+        let profiles = args
+            .files
+            .iter()
+            .map(|f| std::fs::read(f).with_context(|| format!("reading {}", f.display())))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let profiles = if args.vary > 0 {
+            ember_loadgen::variants(&profiles, args.vary).context("making profile variants")?
+        } else {
+            profiles
+        };
+        return Ok(Some((profiles, Vec::new(), None)));
+    }
+    let Some(n) = count else {
+        bail!("--workload needs a count (-n): profiles are generated before the run");
+    };
+    let g = realistic::generate(&args.workload, n, args.backfill_from, args.step)?;
+    if let Some(dir) = &args.workload.write_dir {
+        realistic::write_dir(dir, &g)?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({ "workload": g.json, "write_dir": dir })
+            );
+        } else {
+            println!("{}; written to {}", g.text, dir.display());
+        }
+        return Ok(None);
+    }
+    let realistic::Generated {
+        profiles,
+        series,
+        json,
+        text,
+    } = g;
+    Ok(Some((profiles, series, Some((json, text)))))
+}
+
 /// Runs the load and prints the report; fails if any request failed.
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -79,39 +128,8 @@ fn main() -> anyhow::Result<()> {
         (None, None) => Some(10_000),
         (c, _) => c,
     };
-    let mut generated = None;
-    let (profiles, series) = if args.workload.workload.is_some() {
-        let Some(n) = count else {
-            bail!("--workload needs a count (-n): profiles are generated before the run");
-        };
-        let g = realistic::generate(&args.workload, n, args.backfill_from, args.step)?;
-        if let Some(dir) = &args.workload.write_dir {
-            realistic::write_dir(dir, &g)?;
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({ "workload": g.json, "write_dir": dir })
-                );
-            } else {
-                println!("{}; written to {}", g.text, dir.display());
-            }
-            return Ok(());
-        }
-        let (profiles, series) = (g.profiles.clone(), g.series.clone());
-        generated = Some((g.json, g.text));
-        (profiles, series)
-    } else {
-        let profiles = args
-            .files
-            .iter()
-            .map(|f| std::fs::read(f).with_context(|| format!("reading {}", f.display())))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let profiles = if args.vary > 0 {
-            ember_loadgen::variants(&profiles, args.vary).context("making profile variants")?
-        } else {
-            profiles
-        };
-        (profiles, Vec::new())
+    let Some((profiles, series, generated)) = load_profiles(&args, count)? else {
+        return Ok(());
     };
     let opts = LoadOptions {
         server: args.server.clone(),

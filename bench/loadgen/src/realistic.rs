@@ -14,7 +14,9 @@ use ember_loadgen::workload::{Churn, RunStats, Workload, WorkloadConfig, default
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct WorkloadArgs {
     /// Generate the profiles instead of reading FILES: `realistic` is the seeded fleet of
-    /// bench/loadgen/README.md (distinct profiles derived from real ones of 8 kinds).
+    /// bench/loadgen/README.md (distinct profiles derived from real ones of 8 kinds), each
+    /// sent with its own series labels and time (--service, --label-sets, --vary do not
+    /// apply).
     #[arg(long, value_name = "KIND", value_parser = ["realistic"])]
     pub(crate) workload: Option<String>,
     /// Services of the fleet (each with its pods, region, namespace labels).

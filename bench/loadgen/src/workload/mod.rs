@@ -190,9 +190,10 @@ impl Workload {
                 BASES.len()
             )));
         }
-        if !(config.profile_seconds > 0.0 && config.deploy_every_hours > 0.0)
-            || !(0.0..=1.0).contains(&config.rename_share)
-        {
+        let usable = config.profile_seconds > 0.0
+            && config.deploy_every_hours > 0.0
+            && (0.0..=1.0).contains(&config.rename_share);
+        if !usable {
             return Err(WorkloadError::Config(
                 "profile_seconds and deploy_every_hours must be > 0, rename_share in 0..=1".into(),
             ));
