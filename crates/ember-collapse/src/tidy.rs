@@ -302,6 +302,12 @@ pub(crate) fn find_arrow(s: &str) -> Option<usize> {
     None
 }
 
+/// The ASCII bytes `str::trim` removes (Unicode `White_Space`). `u8::is_ascii_whitespace`
+/// leaves out the vertical tab (0x0b), so it would not trim what `str::trim` trims.
+fn is_ascii_white_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
 /// `str::trim_start` with an ASCII fast path (the common case for perf output).
 pub(crate) fn trim_start(s: &str) -> &str {
     // Most strings have nothing to trim: one byte settles that.
@@ -310,7 +316,7 @@ pub(crate) fn trim_start(s: &str) -> &str {
     }
     let skip = s
         .bytes()
-        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .position(|b| !is_ascii_white_space(b))
         .unwrap_or(s.len());
     let rest = &s[skip..];
     if rest.as_bytes().first().is_some_and(|b| !b.is_ascii()) {
@@ -327,7 +333,7 @@ pub(crate) fn trim_end(s: &str) -> &str {
     }
     let keep = s
         .bytes()
-        .rposition(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .rposition(|b| !is_ascii_white_space(b))
         .map_or(0, |i| i + 1);
     let rest = &s[..keep];
     if rest.as_bytes().last().is_some_and(|b| !b.is_ascii()) {

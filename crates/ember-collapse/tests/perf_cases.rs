@@ -73,6 +73,18 @@ const VARIANTS: [(&str, usize, usize); 3] = [
     ("2 threads, 1 KiB chunks", 2, 1024),
 ];
 
+/// `base` under each of the [`VARIANTS`]: (label, options).
+fn variants(base: &CollapseOptions) -> impl Iterator<Item = (&'static str, CollapseOptions)> + '_ {
+    VARIANTS.into_iter().map(|(label, threads, chunk_bytes)| {
+        let options = CollapseOptions {
+            threads,
+            chunk_bytes,
+            ..base.clone()
+        };
+        (label, options)
+    })
+}
+
 fn run(input: &Path, options: &CollapseOptions) -> Collapsed {
     let file = fs::File::open(input).unwrap_or_else(|e| panic!("open {}: {e}", input.display()));
     collapse(file, options).unwrap_or_else(|e| panic!("collapse {}: {e}", input.display()))
@@ -106,12 +118,7 @@ fn every_perf_case_is_byte_identical() {
                 panic!("row without golden and without known warning: {label}");
             };
             let mut ok = true;
-            for (variant, threads, chunk) in VARIANTS {
-                let o = CollapseOptions {
-                    threads,
-                    chunk_bytes: chunk,
-                    ..base.clone()
-                };
+            for (variant, o) in variants(&base) {
                 let c = run(&input, &o);
                 let hits: Vec<_> = c.warnings.iter().filter(|w| w.kind == kind).collect();
                 if hits.len() != 1 || hits[0].count != 1 || hits[0].line == 0 {
@@ -150,12 +157,7 @@ fn every_perf_case_is_byte_identical() {
         };
 
         let mut ok = true;
-        for (variant, threads, chunk) in VARIANTS {
-            let o = CollapseOptions {
-                threads,
-                chunk_bytes: chunk,
-                ..base.clone()
-            };
+        for (variant, o) in variants(&base) {
             let actual = folded(&run(&input, &o));
             if actual != target {
                 let first_diff = actual

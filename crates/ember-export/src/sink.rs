@@ -222,6 +222,19 @@ impl Uploader {
             Scheme::Azure => format!("az://{}", target.bucket),
             Scheme::File => String::new(),
         };
+        // What every cloud store's builder is given; the three builders share no trait.
+        macro_rules! cloud_builder {
+            ($builder:ty, $client_key:path) => {{
+                install_crypto_provider();
+                let mut b = <$builder>::from_env()
+                    .with_url(bucket_url)
+                    .with_retry(retry);
+                for (key, value) in timeouts {
+                    b = b.with_config($client_key(key), value);
+                }
+                b
+            }};
+        }
         let store: Arc<dyn ObjectStore> = match target.scheme {
             Scheme::File => {
                 let dir = Path::new(&target.bucket);
@@ -233,13 +246,7 @@ impl Uploader {
             }
             Scheme::S3 => {
                 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-                install_crypto_provider();
-                let mut b = AmazonS3Builder::from_env()
-                    .with_url(bucket_url)
-                    .with_retry(retry);
-                for (key, value) in timeouts {
-                    b = b.with_config(AmazonS3ConfigKey::Client(key), value);
-                }
+                let mut b = cloud_builder!(AmazonS3Builder, AmazonS3ConfigKey::Client);
                 // A plain-http endpoint (MinIO, moto, a local gateway) must be
                 // allowed explicitly by object_store.
                 let endpoint = std::env::var("AWS_ENDPOINT_URL")
@@ -257,26 +264,14 @@ impl Uploader {
             }
             Scheme::Gcs => {
                 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
-                install_crypto_provider();
-                let mut b = GoogleCloudStorageBuilder::from_env()
-                    .with_url(bucket_url)
-                    .with_retry(retry);
-                for (key, value) in timeouts {
-                    b = b.with_config(GoogleConfigKey::Client(key), value);
-                }
+                let b = cloud_builder!(GoogleCloudStorageBuilder, GoogleConfigKey::Client);
                 Arc::new(b.build().map_err(store_err)?)
             }
             Scheme::Azure => {
                 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-                install_crypto_provider();
                 // AZURE_STORAGE_USE_EMULATOR=true (Azurite) allows http itself;
                 // AZURITE_BLOB_STORAGE_URL moves it off http://127.0.0.1:10000.
-                let mut b = MicrosoftAzureBuilder::from_env()
-                    .with_url(bucket_url)
-                    .with_retry(retry);
-                for (key, value) in timeouts {
-                    b = b.with_config(AzureConfigKey::Client(key), value);
-                }
+                let b = cloud_builder!(MicrosoftAzureBuilder, AzureConfigKey::Client);
                 Arc::new(b.build().map_err(store_err)?)
             }
         };
@@ -325,16 +320,7 @@ pub fn default_node_name() -> String {
 pub fn timestamp_utc(unix_secs: u64) -> String {
     let days = (unix_secs / 86_400) as i64;
     let rem = unix_secs % 86_400;
-    // Civil-from-days (proleptic Gregorian), valid for all u64 seconds / 86400.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = ember_formats::units::civil_from_days(days);
     format!(
         "{year:04}{month:02}{day:02}T{:02}{:02}{:02}",
         rem / 3_600,

@@ -13,13 +13,12 @@
 mod common;
 
 use common::*;
-use ember_export::{PerfCollector, PerfCollectorConfig, Sample, Uploader};
-use futures_util::StreamExt;
+use ember_export::{Sample, Uploader};
 use object_store::azure::{
     AzureAccessKey, AzureAuthorizer, AzureCredential, MicrosoftAzureBuilder,
 };
 use object_store::client::{HttpConnector, HttpRequest, ReqwestConnector};
-use object_store::{ClientOptions, ObjectStore, ObjectStoreExt};
+use object_store::{ClientOptions, ObjectStore};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -106,34 +105,6 @@ fn reader() -> impl ObjectStore {
         .unwrap()
 }
 
-async fn list() -> Vec<String> {
-    let store = reader();
-    let mut keys = Vec::new();
-    let mut it = store.list(None);
-    while let Some(meta) = it.next().await {
-        keys.push(meta.unwrap().location.to_string());
-    }
-    keys.sort();
-    keys
-}
-
-async fn get(key: &str) -> Vec<u8> {
-    reader()
-        .get(&object_store::path::Path::from(key))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap()
-        .to_vec()
-}
-
-fn push_all(pc: &PerfCollector, samples: &[Sample]) {
-    for s in samples {
-        pc.push(s.clone());
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn az_upload_outage_and_recovery_against_azurite() {
     if !azurite_present() {
@@ -170,75 +141,24 @@ async fn az_upload_outage_and_recovery_against_azurite() {
     unsafe { std::env::set_var("AZURE_STORAGE_ACCOUNT_KEY", KEY) };
 
     let spool = scratch("az-spool");
-    let pc = PerfCollector::new(PerfCollectorConfig {
-        export_to: format!("az://{CONTAINER}/cluster-a"),
-        bucket_subdirectory: "perf".into(),
-        node_name: Some("node-1".into()),
-        local_dir: Some(spool.clone()),
-        max_dumps_retained: 2,
-        ..Default::default()
-    })
-    .unwrap();
+    let pc = outage_collector(&format!("az://{CONTAINER}/cluster-a"), &spool);
+    let bucket = reader();
     let samples = iperf_samples();
     let chunks: Vec<&[Sample]> = samples.chunks(samples.len().div_ceil(4)).collect();
     assert_eq!(chunks.len(), 4);
 
     // 1. Azurite up: the dump is uploaded and deleted locally.
-    push_all(&pc, chunks[0]);
-    let r = pc.dump().await.unwrap();
-    assert_eq!(r.upload_error, None);
-    let first = r.written.clone().unwrap();
-    let first_key = format!("cluster-a/perf/node-1/{first}");
-    assert_eq!(list().await, vec![first_key.clone()]);
-    assert!(
-        first.ends_with("-perf-data.gz") && first.len() == "YYYYMMDDTHHMMSS-perf-data.gz".len()
-    );
-    assert_eq!(folded_dump(&get(&first_key).await), fold(chunks[0], true));
-    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    let first = dump_while_up(&pc, chunks[0], &spool, &bucket).await;
 
     // 2. Azurite down: dumps stay local, at most max_dumps_retained.
     server.stop();
-    let mut kept = Vec::new();
-    for (i, chunk) in chunks[1..].iter().enumerate() {
-        push_all(&pc, chunk);
-        let r = pc.dump().await.unwrap();
-        assert!(
-            r.upload_error.is_some(),
-            "upload should fail while Azurite is down"
-        );
-        assert!(r.uploaded.is_empty());
-        kept.push(r.written.unwrap());
-        let local = std::fs::read_dir(&spool).unwrap().count();
-        assert_eq!(
-            local,
-            (i + 1).min(2),
-            "local dumps after outage dump {}",
-            i + 1
-        );
-    }
-    let stats = pc.stats();
-    assert_eq!(stats.dumps_dropped, 1, "{stats:?}");
-    assert_eq!(stats.pending, 2);
-    assert!(stats.upload_errors >= 3);
+    let written = dumps_while_down(&pc, &chunks[1..], &spool).await;
 
     // 3. Azurite back (empty: make the container again): the two retained
     //    dumps are uploaded, oldest first, and deleted.
     let _server = azurite(port, &data, logs.join("2.log"));
     create_container(port).await;
-    let r = pc.dump().await.unwrap();
-    assert_eq!(r.upload_error, None);
-    assert_eq!(r.written, None);
-    let want: Vec<String> = kept[1..]
-        .iter()
-        .map(|n| format!("cluster-a/perf/node-1/{n}"))
-        .collect();
-    assert_eq!(r.uploaded, want);
-    assert_eq!(list().await, want);
-    for (key, chunk) in want.iter().zip(&chunks[2..]) {
-        assert_eq!(folded_dump(&get(key).await), fold(chunk, true));
-    }
-    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
-    assert_eq!(pc.stats().pending, 0);
+    dump_after_outage(&pc, &written, &chunks[1..], &spool, &bucket).await;
 
     // 4. Without emulator mode, an explicit http:// endpoint works when
     //    AZURE_ALLOW_HTTP says so: the Uploader keeps the client options the
@@ -257,5 +177,8 @@ async fn az_upload_outage_and_recovery_against_azurite() {
         .put("cluster-a/endpoint-probe", first.as_bytes().to_vec())
         .await
         .unwrap();
-    assert_eq!(get("cluster-a/endpoint-probe").await, first.as_bytes());
+    assert_eq!(
+        object(&bucket, "cluster-a/endpoint-probe").await,
+        first.as_bytes()
+    );
 }

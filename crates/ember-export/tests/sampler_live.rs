@@ -7,6 +7,8 @@
 //! sampler's own tests.
 
 mod common;
+#[path = "../../ember-sampler/tests/programs/mod.rs"]
+mod programs;
 
 use common::*;
 use ember_collapse::{CollapseOptions, collapse};
@@ -24,15 +26,7 @@ use std::time::Duration;
 async fn live_session_feeds_both_exporters() {
     let root = scratch("live");
     let bin = root.join("three_paths");
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../ember-sampler/tests/programs/three_paths.c");
-    let status = Command::new("gcc")
-        .args(["-O2", "-fno-omit-frame-pointer", "-fno-shrink-wrap", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .expect("gcc must be installed");
-    assert!(status.success(), "gcc failed");
+    programs::compile_to("three_paths", &programs::FRAME_POINTERS, &bin);
 
     let mut opts = Options::new(Target::Command(vec![
         bin.clone().into_os_string(),

@@ -7,7 +7,7 @@
 //! by name, and units chosen from the smallest and largest value shown.
 
 use crate::FormatError;
-use crate::units::{percentage, scale, scaled_label};
+use crate::units::{civil_from_days, percentage, scale, scaled_label};
 use ember_pprof::Profile;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -166,13 +166,9 @@ pub fn select_sample_index(
         return Ok(i);
     }
     // Also accept `type/unit`, which is how Ember names sample types elsewhere.
-    if let Some(i) = (0..count).find(|&i| {
-        format!(
-            "{}/{}",
-            type_name(i),
-            string(profile, profile.sample_type[i].unit)
-        ) == selector
-    }) {
+    if let Some(i) =
+        (0..count).find(|&i| ember_pprof::type_name(profile, &profile.sample_type[i]) == selector)
+    {
         return Ok(i);
     }
     let names: Vec<&str> = (0..count).map(type_name).collect();
@@ -650,18 +646,4 @@ pub fn format_time_utc(nanos: i64) -> String {
         _ => (hour - 12, "pm"),
     };
     format!("{month_name} {day}, {year} at {h12}:{minute:02}{ampm} (UTC)")
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }

@@ -172,6 +172,22 @@ pub fn go_g2(x: f64) -> String {
     }
 }
 
+/// Proleptic Gregorian `(year, month 1-12, day 1-31)` of a day count since 1970-01-01 (Howard
+/// Hinnant's civil-from-days), for the dates files carry in their text: `top`'s header and the
+/// exporters' object keys. Valid for every day an `i64` of seconds can reach.
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 fn trim_zeros(s: &str) -> &str {
     if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.')

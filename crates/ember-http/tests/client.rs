@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use ember_http::{BlockingClient, Client, ClientConfig, HttpError, Request};
-use support::{BIG, Proxy, make_certs, serve_http, serve_https, serve_raw};
+use support::{BIG, Proxy, serve_http, serve_https, serve_raw, temp_certs};
 
 /// Settings for loopback tests: no proxy from the environment (a developer's HTTP_PROXY must
 /// not capture 127.0.0.1).
@@ -16,6 +16,15 @@ fn local() -> ClientConfig {
         env_proxy: false,
         ..ClientConfig::default()
     }
+}
+
+/// `GET {base}/hello` through `client` answers `hello`.
+async fn assert_hello(client: &Client, base: &str) {
+    let body = client
+        .get_bytes(&format!("{base}/hello"), 100)
+        .await
+        .unwrap();
+    assert_eq!(&body[..], b"hello");
 }
 
 #[tokio::test]
@@ -27,11 +36,7 @@ async fn get_and_post_with_headers() {
         ..local()
     })
     .unwrap();
-    let body = client
-        .get_bytes(&format!("{base}/hello"), 100)
-        .await
-        .unwrap();
-    assert_eq!(&body[..], b"hello");
+    assert_hello(&client, &base).await;
 
     let request = Request::post(format!("{base}/echo"), b"\x1f\x8bdata".to_vec())
         .content_type("application/x-protobuf")
@@ -280,7 +285,7 @@ async fn connection_errors_and_bad_input() {
 
 #[tokio::test]
 async fn https_with_a_private_ca() {
-    let certs = make_certs("https");
+    let certs = temp_certs("https");
     let base = serve_https(&certs).await;
     let url = format!("{base}/hello");
 
@@ -325,7 +330,7 @@ async fn https_with_a_private_ca() {
 async fn an_explicit_proxy_is_used_for_http_and_https() {
     let proxy = Proxy::start().await;
     let plain = serve_http().await;
-    let certs = make_certs("proxy");
+    let certs = temp_certs("proxy");
     let secure = serve_https(&certs).await;
     let client = Client::new(&ClientConfig {
         proxy: Some(proxy.url.clone()),
@@ -333,16 +338,8 @@ async fn an_explicit_proxy_is_used_for_http_and_https() {
         ..local()
     })
     .unwrap();
-    let body = client
-        .get_bytes(&format!("{plain}/hello"), 100)
-        .await
-        .unwrap();
-    assert_eq!(&body[..], b"hello");
-    let body = client
-        .get_bytes(&format!("{secure}/hello"), 100)
-        .await
-        .unwrap();
-    assert_eq!(&body[..], b"hello");
+    assert_hello(&client, &plain).await;
+    assert_hello(&client, &secure).await;
     let seen = proxy.seen();
     let port = secure.rsplit(':').next().unwrap();
     assert!(
@@ -372,9 +369,10 @@ async fn proxy_environment_child() {
 }
 
 /// Runs [`proxy_environment_child`] in a child process with `HTTP_PROXY` and `NO_PROXY` set
-/// (and the other proxy variables removed).
-fn run_child(url: String, proxy: String, no_proxy: &'static str) -> std::process::Output {
-    std::process::Command::new(std::env::current_exe().unwrap())
+/// (and the other proxy variables removed); panics unless it succeeds.
+async fn run_child(url: &str, proxy: &str, no_proxy: &'static str) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
         .args(["--exact", "proxy_environment_child"])
         .env(CHILD_URL, url)
         .env("HTTP_PROXY", proxy)
@@ -382,9 +380,15 @@ fn run_child(url: String, proxy: String, no_proxy: &'static str) -> std::process
         .env_remove("http_proxy")
         .env_remove("no_proxy")
         .env_remove("ALL_PROXY")
-        .env_remove("all_proxy")
-        .output()
-        .unwrap()
+        .env_remove("all_proxy");
+    let out = tokio::task::spawn_blocking(move || child.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[tokio::test]
@@ -392,27 +396,11 @@ async fn the_proxy_environment_is_honoured() {
     let proxy = Proxy::start().await;
     let plain = serve_http().await;
     let url = format!("{plain}/hello");
-    let (u, p) = (url.clone(), proxy.url.clone());
-    let out = tokio::task::spawn_blocking(move || run_child(u, p, ""))
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    run_child(&url, &proxy.url, "").await;
     assert_eq!(proxy.seen(), vec![format!("GET {url} HTTP/1.1")]);
 
     // NO_PROXY exempts the host, as with curl: the proxy sees nothing more.
-    let (u, p) = (url.clone(), proxy.url.clone());
-    let out = tokio::task::spawn_blocking(move || run_child(u, p, "127.0.0.1"))
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    run_child(&url, &proxy.url, "127.0.0.1").await;
     assert_eq!(proxy.seen().len(), 1, "{:?}", proxy.seen());
 }
 

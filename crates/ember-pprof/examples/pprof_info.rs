@@ -17,13 +17,7 @@ fn main() {
     let types: Vec<String> = profile
         .sample_type
         .iter()
-        .map(|vt| {
-            format!(
-                "{}/{}",
-                ember_pprof::string(&profile, vt.r#type),
-                ember_pprof::string(&profile, vt.unit)
-            )
-        })
+        .map(|vt| ember_pprof::type_name(&profile, vt))
         .collect();
     println!(
         "# {} samples, {} locations, {} functions, {} mappings; sample types: {}",

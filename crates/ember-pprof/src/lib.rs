@@ -53,7 +53,7 @@ pub use codec::{
 pub use error::PprofError;
 pub use merge::{Merger, compact, delta, merge};
 pub use proto::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
-pub use query::{folded_stacks, folded_to_string, sample_index, string};
+pub use query::{folded_stacks, folded_to_string, sample_index, string, type_name};
 pub use transform::{filter_sample_types, focus, hide, ignore, prune_from, scale};
 pub use validate::validate;
 pub use view::{LocationView, ProfileView, SampleView};

@@ -16,7 +16,9 @@ pub fn string(profile: &Profile, index: i64) -> &str {
         .map_or("", String::as_str)
 }
 
-pub(crate) fn type_name(profile: &Profile, vt: &ValueType) -> String {
+/// `type/unit` of a sample type (`cpu/nanoseconds`): how Ember names a sample type in listings
+/// and error messages, and one of the names [`sample_index`] accepts.
+pub fn type_name(profile: &Profile, vt: &ValueType) -> String {
     format!(
         "{}/{}",
         string(profile, vt.r#type),
@@ -83,6 +85,12 @@ pub fn sample_index(profile: &Profile, name: Option<&str>) -> Result<usize, Ppro
     })
 }
 
+/// The frame name of a location without lines: `0x<address>`, as pprof shows it. The frame
+/// filters match their regex against this same text.
+pub(crate) fn address_frame(address: u64) -> String {
+    format!("{address:#x}")
+}
+
 /// Display name of every location (position-aligned with
 /// `profile.location`): its lines from last to first (caller before inlined
 /// callee) joined by `;`, or `0x<address>` when it has no lines.
@@ -93,7 +101,7 @@ pub(crate) fn location_frames(profile: &Profile) -> Vec<String> {
         .iter()
         .map(|loc| {
             if loc.line.is_empty() {
-                return format!("{:#x}", loc.address);
+                return address_frame(loc.address);
             }
             let mut s = String::new();
             for (k, line) in loc.line.iter().rev().enumerate() {

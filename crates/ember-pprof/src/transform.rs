@@ -11,8 +11,8 @@ use regex::Regex;
 
 use crate::error::PprofError;
 use crate::ids::IdIndex;
-use crate::proto::Profile;
-use crate::query::string;
+use crate::proto::{Line, Profile};
+use crate::query::{address_frame, string};
 
 /// Multiplies every sample value by `factor`, rounding to the nearest integer
 /// (halves away from zero); results saturate at the `i64` range. A
@@ -58,44 +58,82 @@ pub fn filter_sample_types(profile: &mut Profile, indices: &[usize]) -> Result<(
     Ok(())
 }
 
-/// Per function position: does its name match?
-fn function_matches(profile: &Profile, re: &Regex) -> Vec<bool> {
-    profile
-        .function
-        .iter()
-        .map(|f| re.is_match(string(profile, f.name)))
-        .collect()
+/// The regex of a frame filter applied the way the module documentation says: a line
+/// matches when the name of its function does; a location without lines matches on the
+/// name the folded view gives it, `0x<address>`.
+struct FrameMatcher<'r> {
+    re: &'r Regex,
+    functions: IdIndex,
+    /// Per function position: does its name match?
+    by_function: Vec<bool>,
 }
 
-/// Per location position: does any frame of it match?
-fn location_matches(profile: &Profile, re: &Regex) -> Vec<bool> {
-    let fmatch = function_matches(profile, re);
-    let functions = IdIndex::lenient(profile.function.iter().map(|f| f.id));
-    profile
+impl<'r> FrameMatcher<'r> {
+    fn new(profile: &Profile, re: &'r Regex) -> Self {
+        FrameMatcher {
+            re,
+            functions: IdIndex::lenient(profile.function.iter().map(|f| f.id)),
+            by_function: profile
+                .function
+                .iter()
+                .map(|f| re.is_match(string(profile, f.name)))
+                .collect(),
+        }
+    }
+
+    /// Does the function of `line` match?
+    fn line(&self, line: &Line) -> bool {
+        self.functions
+            .get(line.function_id)
+            .is_some_and(|p| self.by_function[p])
+    }
+
+    /// Does a location without lines at `address` match?
+    fn bare(&self, address: u64) -> bool {
+        self.re.is_match(&address_frame(address))
+    }
+}
+
+/// Marks aligned with `profile.location`, looked up by location id; an unknown id is
+/// unmarked.
+struct LocationMarks {
+    index: IdIndex,
+    marked: Vec<bool>,
+}
+
+impl LocationMarks {
+    fn new(profile: &Profile, marked: Vec<bool>) -> Self {
+        LocationMarks {
+            index: IdIndex::lenient(profile.location.iter().map(|l| l.id)),
+            marked,
+        }
+    }
+
+    fn get(&self, id: u64) -> bool {
+        self.index.get(id).is_some_and(|p| self.marked[p])
+    }
+}
+
+/// Marks every location for a filter: one without lines when its `0x<address>` matches,
+/// one with lines as `lines` says, which may also trim them (hide, prune_from).
+fn mark_locations(
+    profile: &mut Profile,
+    re: &Regex,
+    lines: impl Fn(&mut Vec<Line>, &FrameMatcher<'_>) -> bool,
+) -> LocationMarks {
+    let matcher = FrameMatcher::new(profile, re);
+    let marked = profile
         .location
-        .iter()
+        .iter_mut()
         .map(|loc| {
             if loc.line.is_empty() {
-                re.is_match(&format!("{:#x}", loc.address))
+                matcher.bare(loc.address)
             } else {
-                loc.line
-                    .iter()
-                    .any(|l| functions.get(l.function_id).is_some_and(|p| fmatch[p]))
+                lines(&mut loc.line, &matcher)
             }
         })
-        .collect()
-}
-
-fn sample_matches(
-    profile: &Profile,
-    matches: &[bool],
-    index: &IdIndex,
-    s: &crate::proto::Sample,
-) -> bool {
-    let _ = profile;
-    s.location_id
-        .iter()
-        .any(|&id| index.get(id).is_some_and(|p| matches[p]))
+        .collect();
+    LocationMarks::new(profile, marked)
 }
 
 /// pprof `-focus`: keeps only samples with at least one matching frame.
@@ -110,15 +148,10 @@ pub fn ignore(profile: &mut Profile, re: &Regex) {
 
 /// Keeps the samples for which "has a frame matching `re`" equals `keep_matching`.
 fn retain_by_match(profile: &mut Profile, re: &Regex, keep_matching: bool) {
-    let matches = location_matches(profile, re);
-    let index = IdIndex::lenient(profile.location.iter().map(|l| l.id));
-    let keep: Vec<bool> = profile
+    let matches = mark_locations(profile, re, |lines, m| lines.iter().any(|l| m.line(l)));
+    profile
         .sample
-        .iter()
-        .map(|s| sample_matches(profile, &matches, &index, s) == keep_matching)
-        .collect();
-    let mut it = keep.into_iter();
-    profile.sample.retain(|_| it.next().unwrap_or(false));
+        .retain(|s| s.location_id.iter().any(|&id| matches.get(id)) == keep_matching);
 }
 
 /// pprof `-hide`: removes matching frames but keeps the samples (their values
@@ -126,22 +159,12 @@ fn retain_by_match(profile: &mut Profile, re: &Regex, keep_matching: bool) {
 /// their location; a location left with no lines, or a line-less location
 /// whose `0x<address>` matches, is removed from the stacks.
 pub fn hide(profile: &mut Profile, re: &Regex) {
-    let fmatch = function_matches(profile, re);
-    let functions = IdIndex::lenient(profile.function.iter().map(|f| f.id));
-    let mut gone = vec![false; profile.location.len()];
-    for (pos, loc) in profile.location.iter_mut().enumerate() {
-        if loc.line.is_empty() {
-            gone[pos] = re.is_match(&format!("{:#x}", loc.address));
-        } else {
-            loc.line
-                .retain(|l| !functions.get(l.function_id).is_some_and(|p| fmatch[p]));
-            gone[pos] = loc.line.is_empty();
-        }
-    }
-    let index = IdIndex::lenient(profile.location.iter().map(|l| l.id));
+    let gone = mark_locations(profile, re, |lines, m| {
+        lines.retain(|l| !m.line(l));
+        lines.is_empty()
+    });
     for s in &mut profile.sample {
-        s.location_id
-            .retain(|&id| !index.get(id).is_some_and(|p| gone[p]));
+        s.location_id.retain(|&id| !gone.get(id));
     }
 }
 
@@ -152,32 +175,17 @@ pub fn hide(profile: &mut Profile, re: &Regex) {
 /// that passes through such a location and ends in a deeper match also loses
 /// those inlined frames.
 pub fn prune_from(profile: &mut Profile, re: &Regex) {
-    let fmatch = function_matches(profile, re);
-    let functions = IdIndex::lenient(profile.function.iter().map(|f| f.id));
-    let mut prune_here = vec![false; profile.location.len()];
-    for (pos, loc) in profile.location.iter_mut().enumerate() {
-        if loc.line.is_empty() {
-            prune_here[pos] = re.is_match(&format!("{:#x}", loc.address));
-            continue;
-        }
-        // lines[0] is the innermost callee: the first match from that end is
-        // the deepest matching function; its inlined callees are cut.
-        if let Some(k) = loc
-            .line
-            .iter()
-            .position(|l| functions.get(l.function_id).is_some_and(|p| fmatch[p]))
-        {
-            loc.line.drain(..k);
-            prune_here[pos] = true;
-        }
-    }
-    let index = IdIndex::lenient(profile.location.iter().map(|l| l.id));
+    // lines[0] is the innermost callee: the first match from that end is the
+    // deepest matching function; its inlined callees are cut.
+    let prune_here = mark_locations(profile, re, |lines, m| {
+        let Some(k) = lines.iter().position(|l| m.line(l)) else {
+            return false;
+        };
+        lines.drain(..k);
+        true
+    });
     for s in &mut profile.sample {
-        if let Some(k) = s
-            .location_id
-            .iter()
-            .position(|&id| index.get(id).is_some_and(|p| prune_here[p]))
-        {
+        if let Some(k) = s.location_id.iter().position(|&id| prune_here.get(id)) {
             s.location_id.drain(..k);
         }
     }

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
+mod cut;
 mod flamebearer;
 mod ops;
 pub mod parse;

@@ -45,7 +45,7 @@ impl<'s> Querier<'s> {
     /// The merged call tree of the selection, truncated to `req.max_nodes`.
     pub fn call_tree(&self, tenant: &str, req: &QueryRequest) -> Result<Tree, QueryError> {
         let merged = self.merge(tenant, req)?;
-        Ok(Tree::from_stacks(&merged.stacks).truncate(req.max_nodes))
+        Ok(Tree::from_merged_cut(&merged, req.max_nodes))
     }
 
     /// The flamebearer JSON of the selection (`single` format) with its timeline (totals per
@@ -58,7 +58,7 @@ impl<'s> Querier<'s> {
     ) -> Result<Value, QueryError> {
         let q = req.store_query()?;
         let merged = self.store.merge_stacks(tenant, &q);
-        let tree = Tree::from_stacks(&merged.stacks).truncate(req.max_nodes);
+        let tree = Tree::from_merged_cut(&merged, req.max_nodes);
         let step = req.step_nanos();
         let buckets = ((q.end_nanos - q.start_nanos) / step + 1).clamp(1, MAX_TIMELINE_BUCKETS);
         let mut samples = vec![0i64; buckets as usize];
@@ -92,7 +92,7 @@ impl<'s> Querier<'s> {
             return self.flamebearer(tenant, req, title).map(Output::Json);
         }
         let merged = self.merge(tenant, req)?;
-        if merged.profiles == 0 || merged.stacks.is_empty() {
+        if merged.profiles == 0 || merged.is_empty() {
             return Err(QueryError::NotFound(
                 "no profiles match the query in the time range".into(),
             ));
@@ -200,12 +200,12 @@ pub struct Diff {
 impl Diff {
     /// Whether neither side matched a stack.
     pub fn is_empty(&self) -> bool {
-        self.left.stacks.is_empty() && self.right.stacks.is_empty()
+        self.left.is_empty() && self.right.is_empty()
     }
 
     /// The union call tree of both sides.
     pub fn tree(&self) -> DiffTree {
-        DiffTree::new(&self.left.stacks, &self.right.stacks)
+        DiffTree::new(&self.left.stacks(), &self.right.stacks())
     }
 
     /// The `double` flamebearer JSON, titled `title` (empty sides give an empty graph).
@@ -215,7 +215,8 @@ impl Diff {
 
     /// The pprof form: right minus left per stack, like `pprof -diff_base=left right`.
     pub fn profile(&self) -> ember_pprof::Profile {
-        render::diff_profile(&self.left, &self.right)
+        let (l, r) = (self.left.stacks(), self.right.stacks());
+        render::diff_profile(&self.left, &self.right, &l, &r)
     }
 
     /// The diff in `format`, titled `title`; [`QueryError::NotFound`] when neither side

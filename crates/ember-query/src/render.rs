@@ -72,12 +72,50 @@ impl Output {
 }
 
 /// A one-sample-type pprof profile of the merged stacks, typed (sample type and period) by
-/// the first profile type of `merged`.
+/// the first profile type of `merged`: a function and a location per frame name, a sample per
+/// frame with a value. Built from the merged frames, so a day of hundreds of thousands of
+/// stacks never becomes strings per frame.
 pub fn pprof_profile(merged: &Merged) -> ember_pprof::Profile {
-    build_profile(
-        merged,
-        merged.stacks.iter().map(|(f, v)| (f.as_slice(), *v)),
-    )
+    let mut b = typed_builder(merged);
+    // Location id of each merged name, made on first use.
+    let mut location_of: Vec<u64> = vec![0; merged.names.len()];
+    let mut samples = Vec::new();
+    for (f, &v) in merged.self_values.iter().enumerate() {
+        if v == 0 || f == 0 {
+            continue;
+        }
+        let mut ids = Vec::new();
+        let mut frame = f;
+        while frame != 0 {
+            let (parent, name) = merged.frames[frame];
+            let slot = &mut location_of[name as usize];
+            if *slot == 0 {
+                let n = merged.names.get(name as usize).map_or("", String::as_str);
+                let func = b.function(n, n, "");
+                *slot = b.location(0, 0, &[(func, 0)]);
+            }
+            ids.push(*slot);
+            frame = parent as usize;
+        }
+        samples.push(ember_pprof::Sample {
+            location_id: ids,
+            value: vec![v],
+            label: Vec::new(),
+        });
+    }
+    let mut p = b.build();
+    p.sample = samples;
+    p
+}
+
+/// A builder for a one-sample-type profile typed like `typed` (its first profile type).
+fn typed_builder(typed: &Merged) -> ember_pprof::ProfileBuilder {
+    let [_, t, u, pt, pu] = type_parts(typed);
+    let mut b = ember_pprof::ProfileBuilder::new(&[(t.as_str(), u.as_str())]);
+    if !pt.is_empty() {
+        b.set_period((&pt, &pu), 0);
+    }
+    b
 }
 
 /// A one-sample-type pprof profile of `stacks`, typed like `typed`.
@@ -85,11 +123,7 @@ fn build_profile<'a>(
     typed: &Merged,
     stacks: impl Iterator<Item = (&'a [String], i64)>,
 ) -> ember_pprof::Profile {
-    let [_, t, u, pt, pu] = type_parts(typed);
-    let mut b = ember_pprof::ProfileBuilder::new(&[(t.as_str(), u.as_str())]);
-    if !pt.is_empty() {
-        b.set_period((&pt, &pu), 0);
-    }
+    let mut b = typed_builder(typed);
     for (frames, v) in stacks {
         let f: Vec<&str> = frames.iter().map(String::as_str).collect();
         b.add_folded_stack(&f, &[v]);
@@ -100,7 +134,7 @@ fn build_profile<'a>(
 /// Folded text of the merged stacks: one `frame;frame value` line per stack.
 pub fn folded_text(merged: &Merged) -> String {
     let mut out = String::new();
-    for (frames, v) in &merged.stacks {
+    for (frames, v) in &merged.stacks() {
         out.push_str(&frames.join(";"));
         out.push(' ');
         out.push_str(&v.to_string());
@@ -109,14 +143,18 @@ pub fn folded_text(merged: &Merged) -> String {
     out
 }
 
-/// `(stack, left value, right value)` over the union of both sides' stacks, sorted.
-pub fn diff_stacks<'a>(left: &'a Merged, right: &'a Merged) -> Vec<(&'a [String], i64, i64)> {
+/// Stacks of a merged selection: `(frames root→leaf, value)`, as [`Merged::stacks`].
+type Stacks = [(Vec<String>, i64)];
+
+/// `(stack, left value, right value)` over the union of both sides' stacks
+/// ([`Merged::stacks`]), sorted.
+pub fn diff_stacks<'a>(left: &'a Stacks, right: &'a Stacks) -> Vec<(&'a [String], i64, i64)> {
     let mut map: BTreeMap<&[String], (i64, i64)> = BTreeMap::new();
-    for (frames, v) in &left.stacks {
+    for (frames, v) in left {
         let e = map.entry(frames.as_slice()).or_default();
         e.0 = e.0.saturating_add(*v);
     }
-    for (frames, v) in &right.stacks {
+    for (frames, v) in right {
         let e = map.entry(frames.as_slice()).or_default();
         e.1 = e.1.saturating_add(*v);
     }
@@ -125,9 +163,15 @@ pub fn diff_stacks<'a>(left: &'a Merged, right: &'a Merged) -> Vec<(&'a [String]
 
 /// The pprof form of a diff: right minus left per stack (negative where the right side
 /// spends less; equal stacks dropped), like `pprof -diff_base=left right`.
-pub(crate) fn diff_profile(left: &Merged, right: &Merged) -> ember_pprof::Profile {
+/// `l` and `r` are the sides' [`Merged::stacks`].
+pub(crate) fn diff_profile(
+    left: &Merged,
+    right: &Merged,
+    l: &Stacks,
+    r: &Stacks,
+) -> ember_pprof::Profile {
     let typed = if right.profiles > 0 { right } else { left };
-    let deltas = diff_stacks(left, right)
+    let deltas = diff_stacks(l, r)
         .into_iter()
         .map(|(frames, l, r)| (frames, r.saturating_sub(l)))
         .filter(|(_, delta)| *delta != 0);
@@ -186,7 +230,7 @@ pub(crate) fn merged_file(
         )),
         Format::Svg => {
             let lines = merged
-                .stacks
+                .stacks()
                 .iter()
                 .map(|(frames, v)| ember_formats::FoldedLine {
                     stack: frames.join(";"),
@@ -206,25 +250,26 @@ pub(crate) fn diff_output(
     format: Format,
     title: &str,
 ) -> Result<Output, QueryError> {
+    let (l, r) = (left.stacks(), right.stacks());
     match format {
         Format::Flamebearer => Ok(Output::Json(crate::flamebearer::double(
-            &crate::tree::DiffTree::new(&left.stacks, &right.stacks),
+            &crate::tree::DiffTree::new(&l, &r),
             left,
             right,
             title,
         ))),
         Format::Folded => {
             let mut out = String::new();
-            for (frames, a, b) in diff_stacks(left, right) {
+            for (frames, a, b) in diff_stacks(&l, &r) {
                 out.push_str(&frames.join(";"));
                 out.push_str(&format!(" {a} {b}\n"));
             }
             Ok(Output::text(out))
         }
-        Format::Pprof => Ok(Output::pprof(&diff_profile(left, right))),
-        Format::Top => top(&diff_profile(left, right)),
+        Format::Pprof => Ok(Output::pprof(&diff_profile(left, right, &l, &r))),
+        Format::Top => top(&diff_profile(left, right, &l, &r)),
         Format::Svg => {
-            let lines = diff_stacks(left, right)
+            let lines = diff_stacks(&l, &r)
                 .into_iter()
                 .map(|(frames, a, b)| ember_formats::FoldedLine {
                     stack: frames.join(";"),

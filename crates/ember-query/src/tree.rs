@@ -85,7 +85,65 @@ impl Tree {
         tree
     }
 
-    fn sort_children(&mut self) {
+    /// The call tree of a merged selection, node for frame (no strings built but the
+    /// names the selection uses).
+    pub fn from_merged(merged: &ember_store::Merged) -> Tree {
+        let mut names = merged.names.clone();
+        let root_name = "total".to_string();
+        // Frame name 0 is "" in the merge; the tree's name 0 is the root's `total`, so a real
+        // frame named "" gets its own entry.
+        let empty = match names.first_mut() {
+            Some(first) => {
+                *first = root_name;
+                names.push(String::new());
+                (names.len() - 1) as u32
+            }
+            None => {
+                names.push(root_name);
+                0
+            }
+        };
+        let mut nodes: Vec<Node> = merged
+            .frames
+            .iter()
+            .zip(&merged.self_values)
+            .enumerate()
+            .map(|(i, (&(parent, name), &v))| Node {
+                name: match (i, name) {
+                    (0, _) => 0,
+                    (_, 0) => empty,
+                    (_, n) => n,
+                },
+                parent,
+                total: v,
+                self_value: v,
+                children: Vec::new(),
+            })
+            .collect();
+        if nodes.is_empty() {
+            nodes.push(Node {
+                name: 0,
+                parent: 0,
+                total: 0,
+                self_value: 0,
+                children: Vec::new(),
+            });
+        }
+        // Parents come before children: a reverse pass folds totals up.
+        for i in (1..nodes.len()).rev() {
+            let (p, t) = (nodes[i].parent as usize, nodes[i].total);
+            nodes[p].total = nodes[p].total.saturating_add(t);
+        }
+        for i in 1..nodes.len() {
+            let p = nodes[i].parent as usize;
+            nodes[p].children.push(i as u32);
+        }
+        let mut tree = Tree { names, nodes };
+        tree.sort_children();
+        tree
+    }
+
+    pub(crate) fn sort_children(&mut self) {
         let names = &self.names;
         let keys: Vec<u32> = self.nodes.iter().map(|n| n.name).collect();
         for n in &mut self.nodes {
@@ -106,27 +164,52 @@ impl Tree {
             // Parents are created before their children, so their depth is known.
             depth[i] = depth[self.nodes[i].parent as usize] + 1;
         }
-        let mut order: Vec<u32> = (1..self.nodes.len() as u32).collect();
-        order.sort_by(|a, b| {
+        // Ties (common: many frames hold one sample) go to the first in name order, so the
+        // cut does not depend on the order in which the tree was built.
+        let rank = self.preorder_ranks();
+        let heavier = |a: &u32, b: &u32| {
             let (na, nb) = (&self.nodes[*a as usize], &self.nodes[*b as usize]);
             nb.total
                 .abs()
                 .cmp(&na.total.abs())
                 .then(depth[*a as usize].cmp(&depth[*b as usize]))
-                .then(a.cmp(b))
-        });
+                .then(rank[*a as usize].cmp(&rank[*b as usize]))
+        };
+        let mut order: Vec<u32> = (1..self.nodes.len() as u32).collect();
+        // Only the heaviest `max_nodes` need ordering: with non-negative values a node's
+        // ancestors are at least as heavy and shallower, so they come first and each of these
+        // adds one node. Should they not suffice (negative values), the rest is ordered too.
+        let (head, rest) = if order.len() > max_nodes {
+            order.select_nth_unstable_by(max_nodes, heavier);
+            order.split_at_mut(max_nodes)
+        } else {
+            order.split_at_mut(0)
+        };
+        head.sort_unstable_by(heavier);
         let mut keep = vec![false; self.nodes.len()];
         keep[0] = true;
         let mut kept = 0usize;
-        for id in order {
-            if kept >= max_nodes {
-                break;
-            }
+        let mut visit = |id: u32, kept: &mut usize| {
             let mut n = id;
             while !keep[n as usize] {
                 keep[n as usize] = true;
-                kept += 1;
+                *kept += 1;
                 n = self.nodes[n as usize].parent;
+            }
+        };
+        for &id in head.iter() {
+            if kept >= max_nodes {
+                break;
+            }
+            visit(id, &mut kept);
+        }
+        if kept < max_nodes {
+            rest.sort_unstable_by(heavier);
+            for &id in rest.iter() {
+                if kept >= max_nodes {
+                    break;
+                }
+                visit(id, &mut kept);
             }
         }
         let mut names = self.names.clone();
@@ -174,6 +257,19 @@ impl Tree {
         }
         out.sort_children();
         out
+    }
+
+    /// Each node's position in a depth-first walk with children in name order.
+    fn preorder_ranks(&self) -> Vec<u32> {
+        let mut rank = vec![0u32; self.nodes.len()];
+        let mut next = 0u32;
+        let mut stack = vec![0u32];
+        while let Some(id) = stack.pop() {
+            rank[id as usize] = next;
+            next += 1;
+            stack.extend(self.nodes[id as usize].children.iter().rev());
+        }
+        rank
     }
 
     /// Flamebearer levels: per depth, `[x offset from the previous node's end, total, self,

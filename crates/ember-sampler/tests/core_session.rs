@@ -5,6 +5,9 @@
 //!
 //! Like `tests/record.rs` these need perf_event_open (root in CI) and gcc.
 
+#[path = "programs/mod.rs"]
+mod programs;
+
 use ember_sampler::{CallGraph, Options, Session, Status, Target};
 use ember_samples::Resolver;
 use ember_samples::{RawEvent, Recording, Symbolizer};
@@ -13,20 +16,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 fn compile(test: &str, name: &str, flags: &[&str]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(test);
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/programs/{name}.c"));
-    let status = Command::new("gcc")
-        .arg("-O2")
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("gcc must be installed");
-    assert!(status.success(), "gcc failed for {name}");
-    out
+    programs::compile(test, name, name, flags)
 }
 
 /// Starts `bin args` and waits until its image is mapped (so attaching to

@@ -4,29 +4,19 @@
 //!
 //! Needs perf_event_open (root in CI) and gcc.
 
+#[path = "programs/mod.rs"]
+mod programs;
+
 use ember_sampler::{CallGraph, Options, Session, Status, Target};
 use ember_samples::Method;
 use ember_samples::Resolver;
 use ember_samples::{Recording, Symbolizer};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 fn compile(test: &str, suffix: &str, flags: &[&str]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(test);
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("three_paths-{suffix}"));
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/three_paths.c");
-    let status = Command::new("gcc")
-        .arg("-O2")
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("gcc must be installed");
-    assert!(status.success());
-    out
+    let output = format!("three_paths-{suffix}");
+    programs::compile(test, "three_paths", &output, flags)
 }
 
 fn record_all(opts: &Options) -> (Recording, (usize, u64)) {

@@ -6,6 +6,9 @@
 //! These need `perf_event_open` for software events (root, or
 //! `kernel.perf_event_paranoid` <= 1) and gcc; CI runs them as root.
 
+#[path = "programs/mod.rs"]
+mod programs;
+
 use ember_pprof::{Profile, string};
 use ember_sampler::{CallGraph, Options, Target};
 use ember_samples::{Recording, Symbolizer, build_profile};
@@ -14,39 +17,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-fn programs_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
-}
-
 /// Compiles `tests/programs/<name>.c` with frame pointers into a directory
-/// of its own per test (tests run in parallel). `-fno-shrink-wrap` keeps
-/// gcc from delaying the frame set-up past the hot loop.
+/// of its own per test (tests run in parallel).
 fn compile(test: &str, name: &str, extra: &[&str]) -> PathBuf {
-    compile_with(
-        test,
-        name,
-        "fp",
-        &["-fno-omit-frame-pointer", "-fno-shrink-wrap"],
-        extra,
-    )
+    compile_with(test, name, "fp", &programs::FRAME_POINTERS, extra)
 }
 
 /// Compiles `tests/programs/<name>.c` as `<name>-<suffix>` with `flags`.
 fn compile_with(test: &str, name: &str, suffix: &str, flags: &[&str], extra: &[&str]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(test);
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("{name}-{suffix}"));
-    let status = Command::new("gcc")
-        .arg("-O2")
-        .args(flags)
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(programs_dir().join(format!("{name}.c")))
-        .status()
-        .expect("gcc must be installed");
-    assert!(status.success(), "gcc failed for {name}");
-    out
+    let output = format!("{name}-{suffix}");
+    programs::compile(test, name, &output, &[flags, extra].concat())
 }
 
 fn record(target: Target, frequency: u32, duration: Option<Duration>) -> (Recording, Profile) {
@@ -151,35 +131,7 @@ fn three_paths_with_frame_pointers_have_complete_stacks_and_true_shares() {
         "too few samples: {total} (recording had {})",
         rec.samples
     );
-    let complete: i64 = ours
-        .iter()
-        .filter(|d| d.names.iter().any(|n| n == "main"))
-        .map(|d| d.count)
-        .sum();
-    let completeness = complete as f64 / total as f64;
-    let share = |f: &str| {
-        ours.iter()
-            .filter(|d| d.names.iter().any(|n| n == f))
-            .map(|d| d.count)
-            .sum::<i64>() as f64
-            / total as f64
-    };
-    let (a, b, c) = (share("path_a"), share("path_b"), share("path_c"));
-    eprintln!(
-        "three_paths fp: {total} samples, {:.1}% down to main, shares a={:.1}% b={:.1}% c={:.1}%",
-        completeness * 100.0,
-        a * 100.0,
-        b * 100.0,
-        c * 100.0
-    );
-    assert!(
-        completeness >= 0.95,
-        "only {:.1}% complete",
-        completeness * 100.0
-    );
-    assert!((a - 0.5).abs() <= 0.05, "path_a share {a}");
-    assert!((b - 0.3).abs() <= 0.05, "path_b share {b}");
-    assert!((c - 0.2).abs() <= 0.05, "path_c share {c}");
+    check_three_paths_shares("three_paths fp", &ours);
     // cpu/nanoseconds follows the sample count at roughly 1/999 s per sample.
     let cpu: i64 = ours.iter().map(|d| d.cpu_ns).sum();
     let per_sample = cpu as f64 / total as f64;
@@ -583,6 +535,37 @@ fn unprivileged_user_gets_helpful_errors_and_user_mode_fallback() {
     }
 }
 
+/// Checks the samples of one `three_paths` run (`ours`, `what` names it in the printed
+/// summary): at least 95 % of them reach `main`, and path_a, path_b and path_c take their
+/// 50/30/20 % shares within 5 points.
+fn check_three_paths_shares(what: &str, ours: &[&Decoded]) {
+    let total: i64 = ours.iter().map(|d| d.count).sum();
+    let share = |f: &str| {
+        ours.iter()
+            .filter(|d| d.names.iter().any(|n| n == f))
+            .map(|d| d.count)
+            .sum::<i64>() as f64
+            / total as f64
+    };
+    let completeness = share("main");
+    let (a, b, c) = (share("path_a"), share("path_b"), share("path_c"));
+    eprintln!(
+        "{what}: {total} samples, {:.1}% down to main, shares a={:.1}% b={:.1}% c={:.1}%",
+        completeness * 100.0,
+        a * 100.0,
+        b * 100.0,
+        c * 100.0
+    );
+    assert!(
+        completeness >= 0.95,
+        "only {:.1}% complete",
+        completeness * 100.0
+    );
+    assert!((a - 0.5).abs() <= 0.05, "path_a share {a}");
+    assert!((b - 0.3).abs() <= 0.05, "path_b share {b}");
+    assert!((c - 0.2).abs() <= 0.05, "path_c share {c}");
+}
+
 /// Checks the 50/30/20 split of `three_paths` built without frame pointers.
 fn check_three_paths_without_frame_pointers(test: &str, call_graph: CallGraph) {
     let bin = compile_with(test, "three_paths", "nofp", &["-fomit-frame-pointer"], &[]);
@@ -599,32 +582,11 @@ fn check_three_paths_without_frame_pointers(test: &str, call_graph: CallGraph) {
         .collect();
     let total: i64 = ours.iter().map(|d| d.count).sum();
     assert!(total >= 300, "too few samples: {total} of {}", rec.samples);
-    let share = |f: &str| {
-        ours.iter()
-            .filter(|d| d.names.iter().any(|n| n == f))
-            .map(|d| d.count)
-            .sum::<i64>() as f64
-            / total as f64
-    };
-    let completeness = share("main");
-    let (a, b, c) = (share("path_a"), share("path_b"), share("path_c"));
-    eprintln!(
-        "three_paths -fomit-frame-pointer {call_graph:?}: {total} samples, {:.1}% down to main, \
-         shares a={:.1}% b={:.1}% c={:.1}%, lost {}",
-        completeness * 100.0,
-        a * 100.0,
-        b * 100.0,
-        c * 100.0,
+    let what = format!(
+        "three_paths -fomit-frame-pointer {call_graph:?} (lost {})",
         rec.lost
     );
-    assert!(
-        completeness >= 0.95,
-        "only {:.1}% complete",
-        completeness * 100.0
-    );
-    assert!((a - 0.5).abs() <= 0.05, "path_a share {a}");
-    assert!((b - 0.3).abs() <= 0.05, "path_b share {b}");
-    assert!((c - 0.2).abs() <= 0.05, "path_c share {c}");
+    check_three_paths_shares(&what, &ours);
 }
 
 #[test]
@@ -683,18 +645,7 @@ fn off_cpu_time_is_attributed_to_the_blocked_stacks() {
             .sum()
     };
     let (long, short) = (off("sleep_long"), off("sleep_short"));
-    eprintln!(
-        "off-CPU: sleep_long {:.1} ms (slept 300), sleep_short {:.1} ms (slept 100), {} switches",
-        long as f64 / 1e6,
-        short as f64 / 1e6,
-        rec.off_cpu_switches
-    );
-    // nanosleep never returns early. Off-CPU time also covers the wait on the run queue after
-    // the wake-up, which on a loaded 2-core CI machine (other tests spin at the same time) adds
-    // up to a few hundred ms; a stack counted twice or time given to the wrong stack still fails.
-    assert!((300e6..600e6).contains(&(long as f64)), "{long}");
-    assert!((100e6..300e6).contains(&(short as f64)), "{short}");
-    assert!(long > short, "{long} <= {short}");
+    programs::check_sleeper_times("off-CPU", long as f64, short as f64, rec.off_cpu_switches);
     // Both paths pass through nap, whose stacks reach main.
     let total: i64 = profile.sample.iter().map(|s| s.value[2]).sum();
     assert!(off("main") as f64 >= 0.95 * total as f64);
@@ -742,7 +693,7 @@ fn compile_rust(test: &str, name: &str) -> PathBuf {
         ])
         .arg("-o")
         .arg(&out)
-        .arg(programs_dir().join(format!("{name}.rs")))
+        .arg(programs::programs_dir().join(format!("{name}.rs")))
         .status()
         .expect("rustc must be installed");
     assert!(status.success(), "rustc failed for {name}");
@@ -824,7 +775,7 @@ fn inline_shows_inlined_rust_functions_as_frames_with_lines() {
         .find(|l| l.len() >= 2 && l[0].0 == hot && l[l.len() - 1].0 == caller)
         .expect("a location with the inlined function first and its caller last");
     // Lines point into the source: the hot loop body and the call site.
-    let source = std::fs::read_to_string(programs_dir().join("inlined.rs")).unwrap();
+    let source = std::fs::read_to_string(programs::programs_dir().join("inlined.rs")).unwrap();
     let src_lines: Vec<&str> = source.lines().collect();
     let (_, file, line) = &pair[0];
     assert!(file.ends_with("inlined.rs"), "{file}");

@@ -7,6 +7,9 @@
 //!
 //! Needs perf_event_open (root in CI), gcc, objcopy and python3.
 
+#[path = "../../ember-http/tests/support/certs.rs"]
+mod certs;
+
 use ember_sampler::{CallGraph, Options, Target};
 use ember_samples::debuginfod::{Debuginfod, DebuginfodError};
 use ember_samples::symbolize::Binary;
@@ -49,112 +52,23 @@ fn stripped_program(dir: &Path) -> (PathBuf, PathBuf, String) {
     (bin, debug, binary.build_id.clone())
 }
 
-/// `python3 -m http.server` on an ephemeral port serving `root`; returns
-/// the child and its base URL.
-fn serve(root: &Path) -> (Child, String) {
-    let mut child = Command::new("python3")
-        .args([
-            "-u",
-            "-m",
-            "http.server",
-            "0",
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-        ])
-        .arg(root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python3 must be installed");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
-    let port: u16 = line
-        .split_whitespace()
-        .skip_while(|w| *w != "port")
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected http.server banner {line:?}"));
-    (child, format!("http://127.0.0.1:{port}"))
-}
-
-/// A private CA and a certificate for 127.0.0.1 signed by it, made with the openssl CLI in
-/// `dir`: (CA file, server certificate, server key).
-fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let openssl = |args: &[&str]| run(Command::new("openssl").args(args).current_dir(dir));
-    let key = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    openssl(
-        &[
-            &["req", "-x509"][..],
-            &key,
-            &["-keyout", "ca.key", "-out", "ca.pem"],
-            &["-days", "1", "-subj", "/CN=debuginfod test CA"],
-        ]
-        .concat(),
-    );
-    openssl(
-        &[
-            &["req"][..],
-            &key,
-            &[
-                "-keyout",
-                "server.key",
-                "-out",
-                "server.csr",
-                "-subj",
-                "/CN=127.0.0.1",
-            ],
-        ]
-        .concat(),
-    );
-    std::fs::write(dir.join("san.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "san.cnf",
-        "-out",
-        "server.pem",
-    ]);
-    (
-        dir.join("ca.pem"),
-        dir.join("server.pem"),
-        dir.join("server.key"),
-    )
-}
-
-/// Python's `http.server` behind TLS on an ephemeral port serving `root`; returns the child
-/// and its base URL.
-fn serve_https(root: &Path, cert: &Path, key: &Path) -> (Child, String) {
+/// Python's `http.server` on an ephemeral port of 127.0.0.1 serving `root`, behind TLS when
+/// given `(certificate, key)`; returns the child and its base URL.
+fn serve(root: &Path, tls: Option<(&Path, &Path)>) -> (Child, String) {
     const SERVER: &str = "import functools, http.server, ssl, sys\n\
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
-        ctx.load_cert_chain(sys.argv[1], sys.argv[2])\n\
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[3])\n\
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
         server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)\n\
-        server.socket = ctx.wrap_socket(server.socket, server_side=True)\n\
+        if len(sys.argv) > 2: ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+        if len(sys.argv) > 2: ctx.load_cert_chain(sys.argv[2], sys.argv[3])\n\
+        if len(sys.argv) > 2: server.socket = ctx.wrap_socket(server.socket, server_side=True)\n\
         print(server.server_address[1], flush=True)\n\
         server.serve_forever()\n";
-    let mut child = Command::new("python3")
-        .args(["-u", "-c", SERVER])
-        .args([cert, key, root])
+    let mut python = Command::new("python3");
+    python.args(["-u", "-c", SERVER]).arg(root);
+    if let Some((cert, key)) = tls {
+        python.args([cert, key]);
+    }
+    let mut child = python
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -166,8 +80,19 @@ fn serve_https(root: &Path, cert: &Path, key: &Path) -> (Child, String) {
     let port: u16 = line
         .trim()
         .parse()
-        .unwrap_or_else(|_| panic!("unexpected https server banner {line:?}"));
-    (child, format!("https://127.0.0.1:{port}"))
+        .unwrap_or_else(|_| panic!("unexpected server banner {line:?}"));
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    (child, format!("{scheme}://127.0.0.1:{port}"))
+}
+
+/// Lays out `dir/served` as a debuginfod server does, holding `debug` as the debug file of
+/// `build_id`; returns that folder.
+fn publish(dir: &Path, debug: &Path, build_id: &str) -> PathBuf {
+    let served = dir.join("served");
+    let slot = served.join("buildid").join(build_id);
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::copy(debug, slot.join("debuginfo")).unwrap();
+    served
 }
 
 fn stop(mut server: Child) {
@@ -202,10 +127,7 @@ fn samples_with(stacks: &[(String, i64)], frame: &str) -> i64 {
 fn stripped_program_gets_its_names_from_debuginfod_then_from_the_cache() {
     let dir = work_dir("names");
     let (bin, debug, build_id) = stripped_program(&dir);
-    let served = dir.join("served");
-    let slot = served.join("buildid").join(&build_id);
-    std::fs::create_dir_all(&slot).unwrap();
-    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
+    let served = publish(&dir, &debug, &build_id);
     let cache = dir.join("cache");
 
     let rec = record(&bin);
@@ -227,7 +149,7 @@ fn stripped_program_gets_its_names_from_debuginfod_then_from_the_cache() {
         "{warnings:?}"
     );
 
-    let (server, url) = serve(&served);
+    let (server, url) = serve(&served, None);
     let fetched = stacks(&rec, Debuginfod::new(vec![url.clone()], cache.clone()));
     stop(server);
     let (with_server, warnings) = fetched;
@@ -295,7 +217,7 @@ fn misses_are_remembered_and_wrong_files_refused() {
     )
     .unwrap();
     let cache = dir.join("cache");
-    let (server, url) = serve(&served);
+    let (server, url) = serve(&served, None);
 
     let mut client = Debuginfod::new(vec![url.clone()], cache.clone());
     let miss = client.debuginfo(&build_id);
@@ -333,17 +255,14 @@ fn misses_are_remembered_and_wrong_files_refused() {
 fn a_failing_server_does_not_hide_the_next_one() {
     let dir = work_dir("servers");
     let (_, debug, build_id) = stripped_program(&dir);
-    let served = dir.join("served");
-    let slot = served.join("buildid").join(&build_id);
-    std::fs::create_dir_all(&slot).unwrap();
-    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
+    let served = publish(&dir, &debug, &build_id);
     // A port nobody listens on: bound, then released.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let (server, url) = serve(&served);
+    let (server, url) = serve(&served, None);
     let mut client = Debuginfod::new(
         vec![
             format!("http://127.0.0.1:{closed}"),
@@ -362,17 +281,14 @@ fn a_failing_server_does_not_hide_the_next_one() {
 fn debug_files_come_over_https() {
     let dir = work_dir("https");
     let (_, debug, build_id) = stripped_program(&dir);
-    let served = dir.join("served");
-    let slot = served.join("buildid").join(&build_id);
-    std::fs::create_dir_all(&slot).unwrap();
-    std::fs::copy(&debug, slot.join("debuginfo")).unwrap();
-    let (ca, cert, key) = certificates(&dir);
-    let (server, url) = serve_https(&served, &cert, &key);
+    let served = publish(&dir, &debug, &build_id);
+    let certs = certs::make_certs(&dir);
+    let (server, url) = serve(&served, Some((&certs.server_cert, &certs.server_key)));
     // Without the private CA the server is not trusted: an error, no file.
     let mut untrusted = Debuginfod::new(vec![url.clone()], dir.join("cache-untrusted"));
     let refused = untrusted.debuginfo(&build_id);
     let mut client = Debuginfod::new(vec![url], dir.join("cache"));
-    client.ca_file = Some(ca);
+    client.ca_file = Some(certs.ca);
     let found = client.debuginfo(&build_id);
     stop(server);
     assert!(

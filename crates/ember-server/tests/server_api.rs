@@ -210,12 +210,7 @@ fn ingest_and_query_round_trip() {
     // Bad pprof: 400 naming the problem; nothing stored changes.
     let mut broken = pprof_bytes.clone();
     broken.truncate(broken.len() / 2);
-    let (s, b) = server.request(
-        "POST",
-        "/push.v1.PusherService/Push",
-        &[("Content-Type", "application/proto")],
-        &push_request(&[("service_name", "web")], &broken),
-    );
+    let (s, b) = server.push(&push_request(&[("service_name", "web")], &broken));
     assert_eq!(s, 400);
     let err: serde_json::Value = serde_json::from_slice(&b).unwrap();
     assert_eq!(err["code"], "invalid_argument");
@@ -436,12 +431,7 @@ fn sample_and_label_length_limits_refuse_without_touching_stored_data() {
             .sample
             .len();
     assert!(samples > 3, "the corpus profile must exceed the limit");
-    let (s, b) = server.request(
-        "POST",
-        "/push.v1.PusherService/Push",
-        &[("Content-Type", "application/proto")],
-        &push_request(&[("service_name", "keep")], &go),
-    );
+    let (s, b) = server.push(&push_request(&[("service_name", "keep")], &go));
     assert_eq!(s, 400, "{}", String::from_utf8_lossy(&b));
     let (code, message) = json_error(&b);
     assert_eq!(code, "invalid_argument");
@@ -456,12 +446,10 @@ fn sample_and_label_length_limits_refuse_without_touching_stored_data() {
     let mut small = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
     small.add_folded_stack(&["main", "a"], &[5]);
     let small = ember_pprof::encode(&small.build());
-    let (s, b) = server.request(
-        "POST",
-        "/push.v1.PusherService/Push",
-        &[("Content-Type", "application/proto")],
-        &push_request(&[("service_name", "keep"), ("thirteen_byte", "v")], &small),
-    );
+    let (s, b) = server.push(&push_request(
+        &[("service_name", "keep"), ("thirteen_byte", "v")],
+        &small,
+    ));
     assert_eq!(s, 400, "{}", String::from_utf8_lossy(&b));
     let (code, message) = json_error(&b);
     assert_eq!(code, "invalid_argument");
@@ -588,12 +576,7 @@ fn legacy_lines_and_units_raw_push_default_tenant_and_flush_metrics() {
     std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut raw).unwrap();
     assert_ne!(raw[..2], [0x1f, 0x8b], "the raw body must not be gzip'd");
     for (service, body) in [("raw-svc", &raw), ("gz-svc", &gz)] {
-        let (s, b) = server.request(
-            "POST",
-            "/push.v1.PusherService/Push",
-            &[("Content-Type", "application/proto")],
-            &push_request(&[("service_name", service)], body),
-        );
+        let (s, b) = server.push(&push_request(&[("service_name", service)], body));
         assert_eq!(s, 200, "{service}: {}", String::from_utf8_lossy(&b));
     }
     let folded = |service: &str, headers: &[(&str, &str)]| {

@@ -41,12 +41,7 @@ fn querier_connect_methods() {
             ],
             bytes,
         );
-        let (s, body) = server.request(
-            "POST",
-            "/push.v1.PusherService/Push",
-            &[("Content-Type", "application/proto")],
-            &req,
-        );
+        let (s, body) = server.push(&req);
         assert_eq!(s, 200, "{}", String::from_utf8_lossy(&body));
     }
 

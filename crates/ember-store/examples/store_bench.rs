@@ -332,7 +332,7 @@ fn main() {
         "merge day ({} profiles, {} series) into flame-graph stacks ({} stacks): best {best:.1} ms, median {median:.1} ms, cpu {cpu_day:.1} ms/query",
         m.profiles,
         m.series,
-        m.stacks.len()
+        m.stacks().len()
     );
     let (best, median) = time_ms(21, || {
         std::hint::black_box(store.merge_stacks("bench", &hour_q));

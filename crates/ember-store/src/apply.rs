@@ -74,7 +74,61 @@ pub(crate) fn apply_to(
 /// the head's stack tree, and sums values per leaf node: one `(node, value)` list per
 /// sample type (unsorted, may hold zeros).
 fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, i64)>> {
-    let s = |i: i64| profile.string(i);
+    let locations = intern_symbols(head, profile);
+    let n_types = profile.sample_type.len();
+    let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
+    let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
+    // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
+    // walk each distinct stack down the tree once.
+    let mut stack_nodes: head::FastMap<&[u64], u32> = head::FastMap::default();
+    let mut interned: Vec<u32> = Vec::new();
+    for sample in &profile.sample {
+        let (ids, values) = profile.sample_data(sample);
+        if values.iter().all(|v| *v == 0) {
+            continue;
+        }
+        let node = *stack_nodes.entry(ids).or_insert_with(|| {
+            interned.clear();
+            interned.extend(ids.iter().filter_map(|id| {
+                profile
+                    .location_position(*id)
+                    .and_then(|i| locations.get(i))
+                    .copied()
+            }));
+            head.stack(&interned)
+        });
+        // Samples with the same stack (differing only in labels) add up.
+        let slot = *sums.entry(node).or_insert_with(|| {
+            for o in out.iter_mut() {
+                o.push((node, 0));
+            }
+            out.first().map_or(0, |o| o.len() - 1)
+        });
+        for (i, v) in values.iter().enumerate().take(n_types) {
+            if let Some(e) = out.get_mut(i).and_then(|o| o.get_mut(slot)) {
+                e.1 = e.1.saturating_add(*v);
+            }
+        }
+    }
+    out
+}
+
+/// Interns the profile's strings, mappings, functions and locations into `head`; returns the
+/// head's location id for each location of the profile, by table position.
+fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<u32> {
+    // Each string of the profile's table is interned at most once: functions share file
+    // names, and `system_name` is usually `name`.
+    let mut interned: Vec<u32> = vec![u32::MAX; profile.string_count()];
+    let mut s = |head: &mut TenantHead, i: i64| -> u32 {
+        match usize::try_from(i).ok().and_then(|i| interned.get_mut(i)) {
+            Some(slot) if *slot != u32::MAX => *slot,
+            Some(slot) => {
+                *slot = head.intern(&profile.string(i));
+                *slot
+            }
+            None => head.intern(""),
+        }
+    };
     // Interned ids by table position (the view resolves pprof ids to positions).
     let mappings: Vec<u32> = profile
         .mapping
@@ -84,8 +138,8 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
                 start: m.memory_start,
                 limit: m.memory_limit,
                 offset: m.file_offset,
-                filename: head.intern(&s(m.filename)),
-                build_id: head.intern(&s(m.build_id)),
+                filename: s(head, m.filename),
+                build_id: s(head, m.build_id),
                 flags: u8::from(m.has_functions)
                     | u8::from(m.has_filenames) << 1
                     | u8::from(m.has_line_numbers) << 2
@@ -99,9 +153,9 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
         .iter()
         .map(|f| {
             let sym = head::FunctionSym {
-                name: head.intern(&s(f.name)),
-                system_name: head.intern(&s(f.system_name)),
-                filename: head.intern(&s(f.filename)),
+                name: s(head, f.name),
+                system_name: s(head, f.system_name),
+                filename: s(head, f.filename),
                 start_line: f.start_line,
             };
             head.function(sym)
@@ -130,41 +184,5 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
         };
         locations.push(head.location(sym));
     }
-    let n_types = profile.sample_type.len();
-    let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
-    let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
-    // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
-    // walk each distinct stack down the tree once.
-    let mut stack_nodes: head::FastMap<&[u64], u32> = head::FastMap::default();
-    for sample in &profile.sample {
-        let (ids, values) = profile.sample_data(sample);
-        if values.iter().all(|v| *v == 0) {
-            continue;
-        }
-        let node = *stack_nodes.entry(ids).or_insert_with(|| {
-            let mut node = 0u32;
-            for id in ids.iter().rev() {
-                if let Some(&loc) = profile
-                    .location_position(*id)
-                    .and_then(|i| locations.get(i))
-                {
-                    node = head.child(node, loc);
-                }
-            }
-            node
-        });
-        // Samples with the same stack (differing only in labels) add up.
-        let slot = *sums.entry(node).or_insert_with(|| {
-            for o in out.iter_mut() {
-                o.push((node, 0));
-            }
-            out.first().map_or(0, |o| o.len() - 1)
-        });
-        for (i, v) in values.iter().enumerate().take(n_types) {
-            if let Some(e) = out.get_mut(i).and_then(|o| o.get_mut(slot)) {
-                e.1 = e.1.saturating_add(*v);
-            }
-        }
-    }
-    out
+    locations
 }

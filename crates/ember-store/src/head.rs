@@ -139,6 +139,12 @@ pub struct TenantHead {
     /// Stack tree: (parent node, location index); node 0 is the root.
     nodes: Vec<(u32, u32)>,
     node_ids: FastMap<(u32, u32), u32>,
+    /// Leaf node by a 128-bit keyed hash of a whole stack of location ids (leaf first): a
+    /// stack seen before costs one hash and one lookup instead of a lookup per frame.
+    stack_leaves: FastMap<u128, u32>,
+    /// The two random SipHash keys of `stack_leaves` (fresh in every process, so a client
+    /// cannot craft two stacks with one hash).
+    stack_keys: (std::hash::RandomState, std::hash::RandomState),
     /// Frame-name tree node of each stack node (flame graph merges).
     node_frame: Vec<u32>,
     /// Frame-name tree: (parent frame node, name string id); frame node 0 is the root.
@@ -170,6 +176,8 @@ impl TenantHead {
             location_frames: Vec::new(),
             nodes: vec![(0, 0)],
             node_ids: FastMap::default(),
+            stack_leaves: FastMap::default(),
+            stack_keys: (std::hash::RandomState::new(), std::hash::RandomState::new()),
             node_frame: vec![0],
             frames: vec![(0, 0)],
             frame_ids: FastMap::default(),
@@ -272,6 +280,28 @@ impl TenantHead {
         self.node_ids.insert((parent, location), id);
         self.node_frame.push(f);
         id
+    }
+
+    /// The leaf node of the stack `locations` (interned location ids, leaf first), created
+    /// if new. A stack seen before is found by its 128-bit keyed hash alone: with random keys
+    /// the chance that two of even 10^9 distinct stacks share one is about 10^-21, while
+    /// checking each hit frame by frame (a cache miss per frame in a tree of millions of
+    /// nodes) cost more than the rest of the stack's ingest.
+    pub fn stack(&mut self, locations: &[u32]) -> u32 {
+        let hash = {
+            use std::hash::BuildHasher;
+            let (a, b) = &self.stack_keys;
+            (u128::from(a.hash_one(locations)) << 64) | u128::from(b.hash_one(locations))
+        };
+        if let Some(&leaf) = self.stack_leaves.get(&hash) {
+            return leaf;
+        }
+        let leaf = locations
+            .iter()
+            .rev()
+            .fold(0u32, |node, loc| self.child(node, *loc));
+        self.stack_leaves.insert(hash, leaf);
+        leaf
     }
 
     /// Number of series.
@@ -426,6 +456,16 @@ impl TenantHead {
     /// Number of frame-name tree nodes.
     pub fn frame_count(&self) -> usize {
         self.frames.len()
+    }
+
+    /// The parent of frame-name tree node `frame` (0 for the root or out of range).
+    pub fn frame_parent(&self, frame: u32) -> u32 {
+        self.frames.get(frame as usize).map_or(0, |f| f.0)
+    }
+
+    /// The interned name (string id) of frame `frame` (0 for the root or out of range).
+    pub fn frame_name(&self, frame: u32) -> u32 {
+        self.frames.get(frame as usize).map_or(0, |f| f.1)
     }
 
     /// Frame names from the root down to frame-name tree node `frame`.

@@ -44,11 +44,21 @@ impl Query {
     }
 }
 
-/// Merged stacks of a selection.
-#[derive(Debug, Clone, Default)]
+/// Merged stacks of a selection, as a call tree by frame name.
+///
+/// Only frames that carry a value or lead to one are kept, renumbered densely; frame 0 is the
+/// root (name ""), and every frame's parent comes before it, so one pass in index order
+/// visits parents first and one pass in reverse folds values up. Stacks as strings are built
+/// only on request ([`Merged::stacks`]): for a day of hundreds of thousands of distinct
+/// stacks, one `String` per frame of every stack is what made wide queries slow.
+#[derive(Debug, Clone)]
 pub struct Merged {
-    /// `(frames root→leaf, value)`, one entry per distinct stack, zero sums dropped.
-    pub stacks: Vec<(Vec<String>, i64)>,
+    /// `(parent, name)` of each frame; `frames[0]` is the root, its own parent.
+    pub frames: Vec<(u32, u32)>,
+    /// Value of the samples whose stack ends at each frame (parallel to `frames`).
+    pub self_values: Vec<i64>,
+    /// Frame names by id; `names[0]` is "".
+    pub names: Vec<String>,
     /// Sum of all values.
     pub total: i64,
     /// Profiles merged.
@@ -57,6 +67,56 @@ pub struct Merged {
     pub series: usize,
     /// Profile type ids of the contributing series.
     pub profile_types: BTreeSet<String>,
+}
+
+impl Default for Merged {
+    fn default() -> Self {
+        Merged {
+            frames: vec![(0, 0)],
+            self_values: vec![0],
+            names: vec![String::new()],
+            total: 0,
+            profiles: 0,
+            series: 0,
+            profile_types: BTreeSet::new(),
+        }
+    }
+}
+
+impl Merged {
+    /// Whether no stack has a non-zero value.
+    pub fn is_empty(&self) -> bool {
+        self.self_values.iter().all(|v| *v == 0)
+    }
+
+    /// `(frames root→leaf, value)`, one entry per distinct stack with a non-zero value,
+    /// sorted. Costs a string per frame of every stack: for exports (folded text, diffs),
+    /// not for flame graphs.
+    pub fn stacks(&self) -> Vec<(Vec<String>, i64)> {
+        let mut out: Vec<(Vec<String>, i64)> = self
+            .self_values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v != 0)
+            .map(|(f, v)| (self.path(f as u32), *v))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Frame names from the root's child down to `frame`.
+    pub fn path(&self, mut frame: u32) -> Vec<String> {
+        let mut out = Vec::new();
+        while frame != 0 {
+            let Some(&(parent, name)) = self.frames.get(frame as usize) else {
+                break;
+            };
+            out.push(self.names.get(name as usize).cloned().unwrap_or_default());
+            frame = parent;
+        }
+        out.reverse();
+        out
+    }
 }
 
 /// A time series of totals.
@@ -138,8 +198,8 @@ impl Store {
         sums
     }
 
-    /// Merges every matching profile in the time range into one set of stacks, by frame
-    /// names (stacks that differ only in addresses or mappings add up).
+    /// Merges every matching profile in the time range into one call tree by frame names
+    /// (stacks that differ only in addresses or mappings add up).
     pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
         let Some(t) = self.tenant(tenant) else {
             return Merged::default();
@@ -155,23 +215,7 @@ impl Store {
                 *f = f.saturating_add(*v);
             }
         }
-        let mut stacks: Vec<(Vec<String>, i64)> = frames
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| **v != 0)
-            .map(|(f, v)| {
-                out.total = out.total.saturating_add(*v);
-                (
-                    head.frame_path(f as u32)
-                        .into_iter()
-                        .map(str::to_string)
-                        .collect(),
-                    *v,
-                )
-            })
-            .collect();
-        stacks.sort();
-        out.stacks = stacks;
+        compact_frames(&head, &frames, &mut out);
         out
     }
 
@@ -335,6 +379,38 @@ impl Store {
     /// Distinct profile type ids of the tenant, sorted.
     pub fn profile_types(&self, tenant: &str) -> Vec<String> {
         self.label_values(tenant, PROFILE_TYPE_LABEL, None)
+    }
+}
+
+/// Fills `out`'s frames, values, names and total from `values` (self value per head frame):
+/// keeps the frames with a value and their ancestors, renumbered in head order (parents
+/// before children), and the names they use.
+fn compact_frames(head: &TenantHead, values: &[i64], out: &mut Merged) {
+    // Head frames are created parent first, so a reverse pass marks every ancestor.
+    let mut keep: Vec<bool> = values.iter().map(|v| *v != 0).collect();
+    for f in (1..keep.len()).rev() {
+        if keep[f] {
+            let parent = head.frame_parent(f as u32) as usize;
+            if let Some(k) = keep.get_mut(parent) {
+                *k = true;
+            }
+        }
+    }
+    let mut new_id = vec![0u32; keep.len()];
+    let mut name_ids: crate::head::FastMap<u32, u32> = crate::head::FastMap::default();
+    for f in 1..keep.len() {
+        if !keep[f] {
+            continue;
+        }
+        let (parent, name) = (head.frame_parent(f as u32), head.frame_name(f as u32));
+        let name = *name_ids.entry(name).or_insert_with(|| {
+            out.names.push(head.string(name).to_string());
+            (out.names.len() - 1) as u32
+        });
+        new_id[f] = out.frames.len() as u32;
+        out.frames.push((new_id[parent as usize], name));
+        out.self_values.push(values[f]);
+        out.total = out.total.saturating_add(values[f]);
     }
 }
 

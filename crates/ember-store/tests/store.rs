@@ -81,7 +81,7 @@ fn merge_matches_input_and_identical_stacks_add_up() {
     ingest(&store, LARGE, "api", "b", 2_000);
     let merged = store.merge_stacks("t", &query("api", "cpu"));
     assert_eq!(merged.profiles, 2);
-    assert_eq!(folded(&merged.stacks), expected(&p, "cpu", 2));
+    assert_eq!(folded(&merged.stacks()), expected(&p, "cpu", 2));
     // Another tenant sees nothing.
     assert_eq!(
         store.merge_stacks("other", &query("api", "cpu")).profiles,
@@ -173,7 +173,7 @@ fn pprof_merge_keeps_full_symbols_across_flush_and_reopen() {
     );
     assert_eq!(after.period, input.period);
     let merged = store.merge_stacks("t", &query("svc", "cpu"));
-    assert_eq!(folded(&merged.stacks), expected(&input, "cpu", 2));
+    assert_eq!(folded(&merged.stacks()), expected(&input, "cpu", 2));
 }
 
 #[test]
@@ -198,7 +198,7 @@ fn retention_deletes_only_expired_blocks() {
     let store = Store::open(&dir, options).unwrap();
     assert_eq!(store.merge_stacks("t", &query("old", "cpu")).profiles, 0);
     let kept = store.merge_stacks("t", &query("new", "cpu"));
-    assert_eq!(folded(&kept.stacks), expected(&p, "cpu", 1));
+    assert_eq!(folded(&kept.stacks()), expected(&p, "cpu", 1));
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn any_object_store_backend_holds_the_blocks() {
     let store =
         Store::open_with_objects(&dir, StoreOptions::default(), objects, "tenant-blocks").unwrap();
     let merged = store.merge_stacks("t", &query("api", "cpu"));
-    assert_eq!(folded(&merged.stacks), expected(&p, "cpu", 1));
+    assert_eq!(folded(&merged.stacks()), expected(&p, "cpu", 1));
 }
 
 #[test]

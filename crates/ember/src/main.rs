@@ -9,6 +9,11 @@
 mod cmd;
 mod logging;
 
+/// jemalloc as the process's allocator (feature `jemalloc`).
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 

@@ -231,10 +231,12 @@ fn describe_apply_and_sighup() {
     )
     .unwrap();
     assert_eq!(fields[2], ("error".into(), "a \"b\"".into()));
-    let log = agent.log();
+    // The failure is counted before the caller logs it: wait for the line.
+    let rejected = "msg=\"reload rejected, running configuration kept\"";
     assert!(
-        log.contains("msg=\"reload rejected, running configuration kept\""),
-        "{log}"
+        wait_for(Duration::from_secs(5), || agent.log().contains(rejected)),
+        "{}",
+        agent.log()
     );
     let (ok, secs) = agent.terminate();
     assert!(ok && secs < 5.0, "exit ok={ok} after {secs}s");

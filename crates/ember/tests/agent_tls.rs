@@ -6,6 +6,8 @@
 //! - a CA file that does not exist is a configuration error naming the field.
 
 mod agent_util;
+#[path = "../../ember-http/tests/support/certs.rs"]
+mod certs;
 mod server_util;
 
 use agent_util::{AgentProc, Workload, host_perf_allowed, metric, wait_for};
@@ -55,79 +57,6 @@ while True:
     conn, _ = listener.accept()
     threading.Thread(target=handle, args=(conn,), daemon=True).start()
 "#;
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl must be installed");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A private CA (ca.pem) and a `localhost` certificate signed by it (server.pem, server.key).
-fn make_certs(dir: &Path) {
-    let days = ["-days", "2"];
-    openssl(
-        dir,
-        &[
-            &[
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
-            ][..],
-            &["-out", "ca.pem", "-subj", "/CN=Ember test CA"],
-            &days,
-        ]
-        .concat(),
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ],
-    );
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-            ][..],
-            &[
-                "-CAcreateserial",
-                "-out",
-                "server.pem",
-                "-extfile",
-                "ext.cnf",
-            ],
-            &days,
-        ]
-        .concat(),
-    );
-}
 
 struct Proxy {
     child: Child,
@@ -183,7 +112,7 @@ fn pushes_over_https_with_a_private_ca() {
         return;
     }
     let dir = temp_dir("agent-tls");
-    make_certs(&dir);
+    certs::make_certs(&dir);
     let server = Server::start(&dir.join("data"), &[]);
     let upstream: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
     let proxy = tls_proxy(&dir, upstream);

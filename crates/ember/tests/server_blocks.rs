@@ -33,12 +33,7 @@ fn shutdown_flushes_into_a_block_that_restart_loads() {
         input_bytes += bytes.len() as u64;
         let pod = format!("pod-{i}");
         let req = push_request(&[("service_name", "blocks"), ("pod", &pod)], &bytes);
-        let (s, b) = server.request(
-            "POST",
-            "/push.v1.PusherService/Push",
-            &[("Content-Type", "application/proto")],
-            &req,
-        );
+        let (s, b) = server.push(&req);
         assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
     }
     let query = format!(
@@ -110,24 +105,14 @@ fn retention_deletes_only_expired_data() {
     // A profile from years ago (the corpus file's own timestamp) and one from now.
     let old = std::fs::read(corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz")).unwrap();
     let req = push_request(&[("service_name", "old")], &old);
-    let (s, _) = server.request(
-        "POST",
-        "/push.v1.PusherService/Push",
-        &[("Content-Type", "application/proto")],
-        &req,
-    );
+    let (s, _) = server.push(&req);
     assert_eq!(s, 200);
     server.terminate();
     // The only block holds expired data only: deleted.
     assert!(files_with_ext(&data.join("blocks"), "blk").is_empty());
 
     let server = Server::start(&data, &args);
-    let (s, _) = server.request(
-        "POST",
-        "/push.v1.PusherService/Push",
-        &[("Content-Type", "application/proto")],
-        &req,
-    );
+    let (s, _) = server.push(&req);
     assert_eq!(s, 200);
     let (s, _) = server.request("POST", "/ingest?name=fresh.cpu", &[], b"main;now 3\n");
     assert_eq!(s, 200);

@@ -53,12 +53,7 @@ fn push(server: &Server, pod: &str, path: &Path) {
         &[("service_name", "cli-app"), ("pod", pod)],
         &std::fs::read(path).unwrap(),
     );
-    let (s, b) = server.request(
-        "POST",
-        "/push.v1.PusherService/Push",
-        &[("Content-Type", "application/proto")],
-        &body,
-    );
+    let (s, b) = server.push(&body);
     assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
 }
 

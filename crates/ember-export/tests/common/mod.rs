@@ -3,7 +3,9 @@
 //! storage servers (`moto_server`, emulators) on free loopback ports.
 #![allow(dead_code)]
 
-use ember_export::{Event, Frame, Sample, SchedSwitch};
+use ember_export::{Event, Frame, PerfCollector, PerfCollectorConfig, Sample, SchedSwitch};
+use futures_util::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -385,4 +387,133 @@ pub fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
+}
+
+/// Every key in `store`, sorted.
+pub async fn keys(store: &dyn ObjectStore) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut it = store.list(None);
+    while let Some(meta) = it.next().await {
+        keys.push(meta.unwrap().location.to_string());
+    }
+    keys.sort();
+    keys
+}
+
+/// The bytes of `key` in `store`.
+pub async fn object(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
+    store
+        .get(&object_store::path::Path::from(key))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec()
+}
+
+/// The perf collector of the bucket-outage tests: dumps to `export_to` under
+/// `perf/node-1`, spooled in `spool`, at most two kept while uploads fail.
+pub fn outage_collector(export_to: &str, spool: &Path) -> Arc<PerfCollector> {
+    PerfCollector::new(PerfCollectorConfig {
+        export_to: export_to.to_string(),
+        bucket_subdirectory: "perf".into(),
+        node_name: Some("node-1".into()),
+        local_dir: Some(spool.to_path_buf()),
+        max_dumps_retained: 2,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Hands `samples` to the collector.
+pub fn push_all(pc: &PerfCollector, samples: &[Sample]) {
+    for s in samples {
+        pc.push(s.clone());
+    }
+}
+
+/// Outage test, step 1, the bucket up: a dump of `chunk` is uploaded to
+/// `cluster-a/perf/node-1/` and deleted locally. Returns its file name.
+pub async fn dump_while_up(
+    pc: &PerfCollector,
+    chunk: &[Sample],
+    spool: &Path,
+    bucket: &dyn ObjectStore,
+) -> String {
+    push_all(pc, chunk);
+    let r = pc.dump().await.unwrap();
+    assert_eq!(r.upload_error, None);
+    let first = r.written.clone().unwrap();
+    let first_key = format!("cluster-a/perf/node-1/{first}");
+    assert_eq!(keys(bucket).await, vec![first_key.clone()]);
+    assert!(
+        first.ends_with("-perf-data.gz") && first.len() == "YYYYMMDDTHHMMSS-perf-data.gz".len()
+    );
+    assert_eq!(
+        folded_dump(&object(bucket, &first_key).await),
+        fold(chunk, true)
+    );
+    assert_eq!(std::fs::read_dir(spool).unwrap().count(), 0);
+    first
+}
+
+/// Outage test, step 2, the bucket unreachable: a dump per chunk stays
+/// local, at most two, the oldest dropped and counted. Returns the names of
+/// all the dumps written.
+pub async fn dumps_while_down(
+    pc: &PerfCollector,
+    chunks: &[&[Sample]],
+    spool: &Path,
+) -> Vec<String> {
+    let mut kept = Vec::new();
+    for (i, chunk) in chunks.iter().enumerate() {
+        // Dump names have a one-second resolution.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        push_all(pc, chunk);
+        let r = pc.dump().await.unwrap();
+        assert!(
+            r.upload_error.is_some(),
+            "upload should fail while the bucket is down"
+        );
+        assert!(r.uploaded.is_empty());
+        kept.push(r.written.unwrap());
+        let local = std::fs::read_dir(spool).unwrap().count();
+        assert_eq!(
+            local,
+            (i + 1).min(2),
+            "local dumps after outage dump {}",
+            i + 1
+        );
+    }
+    let stats = pc.stats();
+    assert_eq!(stats.dumps_dropped, 1, "{stats:?}");
+    assert_eq!(stats.pending, 2);
+    assert!(stats.upload_errors >= 3);
+    kept
+}
+
+/// Outage test, step 3, the bucket back (empty): the two dumps retained of
+/// `written` (made of `chunks`) are uploaded, oldest first, and deleted.
+pub async fn dump_after_outage(
+    pc: &PerfCollector,
+    written: &[String],
+    chunks: &[&[Sample]],
+    spool: &Path,
+    bucket: &dyn ObjectStore,
+) {
+    let r = pc.dump().await.unwrap();
+    assert_eq!(r.upload_error, None);
+    assert_eq!(r.written, None);
+    let want: Vec<String> = written[written.len() - 2..]
+        .iter()
+        .map(|n| format!("cluster-a/perf/node-1/{n}"))
+        .collect();
+    assert_eq!(r.uploaded, want);
+    assert_eq!(keys(bucket).await, want);
+    for (key, chunk) in want.iter().zip(&chunks[chunks.len() - 2..]) {
+        assert_eq!(folded_dump(&object(bucket, key).await), fold(chunk, true));
+    }
+    assert_eq!(std::fs::read_dir(spool).unwrap().count(), 0);
+    assert_eq!(pc.stats().pending, 0);
 }

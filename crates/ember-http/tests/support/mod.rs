@@ -5,9 +5,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+mod certs;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +17,8 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+pub use certs::{Certs, make_certs};
 
 /// Size of `/big`'s body.
 pub const BIG: usize = 1 << 20;
@@ -252,92 +254,9 @@ async fn proxy_one(mut client: TcpStream, seen: Arc<Mutex<Vec<String>>>) {
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
 }
 
-/// A private CA and a `localhost`/127.0.0.1 server certificate it signed, as PEM files.
-pub struct Certs {
-    /// The directory holding them.
-    pub dir: PathBuf,
-    /// The CA certificate (what a client trusts).
-    pub ca: PathBuf,
-    /// The server certificate.
-    pub server_cert: PathBuf,
-    /// The server's private key.
-    pub server_key: PathBuf,
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the openssl CLI must be installed (.ci/setup installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Makes the CA and the server certificate in a fresh directory named after `name`.
-pub fn make_certs(name: &str) -> Certs {
+/// [`make_certs`] in a fresh temporary directory named after `name`.
+pub fn temp_certs(name: &str) -> Certs {
     let dir = std::env::temp_dir().join(format!("ember-http-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    openssl(
-        &dir,
-        &[
-            &["req", "-x509"][..],
-            &ec,
-            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2"],
-            &["-subj", "/CN=Ember HTTP test CA"],
-        ]
-        .concat(),
-    );
-    openssl(
-        &dir,
-        &[
-            &["req"][..],
-            &ec,
-            &["-keyout", "server.key", "-out", "server.csr"],
-            &["-subj", "/CN=localhost"],
-        ]
-        .concat(),
-    );
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .unwrap();
-    openssl(
-        &dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-        ],
-    );
-    Certs {
-        ca: dir.join("ca.pem"),
-        server_cert: dir.join("server.pem"),
-        server_key: dir.join("server.key"),
-        dir,
-    }
+    make_certs(&dir)
 }

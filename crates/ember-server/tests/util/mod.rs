@@ -11,7 +11,8 @@ pub use wire::*;
 
 /// A server running on a thread of this test process.
 pub struct Server {
-    pub addr: String,
+    /// Where it listens, and the requests tests send it.
+    pub endpoint: Endpoint,
     pub data_dir: PathBuf,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<Result<(), String>>>,
@@ -71,35 +72,13 @@ impl Server {
             .expect("server thread ended before binding")
             .unwrap_or_else(|e| panic!("starting the server: {e}"));
         Server {
-            addr: addr.to_string(),
+            endpoint: Endpoint {
+                addr: addr.to_string(),
+            },
             data_dir: data_dir.to_path_buf(),
             stop: Some(stop),
             thread: Some(thread),
         }
-    }
-
-    /// Sends a request; returns (status, body).
-    pub fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> (u16, Vec<u8>) {
-        http(&self.addr, method, path, headers, body)
-    }
-
-    /// GET returning (status, body as text).
-    pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-        let (s, b) = self.request("GET", path, headers, b"");
-        (s, String::from_utf8_lossy(&b).into_owned())
-    }
-
-    /// GET expecting 200 and a JSON body.
-    pub fn get_json(&self, path: &str, headers: &[(&str, &str)]) -> serde_json::Value {
-        let (s, b) = self.get(path, headers);
-        assert_eq!(s, 200, "GET {path}: {b}");
-        serde_json::from_str(&b).unwrap_or_else(|e| panic!("GET {path}: {e}: {b}"))
     }
 
     /// Graceful shutdown (what SIGTERM does to `ember server`): in-flight requests finish,
@@ -112,6 +91,14 @@ impl Server {
             Ok(Err(e)) => panic!("server stopped with an error: {e}"),
             Err(_) => panic!("server thread panicked"),
         }
+    }
+}
+
+impl std::ops::Deref for Server {
+    type Target = Endpoint;
+
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
     }
 }
 

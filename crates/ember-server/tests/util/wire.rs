@@ -10,6 +10,46 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// A running server's address and the requests the tests send it. The in-process server
+/// (`crates/ember-server/tests/util`) and the `ember server` child process
+/// (`crates/ember/tests/server_util`) both dereference to one.
+pub struct Endpoint {
+    /// `host:port`.
+    pub addr: String,
+}
+
+impl Endpoint {
+    /// Sends a request; returns (status, body).
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, Vec<u8>) {
+        http(&self.addr, method, path, headers, body)
+    }
+
+    /// POSTs a binary `push.v1` request (see [`push_request`]); returns (status, body).
+    pub fn push(&self, request: &[u8]) -> (u16, Vec<u8>) {
+        let proto = [("Content-Type", "application/proto")];
+        self.request("POST", "/push.v1.PusherService/Push", &proto, request)
+    }
+
+    /// GET returning (status, body as text).
+    pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let (s, b) = self.request("GET", path, headers, b"");
+        (s, String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// GET expecting 200 and a JSON body.
+    pub fn get_json(&self, path: &str, headers: &[(&str, &str)]) -> serde_json::Value {
+        let (s, b) = self.get(path, headers);
+        assert_eq!(s, 200, "GET {path}: {b}");
+        serde_json::from_str(&b).unwrap_or_else(|e| panic!("GET {path}: {e}: {b}"))
+    }
+}
+
 /// Minimal HTTP/1.1 client (Connection: close; content-length or chunked responses).
 pub fn http(
     addr: &str,

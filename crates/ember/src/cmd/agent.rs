@@ -89,11 +89,7 @@ fn load(path: &Option<PathBuf>) -> anyhow::Result<config::Config> {
 
 fn daemon(path: Option<PathBuf>) -> anyhow::Result<()> {
     let config = load(&path)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = super::runtime(super::Threads::Workers(2))?;
     runtime.block_on(async move {
         let listen = config.admin.listen.clone();
         let listener = tokio::net::TcpListener::bind(&listen)

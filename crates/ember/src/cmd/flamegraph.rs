@@ -282,10 +282,43 @@ fn pprof_folded(
     Ok((folded, unit))
 }
 
-/// Reads every input (stdin at most once). Folded text is parsed in place (stacks borrow
-/// from these buffers), so they are all read first.
-fn read_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<(&Path, InputBytes)>> {
-    let mut buffers = Vec::new();
+/// The inputs, read one at a time: pprof profiles are folded as they are read and their
+/// buffers dropped, so memory follows the merged stacks rather than the inputs (thousands of
+/// profiles of one day merge into one map); folded text is kept, to be parsed in place.
+struct Inputs<'p> {
+    /// Folded-text buffers, parsed later borrowing from them.
+    text: Vec<(&'p Path, InputBytes)>,
+    /// Stacks of the pprof inputs merged by stack (`stack → count`), or, for a flame chart,
+    /// of every input in input order.
+    pprof: PprofStacks,
+    /// Unit of the first pprof input.
+    unit: Option<String>,
+    /// Malformed lines of folded text already parsed (flame charts).
+    ignored_lines: usize,
+    /// Whether a folded text already parsed had fractional counts (flame charts).
+    has_fractional: bool,
+}
+
+/// pprof stacks, merged or in order.
+enum PprofStacks {
+    Merged(std::collections::HashMap<String, f64>),
+    InOrder(Vec<ember_formats::FoldedLineRef<'static>>),
+}
+
+/// Reads and classifies every input (stdin at most once), folding pprof ones right away.
+fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<'p>> {
+    let mut out = Inputs {
+        text: Vec::new(),
+        pprof: if args.flamechart {
+            // A flame chart keeps input (time) order: nothing may be merged across inputs.
+            PprofStacks::InOrder(Vec::new())
+        } else {
+            PprofStacks::Merged(std::collections::HashMap::new())
+        },
+        unit: None,
+        ignored_lines: 0,
+        has_fractional: false,
+    };
     let mut stdin_read = false;
     for path in inputs {
         if path == Path::new("-") {
@@ -294,32 +327,37 @@ fn read_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<(&Path, InputBytes)>> {
             }
             stdin_read = true;
         }
-        buffers.push((path.as_path(), ember_formats::input::read_bytes(path)?));
-    }
-    Ok(buffers)
-}
-
-/// Folds every input: pprof profiles through the folded view of the chosen sample type,
-/// folded text parsed in place. Also returns the unit of the first pprof input.
-fn fold_inputs<'b>(
-    args: &Args,
-    buffers: &'b [(&Path, InputBytes)],
-) -> anyhow::Result<(FoldedRef<'b>, Option<String>)> {
-    let mut folded = FoldedRef::default();
-    let mut pprof_unit = None;
-    for (path, bytes) in buffers {
+        let bytes = ember_formats::input::read_bytes(path)?;
         let kind = if args.pprof || args.sample_type.is_some() {
             Kind::Pprof
         } else {
-            detect::classify(bytes)
+            detect::classify(&bytes)
         };
-        let part = match kind {
+        match kind {
             Kind::Pprof => {
-                let (f, unit) = pprof_folded(bytes, args.sample_type.as_deref(), path)?;
-                pprof_unit.get_or_insert(unit);
-                f
+                let (f, unit) = pprof_folded(&bytes, args.sample_type.as_deref(), path)?;
+                out.unit.get_or_insert(unit);
+                for line in f.lines {
+                    match &mut out.pprof {
+                        PprofStacks::Merged(m) => {
+                            *m.entry(line.stack.into_owned()).or_insert(0.0) += line.count;
+                        }
+                        PprofStacks::InOrder(v) => v.push(line),
+                    }
+                }
             }
-            Kind::Folded => ember_formats::parse_borrowed(bytes),
+            Kind::Folded => match &mut out.pprof {
+                PprofStacks::InOrder(v) => {
+                    let part = ember_formats::parse_borrowed(&bytes);
+                    out.ignored_lines += part.ignored_lines;
+                    out.has_fractional |= part.has_fractional;
+                    v.extend(part.lines.into_iter().map(|l| ember_formats::FoldedLineRef {
+                        stack: l.stack.into_owned().into(),
+                        ..l
+                    }));
+                }
+                PprofStacks::Merged(_) => out.text.push((path.as_path(), bytes)),
+            },
             Kind::PerfScript | Kind::Speedscope => {
                 return Err(FormatError::Unsupported {
                     path: path.display().to_string(),
@@ -328,12 +366,42 @@ fn fold_inputs<'b>(
                 }
                 .into());
             }
-        };
+        }
+    }
+    Ok(out)
+}
+
+/// Every input's stacks as one folded input: the pprof stacks, then the folded text parsed in
+/// place.
+fn fold_inputs<'i>(inputs: &'i Inputs<'_>) -> FoldedRef<'i> {
+    let mut folded = FoldedRef {
+        ignored_lines: inputs.ignored_lines,
+        has_fractional: inputs.has_fractional,
+        ..FoldedRef::default()
+    };
+    fn line(stack: &str, count: f64) -> ember_formats::FoldedLineRef<'_> {
+        ember_formats::FoldedLineRef {
+            stack: stack.into(),
+            count,
+            second_count: None,
+        }
+    }
+    match &inputs.pprof {
+        PprofStacks::Merged(m) => folded.lines.extend(m.iter().map(|(s, c)| line(s, *c))),
+        PprofStacks::InOrder(v) => folded.lines.extend(v.iter().map(|l| {
+            ember_formats::FoldedLineRef {
+                stack: l.stack.as_ref().into(),
+                ..*l
+            }
+        })),
+    }
+    for (_, bytes) in &inputs.text {
+        let part = ember_formats::parse_borrowed(bytes);
         folded.lines.extend(part.lines);
         folded.ignored_lines += part.ignored_lines;
         folded.has_fractional |= part.has_fractional;
     }
-    Ok((folded, pprof_unit))
+    folded
 }
 
 /// Loads `--palette-map` and `--nameattr`, printing their warnings.
@@ -394,8 +462,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         args.inputs.clone()
     };
-    let buffers = read_inputs(&inputs)?;
-    let (folded, pprof_unit) = fold_inputs(&args, &buffers)?;
+    let read = read_inputs(&args, &inputs)?;
+    let folded = fold_inputs(&read);
+    let pprof_unit = read.unit.clone();
     let (palette_map, frame_attrs) = load_maps(&args)?;
 
     let direction = if args.inverted {

@@ -126,13 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let types: Vec<String> = profile
             .sample_type
             .iter()
-            .map(|t| {
-                format!(
-                    "{}/{}",
-                    ember_pprof::string(&profile, t.r#type),
-                    ember_pprof::string(&profile, t.unit)
-                )
-            })
+            .map(|t| ember_pprof::type_name(&profile, t))
             .collect();
         checked.push((path, bytes, profile.sample.len(), types));
     }
@@ -146,10 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..PushConfig::default()
     };
     let client = Client::new(&config).context("--server / --ca-file")?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = super::runtime(super::Threads::Caller)?;
     let total = checked.len();
     let mut accepted = 0usize;
     let mut bytes_sent = 0usize;

@@ -102,38 +102,27 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let diff =
         args.baseline.is_some() || args.baseline_from.is_some() || args.baseline_until.is_some();
-    let mut params: Vec<(&str, String)> = Vec::new();
-    if diff {
-        params.push(("rightQuery", args.selector.clone()));
-        params.push((
-            "leftQuery",
-            args.baseline
-                .clone()
-                .unwrap_or_else(|| args.selector.clone()),
-        ));
-        params.push(("rightFrom", args.from.clone()));
-        params.push(("rightUntil", args.until.clone()));
-        params.push((
-            "leftFrom",
-            args.baseline_from
-                .clone()
-                .unwrap_or_else(|| args.from.clone()),
-        ));
-        params.push((
-            "leftUntil",
-            args.baseline_until
-                .clone()
-                .unwrap_or_else(|| args.until.clone()),
-        ));
-    } else {
-        params.push(("query", args.selector.clone()));
-        params.push(("from", args.from.clone()));
-        params.push(("until", args.until.clone()));
+    // Each part of the selection: its parameter, or in a diff its `right*` one (the selector)
+    // and its `left*` one (the baseline, which defaults to the selector's part).
+    let parts = [
+        ("Query", &args.selector, &args.baseline),
+        ("From", &args.from, &args.baseline_from),
+        ("Until", &args.until, &args.baseline_until),
+    ];
+    let mut params: Vec<(String, String)> = Vec::new();
+    for (part, value, baseline) in parts {
+        if diff {
+            params.push((format!("right{part}"), value.clone()));
+            let left = baseline.as_ref().unwrap_or(value);
+            params.push((format!("left{part}"), left.clone()));
+        } else {
+            params.push((part.to_lowercase(), value.clone()));
+        }
     }
     if let Some(t) = &args.profile_type {
-        params.push(("type", t.clone()));
+        params.push(("type".to_string(), t.clone()));
     }
-    params.push(("format", args.format.as_str().to_string()));
+    params.push(("format".to_string(), args.format.as_str().to_string()));
     let mut query = form_urlencoded::Serializer::new(String::new());
     query.extend_pairs(&params);
     let route = if diff {

@@ -42,10 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => None,
         },
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = super::runtime(super::Threads::PerCore)?;
     runtime.block_on(async move {
         let server = ember_server::Server::bind(config.clone())
             .await

@@ -57,11 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         limits: ember_server::Limits::default(),
         tokens: None,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = super::runtime(super::Threads::Workers(2))?;
     runtime.block_on(async move {
         let server = ember_server::Server::bind(server_config.clone())
             .await

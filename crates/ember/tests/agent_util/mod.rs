@@ -2,6 +2,9 @@
 //! pprof test program, poll conditions.
 #![allow(dead_code)]
 
+#[path = "../../../ember-sampler/tests/programs/mod.rs"]
+mod programs;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -338,16 +341,8 @@ pub struct Workload {
 
 impl Workload {
     pub fn start(dir: &Path) -> Workload {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../ember-sampler/tests/programs/three_paths.c");
         let bin = dir.join("three_paths");
-        let status = Command::new("gcc")
-            .args(["-O2", "-fno-omit-frame-pointer", "-fno-shrink-wrap", "-o"])
-            .arg(&bin)
-            .arg(&src)
-            .status()
-            .expect("gcc must be installed");
-        assert!(status.success(), "gcc failed");
+        programs::compile_to("three_paths", &programs::FRAME_POINTERS, &bin);
         let child = Command::new(&bin)
             .arg("100000000")
             .stdout(Stdio::null())

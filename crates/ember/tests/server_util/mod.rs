@@ -16,7 +16,8 @@ pub use wire::*;
 /// A running `ember server` child process.
 pub struct Server {
     pub child: Child,
-    pub addr: String,
+    /// Where it listens, and the requests tests send it.
+    pub endpoint: Endpoint,
     pub data_dir: PathBuf,
 }
 
@@ -58,33 +59,9 @@ impl Server {
         });
         Server {
             child,
-            addr,
+            endpoint: Endpoint { addr },
             data_dir: data_dir.to_path_buf(),
         }
-    }
-
-    /// Sends a request; returns (status, body).
-    pub fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> (u16, Vec<u8>) {
-        http(&self.addr, method, path, headers, body)
-    }
-
-    /// GET returning (status, body as text).
-    pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-        let (s, b) = self.request("GET", path, headers, b"");
-        (s, String::from_utf8_lossy(&b).into_owned())
-    }
-
-    /// GET expecting 200 and a JSON body.
-    pub fn get_json(&self, path: &str, headers: &[(&str, &str)]) -> serde_json::Value {
-        let (s, b) = self.get(path, headers);
-        assert_eq!(s, 200, "GET {path}: {b}");
-        serde_json::from_str(&b).unwrap_or_else(|e| panic!("GET {path}: {e}: {b}"))
     }
 
     /// SIGTERM and wait for a clean exit (graceful shutdown flushes).
@@ -100,6 +77,14 @@ impl Server {
     pub fn kill9(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl std::ops::Deref for Server {
+    type Target = Endpoint;
+
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
     }
 }
 
