@@ -9,6 +9,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
+pub mod workload;
+
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -92,6 +94,20 @@ pub struct LoadOptions {
     pub mode: LoadMode,
     /// `X-Scope-OrgID` to send, if any.
     pub tenant: Option<String>,
+    /// Per-profile series, parallel to `profiles` (empty: labels from `service` and
+    /// `label_sets`, back-fill times from the request number). Generated workloads
+    /// ([`workload`]) fill it so each profile goes with its own labels and time.
+    pub series: Vec<SeriesMeta>,
+}
+
+/// The series and time one profile of `LoadOptions::profiles` is sent with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesMeta {
+    /// Series labels (`service_name` first), sent as push labels or, in back-fill mode, as
+    /// the legacy name `<service_name>.cpu{k=v,...}`.
+    pub labels: Vec<(String, String)>,
+    /// Start of the profile, unix seconds (the `from` of a back-fill request).
+    pub time_seconds: i64,
 }
 
 /// Results of a load run.
@@ -129,7 +145,11 @@ fn request_for(
     opts: &LoadOptions,
     i: u64,
 ) -> (String, Vec<(&'static str, String)>, Vec<u8>, usize) {
-    let profile = &opts.profiles[(i % opts.profiles.len() as u64) as usize];
+    let at = (i % opts.profiles.len() as u64) as usize;
+    let profile = &opts.profiles[at];
+    if let Some(meta) = opts.series.get(at) {
+        return series_request(opts, meta, profile);
+    }
     match opts.mode {
         LoadMode::Push => {
             let mut labels = vec![LabelPair {
@@ -142,22 +162,7 @@ fn request_for(
                     value: format!("pod-{}", i % opts.label_sets as u64),
                 });
             }
-            let body = PushRequest {
-                series: vec![RawProfileSeries {
-                    labels,
-                    samples: vec![RawSample {
-                        raw_profile: profile.clone(),
-                        id: String::new(),
-                    }],
-                }],
-            }
-            .encode_to_vec();
-            (
-                "/push.v1.PusherService/Push".to_string(),
-                vec![("Content-Type", "application/proto".to_string())],
-                body,
-                profile.len(),
-            )
+            push_request(labels, profile)
         }
         LoadMode::Backfill {
             start_seconds,
@@ -181,6 +186,79 @@ fn request_for(
                 ),
                 vec![("Content-Type", "application/octet-stream".to_string())],
                 profile.clone(),
+                profile.len(),
+            )
+        }
+    }
+}
+
+/// A `push.v1` Connect request carrying one profile with `labels`.
+fn push_request(
+    labels: Vec<LabelPair>,
+    profile: &[u8],
+) -> (String, Vec<(&'static str, String)>, Vec<u8>, usize) {
+    let body = PushRequest {
+        series: vec![RawProfileSeries {
+            labels,
+            samples: vec![RawSample {
+                raw_profile: profile.to_vec(),
+                id: String::new(),
+            }],
+        }],
+    }
+    .encode_to_vec();
+    (
+        "/push.v1.PusherService/Push".to_string(),
+        vec![("Content-Type", "application/proto".to_string())],
+        body,
+        profile.len(),
+    )
+}
+
+/// The request for a profile with its own series and time ([`SeriesMeta`]).
+fn series_request(
+    opts: &LoadOptions,
+    meta: &SeriesMeta,
+    profile: &[u8],
+) -> (String, Vec<(&'static str, String)>, Vec<u8>, usize) {
+    match opts.mode {
+        LoadMode::Push => {
+            let labels = meta
+                .labels
+                .iter()
+                .map(|(name, value)| LabelPair {
+                    name: name.clone(),
+                    value: value.clone(),
+                })
+                .collect();
+            push_request(labels, profile)
+        }
+        LoadMode::Backfill { step_seconds, .. } => {
+            let service = meta
+                .labels
+                .iter()
+                .find(|(k, _)| k == "service_name")
+                .map_or(opts.service.as_str(), |(_, v)| v.as_str());
+            let rest: Vec<String> = meta
+                .labels
+                .iter()
+                .filter(|(k, _)| k != "service_name")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let name = if rest.is_empty() {
+                format!("{service}.cpu")
+            } else {
+                format!("{service}.cpu{{{}}}", rest.join(","))
+            };
+            let from = meta.time_seconds;
+            (
+                format!(
+                    "/ingest?name={}&format=pprof&from={from}&until={}",
+                    url_encode(&name),
+                    from + step_seconds
+                ),
+                vec![("Content-Type", "application/octet-stream".to_string())],
+                profile.to_vec(),
                 profile.len(),
             )
         }
@@ -323,4 +401,58 @@ pub fn run(opts: &LoadOptions) -> Result<LoadReport, LoadError> {
     };
     report.latency_ms = [pct(0.50), pct(0.90), pct(0.99), pct(1.0)];
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(mode: LoadMode) -> LoadOptions {
+        LoadOptions {
+            server: "http://127.0.0.1:1".into(),
+            profiles: vec![vec![1, 2, 3], vec![4, 5]],
+            workers: 1,
+            count: Some(2),
+            duration: None,
+            label_sets: 100,
+            service: "unused".into(),
+            mode,
+            tenant: None,
+            series: vec![
+                SeriesMeta {
+                    labels: vec![
+                        ("service_name".into(), "checkout".into()),
+                        ("pod".into(), "checkout-abc-x1".into()),
+                    ],
+                    time_seconds: 1000,
+                },
+                SeriesMeta {
+                    labels: vec![("service_name".into(), "cart".into())],
+                    time_seconds: 1010,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn series_go_with_their_profiles() {
+        let opts = options(LoadMode::Backfill {
+            start_seconds: 0,
+            step_seconds: 10,
+        });
+        let (path, _, body, len) = request_for(&opts, 0);
+        assert_eq!(
+            path,
+            "/ingest?name=checkout.cpu%7Bpod%3Dcheckout-abc-x1%7D&format=pprof&from=1000&until=1010"
+        );
+        assert_eq!((body, len), (vec![1, 2, 3], 3));
+        let (path, _, _, _) = request_for(&opts, 3);
+        assert!(path.starts_with("/ingest?name=cart.cpu&") && path.contains("from=1010&"));
+        let (path, _, body, _) = request_for(&options(LoadMode::Push), 1);
+        assert_eq!(path, "/push.v1.PusherService/Push");
+        let push = PushRequest::decode(body.as_slice()).unwrap();
+        assert_eq!(push.series[0].labels[0].value, "cart");
+        assert_eq!(push.series[0].labels.len(), 1, "no pod label added");
+        assert_eq!(push.series[0].samples[0].raw_profile, vec![4, 5]);
+    }
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use ember_loadgen::{LoadMode, LoadOptions};
+use ember_loadgen::{LoadMode, LoadOptions, SeriesMeta};
+
+mod realistic;
 
 /// Options of `ember-loadgen`.
 #[derive(Parser)]
@@ -19,8 +21,8 @@ use ember_loadgen::{LoadMode, LoadOptions};
     about = "Load generator for ember server benchmarks: concurrent keep-alive pushes, rate and latency"
 )]
 struct Args {
-    /// pprof files to send (gzip'd or raw), used round-robin.
-    #[arg(required = true)]
+    /// pprof files to send (gzip'd or raw), used round-robin (not with --workload).
+    #[arg(required_unless_present = "workload", conflicts_with = "workload")]
     files: Vec<PathBuf>,
     /// Server base URL.
     #[arg(long, default_value = "http://127.0.0.1:4040", value_name = "URL")]
@@ -58,21 +60,62 @@ struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    workload: realistic::WorkloadArgs,
+}
+
+/// What to send: the profiles, their series (empty for files) and, for a generated
+/// workload, its JSON and text report. `None` when the profiles were written to
+/// `--write-dir` instead (nothing to send).
+type Loaded = (
+    Vec<Vec<u8>>,
+    Vec<SeriesMeta>,
+    Option<(serde_json::Value, String)>,
+);
+
+/// Reads (and varies) the files, or generates the workload; writes it with `--write-dir`.
+fn load_profiles(args: &Args, count: Option<u64>) -> anyhow::Result<Option<Loaded>> {
+    if args.workload.workload.is_none() {
+        let profiles = args
+            .files
+            .iter()
+            .map(|f| std::fs::read(f).with_context(|| format!("reading {}", f.display())))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let profiles = if args.vary > 0 {
+            ember_loadgen::variants(&profiles, args.vary).context("making profile variants")?
+        } else {
+            profiles
+        };
+        return Ok(Some((profiles, Vec::new(), None)));
+    }
+    let Some(n) = count else {
+        bail!("--workload needs a count (-n): profiles are generated before the run");
+    };
+    let g = realistic::generate(&args.workload, n, args.backfill_from, args.step)?;
+    if let Some(dir) = &args.workload.write_dir {
+        realistic::write_dir(dir, &g)?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({ "workload": g.json, "write_dir": dir })
+            );
+        } else {
+            println!("{}; written to {}", g.text, dir.display());
+        }
+        return Ok(None);
+    }
+    let realistic::Generated {
+        profiles,
+        series,
+        json,
+        text,
+    } = g;
+    Ok(Some((profiles, series, Some((json, text)))))
 }
 
 /// Runs the load and prints the report; fails if any request failed.
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let profiles = args
-        .files
-        .iter()
-        .map(|f| std::fs::read(f).with_context(|| format!("reading {}", f.display())))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let profiles = if args.vary > 0 {
-        ember_loadgen::variants(&profiles, args.vary).context("making profile variants")?
-    } else {
-        profiles
-    };
     if args.step <= 0 {
         bail!("--step must be positive");
     }
@@ -84,6 +127,9 @@ fn main() -> anyhow::Result<()> {
     let count = match (args.count, duration) {
         (None, None) => Some(10_000),
         (c, _) => c,
+    };
+    let Some((profiles, series, generated)) = load_profiles(&args, count)? else {
+        return Ok(());
     };
     let opts = LoadOptions {
         server: args.server.clone(),
@@ -101,6 +147,7 @@ fn main() -> anyhow::Result<()> {
             None => LoadMode::Push,
         },
         tenant: args.tenant.clone(),
+        series,
     };
     let r = ember_loadgen::run(&opts)?;
     let [p50, p90, p99, max] = r.latency_ms;
@@ -114,9 +161,13 @@ fn main() -> anyhow::Result<()> {
                 "profile_bytes": r.profile_bytes, "request_bytes": r.request_bytes,
                 "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "max_ms": max,
                 "concurrency": opts.workers, "first_error": r.first_error,
+                "workload": generated.as_ref().map(|(j, _)| j),
             })
         );
     } else {
+        if let Some((_, text)) = &generated {
+            println!("{text}");
+        }
         println!(
             "{} profiles in {:.2} s = {:.0} profiles/s, {:.2} MB/s of pprof ({} workers); latency p50 {p50:.2} ms, p90 {p90:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; {} errors",
             r.ok,
