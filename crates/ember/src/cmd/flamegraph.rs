@@ -351,10 +351,14 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
                     let part = ember_formats::parse_borrowed(&bytes);
                     out.ignored_lines += part.ignored_lines;
                     out.has_fractional |= part.has_fractional;
-                    v.extend(part.lines.into_iter().map(|l| ember_formats::FoldedLineRef {
-                        stack: l.stack.into_owned().into(),
-                        ..l
-                    }));
+                    v.extend(
+                        part.lines
+                            .into_iter()
+                            .map(|l| ember_formats::FoldedLineRef {
+                                stack: l.stack.into_owned().into(),
+                                ..l
+                            }),
+                    );
                 }
                 PprofStacks::Merged(_) => out.text.push((path.as_path(), bytes)),
             },
@@ -388,12 +392,14 @@ fn fold_inputs<'i>(inputs: &'i Inputs<'_>) -> FoldedRef<'i> {
     }
     match &inputs.pprof {
         PprofStacks::Merged(m) => folded.lines.extend(m.iter().map(|(s, c)| line(s, *c))),
-        PprofStacks::InOrder(v) => folded.lines.extend(v.iter().map(|l| {
-            ember_formats::FoldedLineRef {
-                stack: l.stack.as_ref().into(),
-                ..*l
-            }
-        })),
+        PprofStacks::InOrder(v) => {
+            folded
+                .lines
+                .extend(v.iter().map(|l| ember_formats::FoldedLineRef {
+                    stack: l.stack.as_ref().into(),
+                    ..*l
+                }))
+        }
     }
     for (_, bytes) in &inputs.text {
         let part = ember_formats::parse_borrowed(bytes);
