@@ -261,3 +261,50 @@ fn flamegraph_reads_gzipped_folded_and_refuses_perf_script_with_a_hint() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn flamegraph_merges_many_pprof_inputs_with_folded_ones() {
+    // Inputs are read one at a time and pprof ones merged as they come: two copies of a
+    // profile plus a folded file must draw what one folded file with the profile's counts
+    // doubled plus that folded file draws.
+    let cpu = corpora().join("pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof");
+    let other =
+        corpora().join("FlameGraph/test/results/perf-cycles-instructions-01-collapsed-all.txt");
+    let dir = temp_dir("fg-many");
+    let folded = dir.join("cpu.folded");
+    let out = ember(
+        &["convert", path(&cpu), "--to", "folded", "-o", path(&folded)],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut expected = String::new();
+    for line in std::fs::read_to_string(&folded).unwrap().lines() {
+        let (stack, count) = line.rsplit_once(' ').unwrap();
+        let count: u64 = count.parse().unwrap();
+        expected.push_str(&format!("{stack} {}\n", count * 2));
+    }
+    expected.push_str(&std::fs::read_to_string(&other).unwrap());
+    let reference = ember(
+        &["flamegraph", "--countname", "nanoseconds", "-"],
+        expected.as_bytes(),
+    );
+    let merged = ember(&["flamegraph", path(&cpu), path(&cpu), path(&other)], b"");
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    assert!(
+        reference.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(merged.stdout).unwrap(),
+        String::from_utf8(reference.stdout).unwrap()
+    );
+}
