@@ -153,13 +153,26 @@ fn average(sum: i64, count: i64) -> i64 {
 }
 
 impl Store {
-    /// Sums the matching profiles of the query per stack node (dense by node id) and
-    /// fills the counters of `out`. The profiles of an averaged series ([`AGGREGATION_LABEL`])
-    /// are first averaged per node over the series' profiles in range, then added.
-    fn sum_nodes(head: &TenantHead, query: &Query, out: &mut Merged) -> Vec<i64> {
+    /// Sums the matching profiles of the query per stack node and fills the counters of
+    /// `out`: `(node, sum)` for every node with a non-zero sum, sorted by node. The profiles
+    /// of an averaged series ([`AGGREGATION_LABEL`]) are first averaged per node over the
+    /// series' profiles in range, then added. Sums go into an array as long as the tenant's
+    /// tree when the selection touches a fair share of it (a day), into a map when it is
+    /// small (an hour of a tenant storing weeks), so a narrow query costs what it reads.
+    fn sum_nodes(head: &TenantHead, query: &Query, out: &mut Merged) -> Vec<(u32, i64)> {
         let selector = query.full_selector();
-        let mut sums = vec![0i64; head.node_count()];
-        for series in head.select(&selector) {
+        let selected = head.select(&selector);
+        let entries: usize = selected
+            .iter()
+            .flat_map(|s| in_range(s, query))
+            .map(|p| p.nodes.len())
+            .sum();
+        let mut sums = if entries.saturating_mul(8) >= head.node_count() {
+            NodeSums::Dense(vec![0i64; head.node_count()])
+        } else {
+            NodeSums::Sparse(crate::head::FastMap::default())
+        };
+        for series in selected {
             let mut used = false;
             let averaged = is_averaged(series);
             // Per node sums of this series alone, only needed when it is averaged.
@@ -169,24 +182,17 @@ impl Store {
                 used = true;
                 out.profiles += 1;
                 count += 1;
-                // Two loops rather than a branch per value: the summed case is the hot one.
                 if averaged {
                     for (n, v) in p.nodes.iter().zip(&p.values) {
                         let e = own.entry(*n).or_insert(0);
                         *e = e.saturating_add(*v);
                     }
                 } else {
-                    for (n, v) in p.nodes.iter().zip(&p.values) {
-                        if let Some(e) = sums.get_mut(*n as usize) {
-                            *e = e.saturating_add(*v);
-                        }
-                    }
+                    sums.add_all(&p.nodes, &p.values);
                 }
             }
             for (n, v) in own {
-                if let Some(e) = sums.get_mut(n as usize) {
-                    *e = e.saturating_add(average(v, count));
-                }
+                sums.add(n, average(v, count));
             }
             if used {
                 out.series += 1;
@@ -195,7 +201,7 @@ impl Store {
                 }
             }
         }
-        sums
+        sums.into_sorted()
     }
 
     /// Merges every matching profile in the time range into one call tree by frame names
@@ -207,15 +213,15 @@ impl Store {
         let head = t.read().unwrap_or_else(|e| e.into_inner());
         let mut out = Merged::default();
         let sums = Self::sum_nodes(&head, query, &mut out);
-        let mut frames = vec![0i64; head.frame_count()];
-        for (n, v) in sums.iter().enumerate() {
-            if *v != 0
-                && let Some(f) = frames.get_mut(head.frame_of(n as u32) as usize)
-            {
-                *f = f.saturating_add(*v);
-            }
+        let mut frames = if sums.len().saturating_mul(8) >= head.frame_count() {
+            NodeSums::Dense(vec![0i64; head.frame_count()])
+        } else {
+            NodeSums::Sparse(crate::head::FastMap::default())
+        };
+        for (n, v) in sums {
+            frames.add(head.frame_of(n), v);
         }
-        compact_frames(&head, &frames, &mut out);
+        compact_frames(&head, frames.into_sorted(), &mut out);
         out
     }
 
@@ -253,19 +259,16 @@ impl Store {
         let st = b.value_type(&label(TYPE_LABEL), &label("__unit__"));
         let pt = b.value_type(&label("__period_type__"), &label("__period_unit__"));
         let mut samples = Vec::new();
-        for (n, v) in sums.iter().enumerate() {
-            if *v == 0 {
-                continue;
-            }
-            merged.total = merged.total.saturating_add(*v);
+        for (n, v) in sums {
+            merged.total = merged.total.saturating_add(v);
             let ids: Vec<u64> = head
-                .stack_locations(n as u32)
+                .stack_locations(n)
                 .into_iter()
                 .map(|l| b.location(l))
                 .collect();
             samples.push(ember_pprof::Sample {
                 location_id: ids,
-                value: vec![*v],
+                value: vec![v],
                 label: Vec::new(),
             });
         }
@@ -382,35 +385,146 @@ impl Store {
     }
 }
 
-/// Fills `out`'s frames, values, names and total from `values` (self value per head frame):
-/// keeps the frames with a value and their ancestors, renumbered in head order (parents
-/// before children), and the names they use.
-fn compact_frames(head: &TenantHead, values: &[i64], out: &mut Merged) {
-    // Head frames are created parent first, so a reverse pass marks every ancestor.
-    let mut keep: Vec<bool> = values.iter().map(|v| *v != 0).collect();
-    for f in (1..keep.len()).rev() {
-        if keep[f] {
-            let parent = head.frame_parent(f as u32) as usize;
-            if let Some(k) = keep.get_mut(parent) {
-                *k = true;
+/// Sums by node (or frame) id: dense for wide selections, a map for narrow ones.
+enum NodeSums {
+    Dense(Vec<i64>),
+    Sparse(crate::head::FastMap<u32, i64>),
+}
+
+impl NodeSums {
+    fn add(&mut self, id: u32, v: i64) {
+        match self {
+            NodeSums::Dense(d) => {
+                if let Some(e) = d.get_mut(id as usize) {
+                    *e = e.saturating_add(v);
+                }
+            }
+            NodeSums::Sparse(m) => {
+                let e = m.entry(id).or_insert(0);
+                *e = e.saturating_add(v);
             }
         }
     }
-    let mut new_id = vec![0u32; keep.len()];
-    let mut name_ids: crate::head::FastMap<u32, u32> = crate::head::FastMap::default();
-    for f in 1..keep.len() {
-        if !keep[f] {
-            continue;
+
+    fn add_all(&mut self, ids: &[u32], values: &[i64]) {
+        // One loop per kind rather than a branch per value: this is the hot loop of a query.
+        match self {
+            NodeSums::Dense(d) => {
+                for (n, v) in ids.iter().zip(values) {
+                    if let Some(e) = d.get_mut(*n as usize) {
+                        *e = e.saturating_add(*v);
+                    }
+                }
+            }
+            NodeSums::Sparse(m) => {
+                for (n, v) in ids.iter().zip(values) {
+                    let e = m.entry(*n).or_insert(0);
+                    *e = e.saturating_add(*v);
+                }
+            }
         }
-        let (parent, name) = (head.frame_parent(f as u32), head.frame_name(f as u32));
+    }
+
+    /// `(id, sum)` of the non-zero sums, sorted by id.
+    fn into_sorted(self) -> Vec<(u32, i64)> {
+        match self {
+            NodeSums::Dense(d) => d
+                .into_iter()
+                .enumerate()
+                .filter(|(_, v)| *v != 0)
+                .map(|(i, v)| (i as u32, v))
+                .collect(),
+            NodeSums::Sparse(m) => {
+                let mut v: Vec<(u32, i64)> = m.into_iter().filter(|(_, v)| *v != 0).collect();
+                v.sort_unstable();
+                v
+            }
+        }
+    }
+}
+
+/// Fills `out`'s frames, values, names and total from `values` (`(head frame, self value)`,
+/// sorted by frame): keeps those frames and their ancestors, renumbered in head order
+/// (parents before children: head frames are created parent first), and the names they use.
+fn compact_frames(head: &TenantHead, values: Vec<(u32, i64)>, out: &mut Merged) {
+    // Wide selections mark ancestors in an array over every frame; narrow ones walk up from
+    // each valued frame until one already kept, so an hour does not pay for the whole tree.
+    let dense = values.len().saturating_mul(8) >= head.frame_count();
+    compact_frames_with(head, values, dense, out);
+}
+
+/// [`compact_frames`] with the choice of array or walk made by the caller.
+fn compact_frames_with(head: &TenantHead, values: Vec<(u32, i64)>, dense: bool, out: &mut Merged) {
+    let n = head.frame_count();
+    let kept: Vec<u32> = if dense {
+        let mut keep = vec![false; n];
+        for &(f, _) in &values {
+            if let Some(k) = keep.get_mut(f as usize) {
+                *k = true;
+            }
+        }
+        // Parents come before children: one reverse pass marks every ancestor.
+        for f in (1..n).rev() {
+            if keep[f] {
+                keep[head.frame_parent(f as u32) as usize] = true;
+            }
+        }
+        (1..n as u32).filter(|f| keep[*f as usize]).collect()
+    } else {
+        let mut kept: Vec<u32> = values.iter().map(|(f, _)| *f).filter(|f| *f != 0).collect();
+        let mut seen: crate::head::FastMap<u32, ()> = kept.iter().map(|f| (*f, ())).collect();
+        for &(f, _) in &values {
+            let mut p = head.frame_parent(f);
+            while p != 0 && seen.insert(p, ()).is_none() {
+                kept.push(p);
+                p = head.frame_parent(p);
+            }
+        }
+        kept.sort_unstable();
+        kept
+    };
+    // New id of a kept frame: its position in `kept` plus one (the root is 0).
+    let dense_ids: Vec<u32> = if dense {
+        let mut ids = vec![0u32; n];
+        for (i, f) in kept.iter().enumerate() {
+            ids[*f as usize] = i as u32 + 1;
+        }
+        ids
+    } else {
+        Vec::new()
+    };
+    let new_id = |f: u32| -> u32 {
+        if f == 0 {
+            0
+        } else if dense {
+            dense_ids[f as usize]
+        } else {
+            kept.binary_search(&f).map_or(0, |p| p as u32 + 1)
+        }
+    };
+    if let Some(&(0, root)) = values.first() {
+        out.self_values[0] = root;
+        out.total = out.total.saturating_add(root);
+    }
+    let mut name_ids: crate::head::FastMap<u32, u32> = crate::head::FastMap::default();
+    let mut next_value = values.iter().peekable();
+    for (i, &f) in kept.iter().enumerate() {
+        let (parent, name) = (head.frame_parent(f), head.frame_name(f));
         let name = *name_ids.entry(name).or_insert_with(|| {
             out.names.push(head.string(name).to_string());
             (out.names.len() - 1) as u32
         });
-        new_id[f] = out.frames.len() as u32;
-        out.frames.push((new_id[parent as usize], name));
-        out.self_values.push(values[f]);
-        out.total = out.total.saturating_add(values[f]);
+        debug_assert_eq!(out.frames.len(), i + 1);
+        out.frames.push((new_id(parent), name));
+        while next_value.peek().is_some_and(|(vf, _)| *vf < f) {
+            next_value.next();
+        }
+        let v = match next_value.peek() {
+            Some(&&(vf, v)) if vf == f => v,
+            _ => 0,
+        };
+        out.self_values.push(v);
+        out.total = out.total.saturating_add(v);
     }
 }
 
@@ -427,6 +541,89 @@ fn in_range<'a>(series: &'a Series, q: &Query) -> impl Iterator<Item = &'a Store
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A head holding a few profiles of made-up stacks sharing prefixes.
+    fn head() -> TenantHead {
+        let mut head = TenantHead::new();
+        for round in 0..3i64 {
+            let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+            for (i, stack) in ["a;b;c", "a;b;d", "a;e", "x;y;z;w", "a;b;c;c;c"]
+                .iter()
+                .enumerate()
+            {
+                let frames: Vec<&str> = stack.split(';').collect();
+                b.add_folded_stack(&frames, &[(i as i64 + 1) * (round + 1)]);
+            }
+            let bytes = ember_pprof::encode(&b.build());
+            let raw =
+                ember_pprof::decompress(&bytes, &ember_pprof::DecodeLimits::default()).unwrap();
+            let view = ember_pprof::ProfileView::parse(&raw).unwrap();
+            let labels = vec![vec![("service_name".to_string(), format!("s{round}"))]];
+            crate::apply::apply_to(&mut head, round + 1, 0, &view, labels);
+        }
+        head
+    }
+
+    #[test]
+    fn array_and_walk_keep_the_same_frames() {
+        let head = head();
+        let mut dense = NodeSums::Dense(vec![0; head.node_count()]);
+        let mut sparse = NodeSums::Sparse(crate::head::FastMap::default());
+        for s in head.select(&Selector::default()) {
+            for p in &s.profiles {
+                dense.add_all(&p.nodes, &p.values);
+                sparse.add_all(&p.nodes, &p.values);
+            }
+        }
+        let (d, sp) = (dense.into_sorted(), sparse.into_sorted());
+        assert_eq!(d, sp);
+        let to_frames = |sums: &[(u32, i64)], dense: bool| {
+            let mut f = if dense {
+                NodeSums::Dense(vec![0; head.frame_count()])
+            } else {
+                NodeSums::Sparse(crate::head::FastMap::default())
+            };
+            for (n, v) in sums {
+                f.add(head.frame_of(*n), *v);
+            }
+            f.into_sorted()
+        };
+        let frames = to_frames(&d, true);
+        assert_eq!(frames, to_frames(&d, false));
+        // Only some frames valued (a narrow selection) and all of them (a wide one).
+        for values in [
+            frames.clone(),
+            frames[..2].to_vec(),
+            frames[frames.len() - 1..].to_vec(),
+        ] {
+            let (mut a, mut b) = (Merged::default(), Merged::default());
+            compact_frames_with(&head, values.clone(), true, &mut a);
+            compact_frames_with(&head, values, false, &mut b);
+            assert_eq!(
+                (&a.frames, &a.self_values, &a.names),
+                (&b.frames, &b.self_values, &b.names)
+            );
+            assert_eq!(a.stacks(), b.stacks());
+        }
+        let mut all = Merged::default();
+        compact_frames_with(&head, frames, false, &mut all);
+        let stacks: Vec<(String, i64)> = all
+            .stacks()
+            .into_iter()
+            .map(|(f, v)| (f.join(";"), v))
+            .collect();
+        // Sums over the three rounds: value (i+1) * (1+2+3).
+        assert_eq!(
+            stacks,
+            vec![
+                ("a;b;c".to_string(), 6),
+                ("a;b;c;c;c".to_string(), 30),
+                ("a;b;d".to_string(), 12),
+                ("a;e".to_string(), 18),
+                ("x;y;z;w".to_string(), 24),
+            ]
+        );
+    }
 
     #[test]
     fn average_rounds_half_away_from_zero() {
