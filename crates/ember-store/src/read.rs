@@ -167,7 +167,7 @@ impl Store {
             .flat_map(|s| in_range(s, query))
             .map(|p| p.nodes.len())
             .sum();
-        let mut sums = if entries.saturating_mul(8) >= head.node_count() {
+        let mut sums = if entries.saturating_mul(SPARSE_RATIO) >= head.node_count() {
             NodeSums::Dense(vec![0i64; head.node_count()])
         } else {
             NodeSums::Sparse(crate::head::FastMap::default())
@@ -213,7 +213,7 @@ impl Store {
         let head = t.read().unwrap_or_else(|e| e.into_inner());
         let mut out = Merged::default();
         let sums = Self::sum_nodes(&head, query, &mut out);
-        let mut frames = if sums.len().saturating_mul(8) >= head.frame_count() {
+        let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
             NodeSums::Dense(vec![0i64; head.frame_count()])
         } else {
             NodeSums::Sparse(crate::head::FastMap::default())
@@ -385,6 +385,11 @@ impl Store {
     }
 }
 
+/// A selection touching fewer than 1/`SPARSE_RATIO` of a tenant's nodes (or frames) is
+/// summed in a map rather than an array over all of them: a map insert costs some 30 times
+/// an array add, so below that share the map is cheaper than clearing and scanning the array.
+const SPARSE_RATIO: usize = 32;
+
 /// Sums by node (or frame) id: dense for wide selections, a map for narrow ones.
 enum NodeSums {
     Dense(Vec<i64>),
@@ -449,7 +454,7 @@ impl NodeSums {
 fn compact_frames(head: &TenantHead, values: Vec<(u32, i64)>, out: &mut Merged) {
     // Wide selections mark ancestors in an array over every frame; narrow ones walk up from
     // each valued frame until one already kept, so an hour does not pay for the whole tree.
-    let dense = values.len().saturating_mul(8) >= head.frame_count();
+    let dense = values.len().saturating_mul(SPARSE_RATIO) >= head.frame_count();
     compact_frames_with(head, values, dense, out);
 }
 
