@@ -141,11 +141,20 @@ impl<'p> Remap<'p> {
     }
 
     /// Copies every sample of the source, with `value(sample_values, i)`
-    /// deciding what lands in sample type `i`.
-    fn copy_samples(&mut self, b: &mut ProfileBuilder, value: impl Fn(&[i64], usize) -> i64) {
+    /// deciding what lands in sample type `i`; with `skip_zero`, samples whose
+    /// values are all zero are left out (as Go's merge does).
+    fn copy_samples(
+        &mut self,
+        b: &mut ProfileBuilder,
+        skip_zero: bool,
+        value: impl Fn(&[i64], usize) -> i64,
+    ) {
         let mut locs = std::mem::take(&mut self.bufs.locs);
         let mut labels = std::mem::take(&mut self.bufs.labels);
         for s in &self.src.sample {
+            if skip_zero && is_zero(&s.value) {
+                continue;
+            }
             locs.clear();
             for &id in &s.location_id {
                 if let Some(new) = self.location(b, id) {
@@ -162,6 +171,11 @@ impl<'p> Remap<'p> {
         self.bufs.locs = locs;
         self.bufs.labels = labels;
     }
+}
+
+/// Whether a sample's values are all zero (or absent): Go's `isZeroSample`.
+fn is_zero(values: &[i64]) -> bool {
+    values.iter().all(|&v| v == 0)
 }
 
 fn types_of(p: &Profile) -> impl Iterator<Item = (&str, &str)> {
@@ -225,16 +239,22 @@ fn add_comments(b: &mut ProfileBuilder, remap: &mut Remap<'_>) {
 }
 
 /// Merges profiles with identical sample types (same types and units, in the
-/// same order) and compatible period types into one compact profile.
+/// same order) and compatible period types into one compact profile, keeping
+/// what `go tool pprof` keeps when it merges several profiles
+/// (`profile.Merge`).
 ///
 /// Strings, mappings, functions and locations are re-interned, so identical
 /// entities from different inputs share one id and unreferenced ones are
 /// dropped; samples with the same stack and labels (label order ignored) are
-/// summed. Top-level fields: sample/period types, drop/keep frames, default
-/// sample type and doc url come from the first profile; `period` is the
-/// maximum; `time_nanos` the earliest nonzero; `duration_nanos` the sum;
-/// comments are the de-duplicated union. See [`Merger`] to merge profiles
-/// one at a time without holding them all in memory.
+/// summed, with their labels kept; samples whose values are all zero, in an
+/// input or after summing, are dropped. The first mapping of the first input
+/// that has mappings (the main binary, by pprof's convention) stays first when
+/// samples reference it. Top-level fields: sample/period types, drop/keep
+/// frames and doc url come from the first profile; the default sample type is
+/// the first one set; `period` is the maximum; `time_nanos` the earliest
+/// nonzero; `duration_nanos` the sum (wrapping like Go's `int64`); comments
+/// are the de-duplicated union. See [`Merger`] to merge profiles one at a
+/// time without holding them all in memory.
 pub fn merge(profiles: &[Profile]) -> Result<Profile, PprofError> {
     let mut m = Merger::new();
     for p in profiles {
@@ -244,12 +264,18 @@ pub fn merge(profiles: &[Profile]) -> Result<Profile, PprofError> {
 }
 
 /// Incremental form of [`merge`]: add profiles one by one (for example each
-/// right after decoding it), then [`Merger::finish`]. The result is the same
-/// as calling [`merge`] on all of them in order.
+/// right after decoding it, dropping it before decoding the next), then
+/// [`Merger::finish`]. The result is the same as calling [`merge`] on all of
+/// them in order, and memory follows the merged result, not the inputs.
 #[derive(Debug, Default)]
 pub struct Merger {
     builder: Option<ProfileBuilder>,
     bufs: RemapBufs,
+    /// Whether an input with mappings has been added (its first mapping is the
+    /// one to keep first).
+    main_seen: bool,
+    /// The merged id of that first mapping, when samples reference it.
+    main_mapping: Option<u64>,
 }
 
 impl Merger {
@@ -261,41 +287,111 @@ impl Merger {
     /// Adds one profile. Errors (leaving the merger unchanged) when its sample
     /// types or period type differ from the first profile's.
     pub fn add(&mut self, p: &Profile) -> Result<(), PprofError> {
-        let Some(b) = self.builder.as_mut() else {
-            let mut remap = Remap::with_bufs(p, std::mem::take(&mut self.bufs));
-            let mut b = builder_like(p, &mut remap);
-            add_comments(&mut b, &mut remap);
-            remap.copy_samples(&mut b, |v, i| v.get(i).copied().unwrap_or(0));
-            self.bufs = remap.bufs;
-            self.builder = Some(b);
-            return Ok(());
-        };
-        check_compatible(b.profile(), p)?;
+        if let Some(b) = &self.builder {
+            check_compatible(b.profile(), p)?;
+        }
         let mut remap = Remap::with_bufs(p, std::mem::take(&mut self.bufs));
-        if b.profile().period_type.is_none()
-            && let Some(vt) = p.period_type
-        {
-            let t = remap.string(b, vt.r#type);
-            let u = remap.string(b, vt.unit);
-            b.profile_mut().period_type = Some(crate::proto::ValueType { r#type: t, unit: u });
-        }
-        let out = b.profile_mut();
-        out.period = out.period.max(p.period);
-        if p.time_nanos != 0 && (out.time_nanos == 0 || p.time_nanos < out.time_nanos) {
-            out.time_nanos = p.time_nanos;
-        }
-        out.duration_nanos = out.duration_nanos.saturating_add(p.duration_nanos);
+        let b = match &mut self.builder {
+            Some(b) => {
+                combine_header(b, &mut remap);
+                b
+            }
+            None => self.builder.insert(builder_like(p, &mut remap)),
+        };
         add_comments(b, &mut remap);
-        remap.copy_samples(b, |v, i| v.get(i).copied().unwrap_or(0));
+        remap.copy_samples(b, true, |v, i| v.get(i).copied().unwrap_or(0));
+        if !self.main_seen && !p.mapping.is_empty() {
+            self.main_seen = true;
+            // Position 0 of the remap table is the source's first mapping.
+            self.main_mapping = Some(remap.bufs.mappings[0]).filter(|&id| id != UNSET);
+        }
         self.bufs = remap.bufs;
         Ok(())
     }
 
     /// The merged profile; [`PprofError::NothingToMerge`] if nothing was added.
     pub fn finish(self) -> Result<Profile, PprofError> {
-        self.builder
+        let mut p = self
+            .builder
             .map(ProfileBuilder::build)
-            .ok_or(PprofError::NothingToMerge)
+            .ok_or(PprofError::NothingToMerge)?;
+        let mut main = self.main_mapping;
+        if p.sample.iter().any(|s| is_zero(&s.value)) {
+            // Values that summed to zero: drop those samples and what only
+            // they referenced, finding the main mapping again afterwards.
+            let key = main.and_then(|id| mapping_key(&p, id));
+            p.sample.retain(|s| !is_zero(&s.value));
+            p = compact(&p);
+            main = key.and_then(|k| {
+                (1..=p.mapping.len() as u64).find(|&id| mapping_key(&p, id).as_ref() == Some(&k))
+            });
+        }
+        if let Some(id) = main {
+            move_mapping_first(&mut p, id);
+        }
+        Ok(p)
+    }
+}
+
+/// Folds `remap.src`'s top-level fields into the merged ones (as Go's
+/// `combineHeaders`).
+fn combine_header(b: &mut ProfileBuilder, remap: &mut Remap<'_>) {
+    let p = remap.src;
+    if b.profile().period_type.is_none()
+        && let Some(vt) = p.period_type
+    {
+        let t = remap.string(b, vt.r#type);
+        let u = remap.string(b, vt.unit);
+        b.profile_mut().period_type = Some(crate::proto::ValueType { r#type: t, unit: u });
+    }
+    if b.profile().default_sample_type == 0 && p.default_sample_type != 0 {
+        let d = remap.string(b, p.default_sample_type);
+        b.profile_mut().default_sample_type = d;
+    }
+    let out = b.profile_mut();
+    out.period = out.period.max(p.period);
+    if p.time_nanos != 0 && (out.time_nanos == 0 || p.time_nanos < out.time_nanos) {
+        out.time_nanos = p.time_nanos;
+    }
+    // Go sums durations as int64 and lets them wrap; do the same so that
+    // merged reports agree even on nonsensical inputs.
+    out.duration_nanos = out.duration_nanos.wrapping_add(p.duration_nanos);
+}
+
+/// What identifies mapping `id` of `p` across a re-interning: its addresses
+/// and its file and build id as text.
+fn mapping_key(p: &Profile, id: u64) -> Option<(u64, u64, u64, String, String)> {
+    let m = p.mapping.get(usize::try_from(id).ok()?.checked_sub(1)?)?;
+    Some((
+        m.memory_start,
+        m.memory_limit,
+        m.file_offset,
+        string(p, m.filename).to_owned(),
+        string(p, m.build_id).to_owned(),
+    ))
+}
+
+/// Moves mapping `id` (ids being positions + 1, as the builder assigns them)
+/// to the front, renumbering the mappings before it and the locations'
+/// references.
+fn move_mapping_first(p: &mut Profile, id: u64) {
+    let Some(pos) = usize::try_from(id).ok().and_then(|i| i.checked_sub(1)) else {
+        return;
+    };
+    if pos == 0 || pos >= p.mapping.len() {
+        return;
+    }
+    let m = p.mapping.remove(pos);
+    p.mapping.insert(0, m);
+    for (i, m) in p.mapping.iter_mut().enumerate() {
+        m.id = i as u64 + 1;
+    }
+    for loc in &mut p.location {
+        if loc.mapping_id == id {
+            loc.mapping_id = 1;
+        } else if loc.mapping_id != 0 && loc.mapping_id < id {
+            loc.mapping_id += 1;
+        }
     }
 }
 
@@ -306,7 +402,7 @@ pub fn compact(profile: &Profile) -> Profile {
     let mut remap = Remap::new(profile);
     let mut b = builder_like(profile, &mut remap);
     add_comments(&mut b, &mut remap);
-    remap.copy_samples(&mut b, |v, i| v.get(i).copied().unwrap_or(0));
+    remap.copy_samples(&mut b, false, |v, i| v.get(i).copied().unwrap_or(0));
     b.build()
 }
 
@@ -329,9 +425,9 @@ pub fn delta(previous: &Profile, current: &Profile) -> Result<Profile, PprofErro
     let mut remap = Remap::new(current);
     let mut b = builder_like(current, &mut remap);
     add_comments(&mut b, &mut remap);
-    remap.copy_samples(&mut b, |v, i| v.get(i).copied().unwrap_or(0));
+    remap.copy_samples(&mut b, false, |v, i| v.get(i).copied().unwrap_or(0));
     let mut prev = Remap::new(previous);
-    prev.copy_samples(&mut b, |v, i| {
+    prev.copy_samples(&mut b, false, |v, i| {
         if gauge.get(i).copied().unwrap_or(false) {
             0
         } else {

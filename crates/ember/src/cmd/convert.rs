@@ -1,9 +1,13 @@
-//! `ember convert`: pprof ↔ folded stacks, and either → speedscope JSON.
+//! `ember convert`: pprof ↔ folded stacks, and either → speedscope JSON; several inputs are
+//! merged into one profile first.
 
 use anyhow::{Context, bail};
 use ember_formats::{Format, Input, folded_to_profile, read_input, select_sample_index};
+use ember_pprof::Profile;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use super::merge_inputs::{inputs_name, read_merged};
 
 /// Options of `ember convert`.
 #[derive(clap::Args)]
@@ -11,11 +15,21 @@ use std::path::PathBuf;
     long_about = "Convert a profile between formats. The input (pprof, gzip'd or raw, or folded \
                   stacks) is detected by content; the output format comes from --to or the \
                   output file's extension: .pb.gz/.pprof/.pb → pprof (gzip'd), \
-                  .folded/.txt/.collapsed → folded stacks, .json → speedscope."
+                  .folded/.txt/.collapsed → folded stacks, .json → speedscope.\n\n\
+                  Several inputs (any mix of pprof and folded stacks; folded ones become \
+                  profiles of --sample-type) are merged into one profile, like `go tool pprof \
+                  -proto a.pb.gz b.pb.gz`: identical mappings, functions and locations are \
+                  shared, values of identical stacks (and labels) are summed, and every input \
+                  must have the same sample types. They are read and merged one at a time, so \
+                  thousands of profiles take memory in proportion to the merged result, not to \
+                  the inputs.\n\n\
+                  The output is written to a temporary file beside it and renamed into place \
+                  once complete: on any error the output is left untouched."
 )]
 pub struct Args {
-    /// Input profile.
-    input: PathBuf,
+    /// Input profiles; several are merged into one.
+    #[arg(value_name = "INPUT", required = true)]
+    inputs: Vec<PathBuf>,
     /// Output file.
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
@@ -26,7 +40,7 @@ pub struct Args {
     /// the profile's default sample type, else its last; default for speedscope: all of them.
     #[arg(long, value_name = "NAME|N")]
     sample_index: Option<String>,
-    /// Folded input → pprof: the sample type as `type/unit`.
+    /// Folded input → pprof (or merged with other inputs): the sample type as `type/unit`.
     #[arg(long, value_name = "TYPE/UNIT", default_value = "samples/count")]
     sample_type: String,
 }
@@ -43,43 +57,47 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )
         })?,
     };
-    let input = read_input(&args.input)?;
-    let name = args
-        .input
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let write = |bytes: &[u8]| -> anyhow::Result<()> {
-        let mut file = std::fs::File::create(&args.output)
-            .with_context(|| format!("creating {}", args.output.display()))?;
-        file.write_all(bytes)?;
-        Ok(())
-    };
-    match (input, format) {
-        (Input::Pprof(profile), Format::Pprof) => ember_pprof::write_file(&profile, &args.output)?,
-        (Input::Pprof(profile), Format::Folded) => {
-            let index = select_sample_index(&profile, args.sample_index.as_deref())?;
-            let stacks = ember_pprof::folded_stacks(&profile, index);
-            let mut out = Vec::new();
-            ember_formats::write(stacks, &mut out)?;
-            write(&out)?;
+    let input = match args.inputs.as_slice() {
+        [one] => read_input(one)?,
+        many => {
+            let merged = read_merged(many, sample_type(&args.sample_type)?)?;
+            warn_fractional(merged.fractional);
+            Input::Pprof(Box::new(merged.profile))
         }
+    };
+    let bytes = convert(&args, input, format)?;
+    write_atomically(&args.output, &bytes)
+}
+
+/// `--sample-type` split into type and unit.
+fn sample_type(arg: &str) -> anyhow::Result<(&str, &str)> {
+    match arg.split_once('/') {
+        Some(pair) => Ok(pair),
+        None => bail!("--sample-type must be TYPE/UNIT, e.g. samples/count"),
+    }
+}
+
+fn warn_fractional(fractional: usize) {
+    if fractional > 0 {
+        eprintln!("ember: warning: {fractional} fractional counts truncated to integers");
+    }
+}
+
+/// The bytes of `input` in `format`.
+fn convert(args: &Args, input: Input, format: Format) -> anyhow::Result<Vec<u8>> {
+    let name = inputs_name(&args.inputs);
+    Ok(match (input, format) {
+        (Input::Pprof(profile), Format::Pprof) => ember_pprof::encode_gzip(&profile),
+        (Input::Pprof(profile), Format::Folded) => folded_bytes(&profile, args)?,
         (Input::Pprof(profile), Format::Speedscope) => {
-            let file = ember_formats::profile_to_speedscope(
-                &profile,
-                args.sample_index.as_deref(),
-                &name,
-            )?;
-            write(file.to_json().as_bytes())?;
+            ember_formats::profile_to_speedscope(&profile, args.sample_index.as_deref(), &name)?
+                .to_json()
+                .into_bytes()
         }
         (Input::Folded(folded), Format::Pprof) => {
-            let Some((ty, unit)) = args.sample_type.split_once('/') else {
-                bail!("--sample-type must be TYPE/UNIT, e.g. samples/count");
-            };
-            let (profile, fractional) = folded_to_profile(&folded, (ty, unit));
-            if fractional > 0 {
-                eprintln!("ember: warning: {fractional} fractional counts truncated to integers");
-            }
-            ember_pprof::write_file(&profile, &args.output)?;
+            let (profile, fractional) = folded_to_profile(&folded, sample_type(&args.sample_type)?);
+            warn_fractional(fractional);
+            ember_pprof::encode_gzip(&profile)
         }
         (Input::Folded(folded), Format::Folded) => {
             let mut out = Vec::new();
@@ -90,15 +108,50 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     .map(|l| (l.stack.as_str(), l.count as i64)),
                 &mut out,
             )?;
-            write(&out)?;
+            out
         }
         (Input::Folded(folded), Format::Speedscope) => {
-            write(
-                ember_formats::folded_to_speedscope(&folded, &name)
-                    .to_json()
-                    .as_bytes(),
-            )?;
+            ember_formats::folded_to_speedscope(&folded, &name)
+                .to_json()
+                .into_bytes()
         }
+    })
+}
+
+/// Folded stacks of the `--sample-index` sample type of `profile`.
+fn folded_bytes(profile: &Profile, args: &Args) -> anyhow::Result<Vec<u8>> {
+    let index = select_sample_index(profile, args.sample_index.as_deref())?;
+    let stacks = ember_pprof::folded_stacks(profile, index);
+    let mut out = Vec::new();
+    ember_formats::write(stacks, &mut out)?;
+    Ok(out)
+}
+
+/// Writes `bytes` to a temporary file in `path`'s directory and renames it to `path`, so that
+/// `path` is either left as it was or holds the complete output, never a partial one.
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let file_name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file name", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.ember-tmp-{}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        // Best effort: the temporary file may not even exist.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing {}", path.display()));
     }
     Ok(())
 }

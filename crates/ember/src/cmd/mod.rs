@@ -7,6 +7,7 @@ pub mod collapse;
 pub mod convert;
 pub mod diff;
 pub mod flamegraph;
+pub mod merge_inputs;
 #[cfg(feature = "agent")]
 pub mod profiling;
 #[cfg(feature = "client")]
