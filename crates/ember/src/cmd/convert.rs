@@ -57,6 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )
         })?,
     };
+    let output = PendingOutput::create(&args.output)?;
     let input = match args.inputs.as_slice() {
         [one] => read_input(one)?,
         many => {
@@ -66,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let bytes = convert(&args, input, format)?;
-    write_atomically(&args.output, &bytes)
+    output.commit(&bytes)
 }
 
 /// `--sample-type` split into type and unit.
@@ -127,31 +128,58 @@ fn folded_bytes(profile: &Profile, args: &Args) -> anyhow::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Writes `bytes` to a temporary file in `path`'s directory and renames it to `path`, so that
-/// `path` is either left as it was or holds the complete output, never a partial one.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let file_name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file name", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.ember-tmp-{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let written = (|| -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        // Best effort: the temporary file may not even exist.
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing {}", path.display()));
+/// The output being written: a temporary file beside it, renamed into place by
+/// [`PendingOutput::commit`] once complete and removed when dropped before that, so the output
+/// is either left as it was or holds the complete result, never a partial one. Created before
+/// the inputs are read, so that an unwritable output fails before thousands of inputs are.
+struct PendingOutput {
+    tmp: PathBuf,
+    file: Option<std::fs::File>,
+    path: PathBuf,
+}
+
+impl PendingOutput {
+    fn create(path: &Path) -> anyhow::Result<Self> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let file_name = path
+            .file_name()
+            .with_context(|| format!("{} is not a file name", path.display()))?;
+        let tmp = dir.join(format!(
+            ".{}.ember-tmp-{}",
+            file_name.to_string_lossy(),
+            std::process::id()
+        ));
+        let file = std::fs::File::create(&tmp)
+            .with_context(|| format!("creating {} (beside the output)", tmp.display()))?;
+        Ok(PendingOutput {
+            tmp,
+            file: Some(file),
+            path: path.to_path_buf(),
+        })
     }
-    Ok(())
+
+    fn commit(mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        let Some(mut file) = self.file.take() else {
+            bail!("output {} already written", self.path.display());
+        };
+        file.write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| std::fs::rename(&self.tmp, &self.path))
+            .with_context(|| format!("writing {}", self.path.display()))?;
+        // Renamed: nothing left to clean up.
+        self.tmp = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl Drop for PendingOutput {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            // Best effort: the run failed and this is only its leftover.
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
