@@ -153,9 +153,7 @@ fn top_of_several_profiles_matches_go_tool_pprof() {
     let wall = jfr_wall();
     let mut failures = Vec::new();
     let mut runs = 0;
-    for (files, go_args, ember_args) in cases
-        .into_iter()
-        .chain([(wall.as_slice(), vec![], vec![])])
+    for (files, go_args, ember_args) in cases.into_iter().chain([(wall.as_slice(), vec![], vec![])])
     {
         runs += 1;
         let expected =
@@ -181,11 +179,14 @@ fn top_of_several_profiles_matches_go_tool_pprof() {
     // Go refuses to merge profiles of different sample types; so does Ember, naming both files.
     let mixed = vec![cpu[0].clone(), heap[0].clone()];
     assert!(go_top(&go, &[], &mixed).is_err(), "go merged cpu with heap");
-    let err = stderr_failed(ember(&{
-        let mut a = vec!["top"];
-        a.extend(args_of(&mixed));
-        a
-    }), "cpu + heap");
+    let err = stderr_failed(
+        ember(&{
+            let mut a = vec!["top"];
+            a.extend(args_of(&mixed));
+            a
+        }),
+        "cpu + heap",
+    );
     assert!(
         err.contains(mixed[1].to_str().unwrap())
             && err.contains(mixed[0].to_str().unwrap())
@@ -236,7 +237,11 @@ fn convert_merges_what_top_merges_and_folded_output_sums() {
     // Folded output of a merge is the sum of the inputs' folded outputs, with a folded input
     // mixed in (it counts as samples/count, the sample type of these scripting profiles).
     let ruby_folded = dir.join("ruby.folded");
-    convert(&[pyroscope("pprof/testdata/profile_ruby")], &ruby_folded, &[]);
+    convert(
+        &[pyroscope("pprof/testdata/profile_ruby")],
+        &ruby_folded,
+        &[],
+    );
     let python = pyroscope("pprof/testdata/profile_python");
     let inputs = [python.clone(), ruby_folded, python];
     let merged = dir.join("mixed.folded");
@@ -260,7 +265,11 @@ fn convert_merges_what_top_merges_and_folded_output_sums() {
     let mut expected: BTreeMap<String, u64> = BTreeMap::new();
     for (i, input) in cpu.iter().enumerate() {
         let one = dir.join(format!("cpu-{i}.folded"));
-        convert(std::slice::from_ref(input), &one, &["--sample-index", "cpu"]);
+        convert(
+            std::slice::from_ref(input),
+            &one,
+            &["--sample-index", "cpu"],
+        );
         for (stack, count) in folded_map(&std::fs::read_to_string(&one).unwrap()) {
             *expected.entry(stack).or_default() += count;
         }
@@ -292,7 +301,8 @@ fn errors_name_the_file_and_leave_the_output_alone() {
     let corrupt = dir.join("corrupt.pb.gz");
     // Valid gzip around bytes that are no profile.proto message.
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&[0x0a, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3]).unwrap();
+    gz.write_all(&[0x0a, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3])
+        .unwrap();
     std::fs::write(&corrupt, gz.finish().unwrap()).unwrap();
     let out = dir.join("out.pb.gz");
     std::fs::write(&out, b"previous").unwrap();
@@ -331,5 +341,133 @@ fn errors_name_the_file_and_leave_the_output_alone() {
             "{cmd} --help: {help}"
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `VmHWM` (peak resident set) of a running process, in kB.
+fn peak_rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Runs ember, polling its peak RSS until it exits: (stdout, peak kB). The last reading
+/// taken before the exit is a lower bound of the true peak, close to it because the peak is
+/// reached while merging, which takes far longer than the polling interval.
+fn ember_with_peak(args: &[&str]) -> (String, u64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ember");
+    let mut peak = 0;
+    // Read stdout on a thread so that a large output cannot block the child.
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).unwrap();
+        s
+    });
+    loop {
+        if let Some(kb) = peak_rss_kb(child.id()) {
+            peak = peak.max(kb);
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (reader.join().unwrap(), peak)
+}
+
+/// A profile whose decoded size is mostly symbols (long, Go-like function names) and stacks,
+/// both of which every variant shares: the merge of any number of variants is as big as one.
+fn generated_base() -> ember_pprof::Profile {
+    let mut b = ember_pprof::ProfileBuilder::new(&[("samples", "count")]);
+    let names: Vec<String> = (0..3000)
+        .map(|i| {
+            format!(
+                "github.com/example/fleet/internal/service{:02}/handlers/v{}.(*Server{:03}).HandleRequestWithRetriesAndTracing{i:04}",
+                i % 37,
+                i % 5,
+                i % 211
+            )
+        })
+        .collect();
+    // A fixed linear congruential sequence: deterministic, no dependency.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: usize| {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) as usize % n
+    };
+    for stack in 0..1500 {
+        let frames: Vec<&str> = (0..12).map(|_| names[next(names.len())].as_str()).collect();
+        b.add_folded_stack(&frames, &[1 + (stack % 17) as i64]);
+    }
+    b.build()
+}
+
+#[test]
+fn thousands_of_inputs_merge_in_memory_of_the_result() {
+    const N: usize = 2000;
+    let dir = temp_dir("memory");
+    let mut profile = generated_base();
+    let base_values: Vec<i64> = profile.sample.iter().map(|s| s.value[0]).collect();
+    let base_total: i64 = base_values.iter().sum();
+    let decoded_len = ember_pprof::encode(&profile).len() as u64;
+    let mut expected_total = 0;
+    let mut paths = Vec::with_capacity(N);
+    for i in 0..N {
+        // Every variant has its own values (so the sum proves each was read) and time.
+        let factor = (i % 7 + 1) as i64;
+        for (s, v) in profile.sample.iter_mut().zip(&base_values) {
+            s.value[0] = v * factor;
+        }
+        profile.time_nanos = 1_700_000_000_000_000_000 + i as i64 * 10_000_000_000;
+        expected_total += base_total * factor;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&ember_pprof::encode(&profile)).unwrap();
+        let path = dir.join(format!("p{i:04}.pb.gz"));
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+        paths.push(path);
+    }
+    let sum_decoded_kb = N as u64 * decoded_len / 1024;
+
+    let (_, one_kb) = ember_with_peak(&["top", "--nodecount", "3", paths[0].to_str().unwrap()]);
+    let mut args = vec!["top", "--nodecount", "3"];
+    args.extend(args_of(&paths));
+    let (table, all_kb) = ember_with_peak(&args);
+    let total_line = table
+        .lines()
+        .find(|l| l.starts_with("Showing nodes accounting for "))
+        .unwrap_or_else(|| panic!("no total in\n{table}"));
+    assert!(
+        total_line.ends_with(&format!(" of {expected_total} total")),
+        "{total_line} (expected {expected_total})"
+    );
+    eprintln!(
+        "{N} inputs of {decoded_len} bytes decoded ({sum_decoded_kb} kB in all): peak RSS \
+         {all_kb} kB merging all, {one_kb} kB for one"
+    );
+    // Holding the inputs would take at least their decoded bytes; merging as they are read
+    // takes about what one input takes.
+    assert!(
+        all_kb * 10 < sum_decoded_kb,
+        "peak {all_kb} kB is not far below the inputs' {sum_decoded_kb} kB"
+    );
+    assert!(
+        all_kb < 2 * one_kb + 32 * 1024,
+        "peak {all_kb} kB over {N} inputs vs {one_kb} kB for one"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
