@@ -3,7 +3,6 @@
 
 use anyhow::{Context, bail};
 use ember_formats::{Format, Input, folded_to_profile, read_input, select_sample_index};
-use ember_pprof::Profile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -57,7 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )
         })?,
     };
-    let output = PendingOutput::create(&args.output)?;
+    let mut output = PendingOutput::create(&args.output)?;
     let input = match args.inputs.as_slice() {
         [one] => read_input(one)?,
         many => {
@@ -66,8 +65,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Input::Pprof(Box::new(merged.profile))
         }
     };
-    let bytes = convert(&args, input, format)?;
-    output.commit(&bytes)
+    convert(&args, input, format, output.writer())
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    output.commit()
 }
 
 /// `--sample-type` split into type and unit.
@@ -84,48 +84,49 @@ fn warn_fractional(fractional: usize) {
     }
 }
 
-/// The bytes of `input` in `format`.
-fn convert(args: &Args, input: Input, format: Format) -> anyhow::Result<Vec<u8>> {
+/// Writes `input` in `format` to `out`. Inputs are consumed so that they can be dropped as
+/// soon as what is written has been derived from them (a day of merged profiles is hundreds
+/// of MB).
+fn convert(args: &Args, input: Input, format: Format, out: &mut impl Write) -> anyhow::Result<()> {
     let name = inputs_name(&args.inputs);
-    Ok(match (input, format) {
-        (Input::Pprof(profile), Format::Pprof) => ember_pprof::encode_gzip(&profile),
-        (Input::Pprof(profile), Format::Folded) => folded_bytes(&profile, args)?,
+    match (input, format) {
+        (Input::Pprof(profile), Format::Pprof) => {
+            out.write_all(&ember_pprof::encode_gzip(&profile))?
+        }
+        (Input::Pprof(profile), Format::Folded) => {
+            let index = select_sample_index(&profile, args.sample_index.as_deref())?;
+            let stacks = ember_pprof::folded_stacks(&profile, index);
+            drop(profile);
+            ember_formats::write(stacks, out)?;
+        }
         (Input::Pprof(profile), Format::Speedscope) => {
-            ember_formats::profile_to_speedscope(&profile, args.sample_index.as_deref(), &name)?
-                .to_json()
-                .into_bytes()
+            let file = ember_formats::profile_to_speedscope(
+                &profile,
+                args.sample_index.as_deref(),
+                &name,
+            )?;
+            drop(profile);
+            out.write_all(file.to_json().as_bytes())?;
         }
         (Input::Folded(folded), Format::Pprof) => {
             let (profile, fractional) = folded_to_profile(&folded, sample_type(&args.sample_type)?);
             warn_fractional(fractional);
-            ember_pprof::encode_gzip(&profile)
+            out.write_all(&ember_pprof::encode_gzip(&profile))?;
         }
-        (Input::Folded(folded), Format::Folded) => {
-            let mut out = Vec::new();
-            ember_formats::write(
-                folded
-                    .lines
-                    .iter()
-                    .map(|l| (l.stack.as_str(), l.count as i64)),
-                &mut out,
-            )?;
-            out
-        }
-        (Input::Folded(folded), Format::Speedscope) => {
+        (Input::Folded(folded), Format::Folded) => ember_formats::write(
+            folded
+                .lines
+                .iter()
+                .map(|l| (l.stack.as_str(), l.count as i64)),
+            out,
+        )?,
+        (Input::Folded(folded), Format::Speedscope) => out.write_all(
             ember_formats::folded_to_speedscope(&folded, &name)
                 .to_json()
-                .into_bytes()
-        }
-    })
-}
-
-/// Folded stacks of the `--sample-index` sample type of `profile`.
-fn folded_bytes(profile: &Profile, args: &Args) -> anyhow::Result<Vec<u8>> {
-    let index = select_sample_index(profile, args.sample_index.as_deref())?;
-    let stacks = ember_pprof::folded_stacks(profile, index);
-    let mut out = Vec::new();
-    ember_formats::write(stacks, &mut out)?;
-    Ok(out)
+                .as_bytes(),
+        )?,
+    }
+    Ok(())
 }
 
 /// The output being written: a temporary file beside it, renamed into place by
@@ -134,7 +135,7 @@ fn folded_bytes(profile: &Profile, args: &Args) -> anyhow::Result<Vec<u8>> {
 /// the inputs are read, so that an unwritable output fails before thousands of inputs are.
 struct PendingOutput {
     tmp: PathBuf,
-    file: Option<std::fs::File>,
+    file: std::io::BufWriter<std::fs::File>,
     path: PathBuf,
 }
 
@@ -156,17 +157,21 @@ impl PendingOutput {
             .with_context(|| format!("creating {} (beside the output)", tmp.display()))?;
         Ok(PendingOutput {
             tmp,
-            file: Some(file),
+            file: std::io::BufWriter::with_capacity(1 << 16, file),
             path: path.to_path_buf(),
         })
     }
 
-    fn commit(mut self, bytes: &[u8]) -> anyhow::Result<()> {
-        let Some(mut file) = self.file.take() else {
-            bail!("output {} already written", self.path.display());
-        };
-        file.write_all(bytes)
-            .and_then(|()| file.sync_all())
+    /// Where the output goes until [`PendingOutput::commit`].
+    fn writer(&mut self) -> &mut std::io::BufWriter<std::fs::File> {
+        &mut self.file
+    }
+
+    /// Flushes the output to disk and renames it into place.
+    fn commit(mut self) -> anyhow::Result<()> {
+        self.file
+            .flush()
+            .and_then(|()| self.file.get_ref().sync_all())
             .and_then(|()| std::fs::rename(&self.tmp, &self.path))
             .with_context(|| format!("writing {}", self.path.display()))?;
         // Renamed: nothing left to clean up.
