@@ -3,80 +3,7 @@
 
 use super::*;
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_signed(out: &mut Vec<u8>, v: i64) {
-    put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
-}
-
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    put_varint(out, s.len() as u64);
-    out.extend_from_slice(s.as_bytes());
-}
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
-/// Cursor over an encoded head; every read checks bounds so corrupt blocks are errors.
-struct Reader<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl Reader<'_> {
-    fn varint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *self.b.get(self.pos)?;
-            self.pos += 1;
-            v |= u64::from(byte & 0x7f) << shift;
-            if byte < 0x80 {
-                return Some(v);
-            }
-        }
-        None
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        u32::try_from(self.varint()?).ok()
-    }
-
-    fn signed(&mut self) -> Option<i64> {
-        let v = self.varint()?;
-        Some(((v >> 1) as i64) ^ -((v & 1) as i64))
-    }
-
-    fn count(&mut self) -> Option<usize> {
-        // A count can never exceed the bytes left, which bounds allocations on corrupt input.
-        let n = usize::try_from(self.varint()?).ok()?;
-        (n <= self.b.len().saturating_sub(self.pos)).then_some(n)
-    }
-
-    fn str(&mut self) -> Option<&str> {
-        let n = self.count()?;
-        let s = std::str::from_utf8(self.b.get(self.pos..self.pos + n)?).ok()?;
-        self.pos += n;
-        Some(s)
-    }
-
-    fn column<T>(&mut self, n: usize, mut f: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
-        let mut v = Vec::with_capacity(n);
-        for _ in 0..n {
-            v.push(f(self)?);
-        }
-        Some(v)
-    }
-}
+use crate::encoding::{Reader, gcd, put_signed, put_str, put_varint};
 
 impl TenantHead {
     /// Columnar encoding of the whole head: string table; mapping, function and location
@@ -163,7 +90,7 @@ impl TenantHead {
     /// Returns `None` on malformed input (nothing partial is visible to callers' invariants:
     /// profiles are inserted only after their series decoded completely).
     pub fn merge_encoded(&mut self, bytes: &[u8]) -> Option<()> {
-        let mut r = Reader { b: bytes, pos: 0 };
+        let mut r = Reader::new(bytes);
         let n_strings = r.count()?;
         let mut string_map = Vec::with_capacity(n_strings);
         for _ in 0..n_strings {
@@ -299,6 +226,6 @@ impl TenantHead {
                 self.insert_with_period(labels.clone(), p, period);
             }
         }
-        (r.pos == bytes.len()).then_some(())
+        r.at_end().then_some(())
     }
 }
