@@ -331,3 +331,56 @@ fn a_crash_between_compaction_and_deleting_its_inputs_counts_nothing_twice() {
     assert_eq!(answers(&store, &all), before);
     assert!(store.disk_usage().0 < 8, "replaced inputs deleted at open");
 }
+
+#[test]
+fn first_format_blocks_are_rewritten_and_answer_the_same() {
+    let dir = temp_dir("v1");
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-store/blocks");
+    std::fs::create_dir_all(dir.join("blocks")).unwrap();
+    let name = "0000000002-1700000000000000000-1700000100000000000.blk";
+    std::fs::copy(fixture.join(name), dir.join("blocks").join(name)).unwrap();
+    let input = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/data/corpora/pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof"),
+    )
+    .unwrap();
+    let input = ember_pprof::decode(&input).unwrap();
+    let cpu = ember_pprof::sample_index(&input, Some("cpu")).unwrap();
+    let mut want: Vec<(String, i64)> = ember_pprof::folded_stacks(&input, cpu);
+    want.sort();
+    for _ in 0..2 {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let mut tenants = store.tenants();
+        tenants.sort();
+        assert_eq!(tenants.len(), 2, "{tenants:?}");
+        for (tenant, pod) in tenants.iter().zip(["a", "b"]).rev() {
+            let q = query(
+                &format!("{{service_name=\"v1svc\", pod=\"{pod}\"}}"),
+                0,
+                i64::MAX,
+            );
+            let merged = store.merge_stacks(tenant, &q);
+            let mut got: Vec<(String, i64)> = merged
+                .stacks()
+                .into_iter()
+                .map(|(f, v)| (f.join(";"), v))
+                .collect();
+            got.sort();
+            if merged.profiles == 0 {
+                continue;
+            }
+            assert_eq!(got, want, "tenant {tenant}");
+        }
+        let total: usize = tenants
+            .iter()
+            .map(|t| store.merge_stacks(t, &query("{}", 0, i64::MAX)).profiles)
+            .sum();
+        assert_eq!(total, 2);
+        store.close();
+    }
+    let bytes = std::fs::read(dir.join("blocks").join(name)).unwrap();
+    assert!(
+        bytes.starts_with(b"EMBERBLK2\n"),
+        "rewritten in the current format"
+    );
+}
