@@ -160,6 +160,8 @@ pub struct Store {
     blocks: std::sync::Mutex<Vec<block::Block>>,
     pending: Arc<tenant::Pending>,
     cache: cache::BlockCache,
+    /// Profiles before this time are past retention and never served.
+    retention_floor: std::sync::atomic::AtomicI64,
     options: StoreOptions,
     replay: ReplayStats,
     replay_errors: usize,
@@ -238,6 +240,7 @@ impl Store {
             blocks: std::sync::Mutex::new(blocks),
             pending: Arc::new(tenant::Pending::default()),
             cache,
+            retention_floor: std::sync::atomic::AtomicI64::new(i64::MIN),
             options,
             replay,
             replay_errors,

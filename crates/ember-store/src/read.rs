@@ -223,6 +223,17 @@ fn average(sum: i64, count: i64) -> i64 {
 }
 
 impl Store {
+    /// `query` without what retention has expired: a kept block may still hold older
+    /// profiles next to fresh ones, and they must not be served.
+    fn within_retention(&self, query: &Query) -> Query {
+        let floor = self
+            .retention_floor
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let mut q = query.clone();
+        q.start_nanos = q.start_nanos.max(floor);
+        q
+    }
+
     /// Runs `f` on every head of `tenant` that may hold profiles of `query` (all of them
     /// when `None`): the open and frozen heads under the tenant's read lock, then each block
     /// section whose index has a matching series in the time range, decoded through the
@@ -290,6 +301,7 @@ impl Store {
     /// Merges every matching profile in the time range into one call tree by frame names
     /// (stacks that differ only in addresses or mappings add up).
     pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
+        let query = &self.within_retention(query);
         let averaged = self.averaged_counts(tenant, query);
         let mut parts: Vec<Merged> = Vec::new();
         self.for_each_head(tenant, Some(query), |head| {
@@ -325,6 +337,7 @@ impl Store {
     /// type come from the contributing series' labels (the first profile type when several
     /// matched).
     pub fn merge_profile(&self, tenant: &str, query: &Query) -> Option<(Profile, Merged)> {
+        let query = &self.within_retention(query);
         let averaged = self.averaged_counts(tenant, query);
         let selector = query.full_selector();
         let mut merged = Merged::default();
@@ -403,6 +416,7 @@ impl Store {
         step_nanos: i64,
         group_by: &[String],
     ) -> Vec<TimeSeries> {
+        let query = &self.within_retention(query);
         let step = step_nanos.max(1);
         let selector = query.full_selector();
         // Per series and bucket `(sum, profile count)` over every tier, so an averaged
@@ -484,6 +498,13 @@ impl Store {
     /// (every series when `query` is `None`). Blocks answer from their index without being
     /// read.
     pub fn series(&self, tenant: &str, query: Option<&Query>) -> Vec<Labels> {
+        let everything = Query {
+            start_nanos: i64::MIN,
+            end_nanos: i64::MAX,
+            ..Default::default()
+        };
+        let query = &self.within_retention(query.unwrap_or(&everything));
+        let query = Some(query);
         let Some(t) = self.tenant(tenant) else {
             return Vec::new();
         };

@@ -183,6 +183,8 @@ impl Store {
         }
         let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let cutoff = now_nanos.saturating_sub(self.options.retention_nanos);
+        self.retention_floor
+            .fetch_max(cutoff, std::sync::atomic::Ordering::Relaxed);
         let expired: Vec<Block> = {
             let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
             let (old, keep): (Vec<Block>, Vec<Block>) = std::mem::take(&mut *blocks)
