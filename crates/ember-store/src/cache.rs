@@ -68,19 +68,24 @@ impl BlockCache {
         }
         // Decoded outside the lock: other queries keep using the cache meanwhile.
         let head = Arc::new(section.load(objects)?);
+        self.keep(section, head.clone());
+        Ok(head)
+    }
+
+    /// Caches `head` as the decoded `section` (a flush hands over the head it just wrote).
+    pub(crate) fn insert(&self, section: &Section, head: TenantHead) {
+        self.keep(section, Arc::new(head));
+    }
+
+    /// Adds an entry and evicts the least recently used beyond the budget; a head larger
+    /// than the whole budget is not kept.
+    fn keep(&self, section: &Section, head: Arc<TenantHead>) {
         let bytes = head.approx_bytes();
         if bytes <= self.budget {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             st.clock += 1;
             let used = st.clock;
-            if let Some(old) = st.entries.insert(
-                section.id,
-                Entry {
-                    head: head.clone(),
-                    bytes,
-                    used,
-                },
-            ) {
+            if let Some(old) = st.entries.insert(section.id, Entry { head, bytes, used }) {
                 st.bytes -= old.bytes;
             }
             st.bytes += bytes;
@@ -93,7 +98,6 @@ impl BlockCache {
                 }
             }
         }
-        Ok(head)
     }
 
     /// Forgets `section` (its block was deleted or compacted away).

@@ -79,9 +79,19 @@ impl Store {
                         .cloned()
                         .collect()
                 });
-                t.write()
+                let cached = (sections.len() == 1).then(|| sections[0].clone());
+                let mut sealed = t
+                    .write()
                     .unwrap_or_else(|e| e.into_inner())
                     .seal(through, sections);
+                sealed.retain(|h| !h.is_empty());
+                // The head just written is what the next query of this tenant reads: keep it
+                // decoded rather than read the block back.
+                if let (Some(section), 1) = (cached, sealed.len())
+                    && let Some(head) = sealed.pop()
+                {
+                    self.cache.insert(&section, head.into_read_only());
+                }
             }
             *self.cutting.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
@@ -168,7 +178,7 @@ impl Store {
                 .filter(|s| s.tenant == name)
                 .cloned()
                 .collect();
-            t.seal(0, added);
+            let _ = t.seal(0, added);
         }
         let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         blocks.retain(|b| !gone(&b.key) && b.key != new.key);

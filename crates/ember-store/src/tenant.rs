@@ -60,11 +60,16 @@ impl Tenant {
 
     /// Replaces the frozen heads cut at or before `through` with `sections` (the block that
     /// now holds them).
-    pub(crate) fn seal(&mut self, through: u64, sections: Vec<Arc<Section>>) {
-        self.frozen.retain(|(t, _)| *t > through);
+    /// Returns the frozen heads it dropped, oldest first.
+    pub(crate) fn seal(&mut self, through: u64, sections: Vec<Arc<Section>>) -> Vec<TenantHead> {
+        let (sealed, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.frozen)
+            .into_iter()
+            .partition(|(t, _)| *t <= through);
+        self.frozen = kept;
         self.sections.extend(sections);
         self.sections.sort_by_key(|s| (s.min_time, s.max_time));
         self.flushed_through = self.flushed_through.max(through);
+        sealed.into_iter().map(|(_, h)| h).collect()
     }
 
     /// Rebuilds the set of known series from every tier (at open and after retention).
