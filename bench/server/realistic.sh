@@ -121,7 +121,7 @@ round() {
   fi
   timed "pprof 24h" "/api/v1/query?$q&$whole&format=pprof" "assert len(body) > 1000"
   timed "top table 24h" "/api/v1/query?$q&$whole&format=top" "assert len(body) > 100"
-  timed "totals per minute 24h" "/api/v1/timeseries?$q&$whole&step=60s" "assert len(json.loads(body)['series']) > 0"
+  timed "totals per minute 24h" "/api/v1/timeseries?$q&$whole&step=60" "assert len(json.loads(body)['series']) > 0"
   record "RSS after queries, MiB" "$(rss)"
   record "peak RSS (VmHWM), MiB" "$(hwm)"
   stop_server
