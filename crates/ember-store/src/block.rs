@@ -141,10 +141,8 @@ impl Section {
 
     /// Reads and decodes the section into a read-only head.
     pub(crate) fn load(&self, objects: &Objects) -> Result<TenantHead, StoreError> {
-        let mut head = TenantHead::new();
-        head.merge_encoded(&self.raw(objects)?)
-            .ok_or_else(|| corrupt(&self.key, "bad head encoding"))?;
-        Ok(head.into_read_only())
+        TenantHead::decode_read_only(&self.raw(objects)?)
+            .ok_or_else(|| corrupt(&self.key, "bad head encoding"))
     }
 }
 
