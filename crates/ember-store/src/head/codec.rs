@@ -473,11 +473,14 @@ mod tests {
         h
     }
 
+    /// `(frame names, value)` of each stored entry.
+    type Stacks = Vec<(Vec<String>, i64)>;
+
     /// Every profile's stacks as frame names, per series.
-    fn view(h: &TenantHead) -> Vec<(Labels, Vec<(Vec<String>, i64)>)> {
+    fn view(h: &TenantHead) -> Vec<(Labels, Stacks)> {
         h.all_series()
             .map(|s| {
-                let mut stacks: Vec<(Vec<String>, i64)> = s
+                let mut stacks: Stacks = s
                     .profiles
                     .iter()
                     .flat_map(|p| p.nodes.iter().zip(&p.values))
