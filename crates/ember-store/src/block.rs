@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use object_store::path::Path as ObjPath;
 
-use crate::encoding::{Reader, put_signed, put_str, put_varint};
+use crate::encoding::{Reader, put_deltas, put_labels, put_signed, put_str, put_varint};
 use crate::head::TenantHead;
 use crate::objects::{Listed, Objects};
 use crate::{Labels, StoreError};
@@ -267,17 +267,9 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64) -> Option<Index> {
         let n_series = r.count()?;
         let mut series = Vec::with_capacity(n_series);
         for _ in 0..n_series {
-            let n_labels = r.count()?;
-            let mut labels = Labels::with_capacity(n_labels);
-            for _ in 0..n_labels {
-                labels.push((r.str()?.to_string(), r.str()?.to_string()));
-            }
+            let labels = r.labels()?;
             let n = r.count()?;
-            let mut prev = 0i64;
-            let times = r.column(n, |r| {
-                prev = prev.wrapping_add(r.signed()?);
-                Some(prev)
-            })?;
+            let times = r.deltas(n)?;
             let totals = r.column(n, Reader::signed)?;
             if n == 0 || times.windows(2).any(|w| w[0] > w[1]) {
                 return None;
@@ -360,17 +352,9 @@ impl BlockWriter {
             .collect();
         put_varint(index, series.len() as u64);
         for s in series {
-            put_varint(index, s.labels.len() as u64);
-            for (n, v) in &s.labels {
-                put_str(index, n);
-                put_str(index, v);
-            }
+            put_labels(index, &s.labels);
             put_varint(index, s.profiles.len() as u64);
-            let mut prev = 0i64;
-            for p in &s.profiles {
-                put_signed(index, p.time_nanos.wrapping_sub(prev));
-                prev = p.time_nanos;
-            }
+            put_deltas(index, s.profiles.iter().map(|p| p.time_nanos));
             for p in &s.profiles {
                 put_signed(index, p.total());
             }

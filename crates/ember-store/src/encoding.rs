@@ -99,4 +99,42 @@ impl<'a> Reader<'a> {
         }
         Some(v)
     }
+
+    /// A label set: a count, then name and value strings.
+    pub(crate) fn labels(&mut self) -> Option<crate::Labels> {
+        let n = self.count()?;
+        let mut labels = crate::Labels::with_capacity(n);
+        for _ in 0..n {
+            labels.push((self.str()?.to_string(), self.str()?.to_string()));
+        }
+        Some(labels)
+    }
+
+    /// `n` values written by [`put_deltas`].
+    pub(crate) fn deltas(&mut self, n: usize) -> Option<Vec<i64>> {
+        let mut prev = 0i64;
+        self.column(n, |r| {
+            prev = prev.wrapping_add(r.signed()?);
+            Some(prev)
+        })
+    }
+}
+
+/// Appends a label set (see [`Reader::labels`]).
+pub(crate) fn put_labels(out: &mut Vec<u8>, labels: &crate::Labels) {
+    put_varint(out, labels.len() as u64);
+    for (n, v) in labels {
+        put_str(out, n);
+        put_str(out, v);
+    }
+}
+
+/// Appends each value as its difference from the one before (times, addresses: small
+/// steps encode short).
+pub(crate) fn put_deltas(out: &mut Vec<u8>, values: impl IntoIterator<Item = i64>) {
+    let mut prev = 0i64;
+    for v in values {
+        put_signed(out, v.wrapping_sub(prev));
+        prev = v;
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-use crate::encoding::{Reader, gcd, put_signed, put_str, put_varint};
+use crate::encoding::{Reader, gcd, put_deltas, put_labels, put_signed, put_str, put_varint};
 
 impl TenantHead {
     /// Columnar encoding of the whole head: string table; mapping, function and location
@@ -55,18 +55,10 @@ impl TenantHead {
         }
         put_varint(out, self.series.len() as u64);
         for s in &self.series {
-            put_varint(out, s.labels.len() as u64);
-            for (n, v) in &s.labels {
-                put_str(out, n);
-                put_str(out, v);
-            }
+            put_labels(out, &s.labels);
             put_signed(out, s.period);
             put_varint(out, s.profiles.len() as u64);
-            let mut prev = 0i64;
-            for p in &s.profiles {
-                put_signed(out, p.time_nanos.wrapping_sub(prev));
-                prev = p.time_nanos;
-            }
+            put_deltas(out, s.profiles.iter().map(|p| p.time_nanos));
             for p in &s.profiles {
                 put_varint(out, p.nodes.len() as u64);
                 let mut last = 0u32;
@@ -352,18 +344,10 @@ impl<'a> Decoded<'a> {
         let n_series = r.count()?;
         let mut series = Vec::with_capacity(n_series);
         for _ in 0..n_series {
-            let n_labels = r.count()?;
-            let mut labels = Labels::with_capacity(n_labels);
-            for _ in 0..n_labels {
-                labels.push((r.str()?.to_string(), r.str()?.to_string()));
-            }
+            let labels = r.labels()?;
             let period = r.signed()?;
             let n_profiles = r.count()?;
-            let mut prev = 0i64;
-            let times = r.column(n_profiles, |r| {
-                prev = prev.wrapping_add(r.signed()?);
-                Some(prev)
-            })?;
+            let times = r.deltas(n_profiles)?;
             let mut profiles = Vec::with_capacity(n_profiles);
             for time_nanos in times {
                 let n = r.count()?;
