@@ -110,70 +110,6 @@ impl Merged {
         out
     }
 
-    /// One merge out of merges of the same query over different tiers: frames with the same
-    /// name under the same parent add up. The largest part keeps its frame ids; the others'
-    /// frames are appended after their parents, so parents still come first.
-    fn combine(mut parts: Vec<Merged>) -> Merged {
-        if parts.len() <= 1 {
-            return parts.pop().unwrap_or_default();
-        }
-        let largest = (0..parts.len())
-            .max_by_key(|i| parts[*i].frames.len())
-            .unwrap_or(0);
-        let mut base = parts.swap_remove(largest);
-        let mut name_ids: HashMap<String, u32> = base
-            .names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.clone(), i as u32))
-            .collect();
-        let mut frame_ids: HashMap<(u32, u32), u32> = base
-            .frames
-            .iter()
-            .enumerate()
-            .skip(1)
-            .map(|(i, f)| (*f, i as u32))
-            .collect();
-        for part in parts {
-            let mut names = Vec::with_capacity(part.names.len());
-            for n in part.names {
-                let id = match name_ids.get(&n) {
-                    Some(&id) => id,
-                    None => {
-                        let id = base.names.len() as u32;
-                        base.names.push(n.clone());
-                        name_ids.insert(n, id);
-                        id
-                    }
-                };
-                names.push(id);
-            }
-            let mut ids = vec![0u32; part.frames.len()];
-            for (i, &(parent, name)) in part.frames.iter().enumerate().skip(1) {
-                let key = (ids[parent as usize], names[name as usize]);
-                let id = match frame_ids.get(&key) {
-                    Some(&id) => id,
-                    None => {
-                        let id = base.frames.len() as u32;
-                        base.frames.push(key);
-                        base.self_values.push(0);
-                        frame_ids.insert(key, id);
-                        id
-                    }
-                };
-                ids[i] = id;
-                let v = &mut base.self_values[id as usize];
-                *v = v.saturating_add(part.self_values[i]);
-            }
-            base.self_values[0] = base.self_values[0].saturating_add(part.self_values[0]);
-            base.total = base.total.saturating_add(part.total);
-            base.profiles += part.profiles;
-            base.series += part.series;
-            base.profile_types.extend(part.profile_types);
-        }
-        base
-    }
-
     /// Frame names from the root's child down to `frame`.
     pub fn path(&self, mut frame: u32) -> Vec<String> {
         let mut out = Vec::new();
@@ -186,6 +122,80 @@ impl Merged {
         }
         out.reverse();
         out
+    }
+}
+
+/// Adds up merges of the same query over different tiers as they come (one part held at a
+/// time): frames with the same name under the same parent add up. The first part keeps its
+/// frame ids; later parts' new frames are appended after their parents, so parents still
+/// come first.
+#[derive(Default)]
+struct Combiner {
+    base: Option<Merged>,
+    name_ids: HashMap<String, u32>,
+    frame_ids: HashMap<(u32, u32), u32>,
+    parts: usize,
+}
+
+impl Combiner {
+    fn add(&mut self, part: Merged) {
+        self.parts += 1;
+        let Some(base) = &mut self.base else {
+            self.name_ids = part
+                .names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i as u32))
+                .collect();
+            self.frame_ids = part
+                .frames
+                .iter()
+                .enumerate()
+                .skip(1)
+                .map(|(i, f)| (*f, i as u32))
+                .collect();
+            self.base = Some(part);
+            return;
+        };
+        let mut names = Vec::with_capacity(part.names.len());
+        for n in part.names {
+            let id = match self.name_ids.get(&n) {
+                Some(&id) => id,
+                None => {
+                    let id = base.names.len() as u32;
+                    base.names.push(n.clone());
+                    self.name_ids.insert(n, id);
+                    id
+                }
+            };
+            names.push(id);
+        }
+        let mut ids = vec![0u32; part.frames.len()];
+        for (i, &(parent, name)) in part.frames.iter().enumerate().skip(1) {
+            let key = (ids[parent as usize], names[name as usize]);
+            let id = match self.frame_ids.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let id = base.frames.len() as u32;
+                    base.frames.push(key);
+                    base.self_values.push(0);
+                    self.frame_ids.insert(key, id);
+                    id
+                }
+            };
+            ids[i] = id;
+            let v = &mut base.self_values[id as usize];
+            *v = v.saturating_add(part.self_values[i]);
+        }
+        base.self_values[0] = base.self_values[0].saturating_add(part.self_values[0]);
+        base.total = base.total.saturating_add(part.total);
+        base.profiles += part.profiles;
+        base.series += part.series;
+        base.profile_types.extend(part.profile_types);
+    }
+
+    fn finish(self) -> Merged {
+        self.base.unwrap_or_default()
     }
 }
 
@@ -303,7 +313,7 @@ impl Store {
     pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
         let query = &self.within_retention(query);
         let averaged = self.averaged_counts(tenant, query);
-        let mut parts: Vec<Merged> = Vec::new();
+        let mut parts = Combiner::default();
         self.for_each_head(tenant, Some(query), |head| {
             let mut out = Merged::default();
             let sums = sum_nodes(head, query, &averaged, &mut out);
@@ -319,10 +329,10 @@ impl Store {
                 frames.add(head.frame_of(n), v);
             }
             compact_frames(head, frames.into_sorted(), &mut out);
-            parts.push(out);
+            parts.add(out);
         });
-        let tiers = parts.len();
-        let mut merged = Merged::combine(parts);
+        let tiers = parts.parts;
+        let mut merged = parts.finish();
         if tiers > 1 {
             // A series split by a flush contributed from two tiers; count it once.
             merged.series = self.series(tenant, Some(query)).len();
