@@ -313,14 +313,19 @@ impl<'a> Wire<'a> {
     /// A base-128 varint of at most 10 bytes whose value fits 64 bits (prost's rule).
     #[inline]
     fn varint(&mut self) -> Walk<u64> {
-        // Most keys, ids and string indices fit one byte.
-        if let Some(&byte) = self.b.get(self.pos)
-            && byte < 0x80
-        {
-            self.pos += 1;
-            return Ok(u64::from(byte));
+        // Most keys, ids and string indices fit one byte, and the ids of a profile with
+        // more than 127 locations or functions two.
+        match self.b.get(self.pos..) {
+            Some([b0, ..]) if *b0 < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(*b0))
+            }
+            Some([b0, b1, ..]) if *b1 < 0x80 => {
+                self.pos += 2;
+                Ok(u64::from(b0 & 0x7f) | u64::from(*b1) << 7)
+            }
+            _ => self.varint_slow(),
         }
-        self.varint_slow()
     }
 
     fn varint_slow(&mut self) -> Walk<u64> {
@@ -386,7 +391,11 @@ impl<'a> Wire<'a> {
         match wire {
             VARINT => out.push(f(self.varint()?)),
             LEN => {
-                let mut packed = Wire::new(self.bytes()?);
+                let bytes = self.bytes()?;
+                // Every varint ends with the one byte below 0x80: the exact count (a
+                // truncated last one is refused below), so the column grows once.
+                out.reserve(bytes.iter().filter(|b| **b < 0x80).count());
+                let mut packed = Wire::new(bytes);
                 while packed.more() {
                     out.push(f(packed.varint()?));
                 }

@@ -162,27 +162,20 @@ fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<u32> 
         })
         .collect();
     let mut locations: Vec<u32> = Vec::with_capacity(profile.location.len());
+    // One buffer for every location's lines: a location seen before costs no allocation.
+    let mut lines: Vec<(u32, i64)> = Vec::new();
     for loc in &profile.location {
-        let lines: Box<[(u32, i64)]> = profile
-            .location_lines(loc)
-            .iter()
-            .filter_map(|l| {
-                let f = functions.get(profile.function_position(l.function_id)?)?;
-                Some((*f, l.line))
-            })
-            .collect();
+        lines.clear();
+        lines.extend(profile.location_lines(loc).iter().filter_map(|l| {
+            let f = functions.get(profile.function_position(l.function_id)?)?;
+            Some((*f, l.line))
+        }));
         let mapping = profile
             .mapping_position(loc.mapping_id)
             .and_then(|i| mappings.get(i))
             .copied()
             .unwrap_or(0);
-        let sym = head::LocationSym {
-            mapping,
-            address: loc.address,
-            lines,
-            is_folded: loc.is_folded,
-        };
-        locations.push(head.location(sym));
+        locations.push(head.location_of(mapping, loc.address, &lines, loc.is_folded));
     }
     locations
 }
