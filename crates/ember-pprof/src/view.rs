@@ -313,19 +313,14 @@ impl<'a> Wire<'a> {
     /// A base-128 varint of at most 10 bytes whose value fits 64 bits (prost's rule).
     #[inline]
     fn varint(&mut self) -> Walk<u64> {
-        // Most keys, ids and string indices fit one byte, and the ids of a profile with
-        // more than 127 locations or functions two.
-        match self.b.get(self.pos..) {
-            Some([b0, ..]) if *b0 < 0x80 => {
-                self.pos += 1;
-                Ok(u64::from(*b0))
-            }
-            Some([b0, b1, ..]) if *b1 < 0x80 => {
-                self.pos += 2;
-                Ok(u64::from(b0 & 0x7f) | u64::from(*b1) << 7)
-            }
-            _ => self.varint_slow(),
+        // Most keys, ids and string indices fit one byte.
+        if let Some(&byte) = self.b.get(self.pos)
+            && byte < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(byte));
         }
+        self.varint_slow()
     }
 
     fn varint_slow(&mut self) -> Walk<u64> {
@@ -390,16 +385,7 @@ impl<'a> Wire<'a> {
     fn repeated<T>(&mut self, wire: u8, out: &mut Vec<T>, f: impl Fn(u64) -> T) -> Walk<()> {
         match wire {
             VARINT => out.push(f(self.varint()?)),
-            LEN => {
-                let bytes = self.bytes()?;
-                // Every varint ends with the one byte below 0x80: the exact count (a
-                // truncated last one is refused below), so the column grows once.
-                out.reserve(bytes.iter().filter(|b| **b < 0x80).count());
-                let mut packed = Wire::new(bytes);
-                while packed.more() {
-                    out.push(f(packed.varint()?));
-                }
-            }
+            LEN => packed(self.bytes()?, out, f)?,
             _ => return Err("wire type"),
         }
         Ok(())
@@ -439,6 +425,32 @@ impl<'a> Wire<'a> {
         }
         Ok(())
     }
+}
+
+/// The varints of a packed repeated field, appended to `out` through `f`: one pass over the
+/// bytes (the location ids of every sample are most of a profile's varints). Accepts exactly
+/// what [`Wire::varint`] does: at most 10 bytes a value, the 10th at most 1, none truncated.
+fn packed<T>(bytes: &[u8], out: &mut Vec<T>, f: impl Fn(u64) -> T) -> Walk<()> {
+    // Every varint ends with the one byte below 0x80: the exact count, so the column grows
+    // once. (Summed as integers, which vectorises.)
+    out.reserve(bytes.iter().map(|b| usize::from(*b < 0x80)).sum());
+    let (mut v, mut shift) = (0u64, 0u32);
+    for &b in bytes {
+        if shift == 63 && b > 1 {
+            return Err("varint overflow");
+        }
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            out.push(f(v));
+            (v, shift) = (0, 0);
+        } else {
+            shift += 7;
+        }
+    }
+    if shift != 0 {
+        return Err("truncated varint");
+    }
+    Ok(())
 }
 
 fn value_type(mut w: Wire<'_>, into: &mut ValueType) -> Walk<()> {

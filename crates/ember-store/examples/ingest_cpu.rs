@@ -79,6 +79,33 @@ fn main() {
         (c2 - c1) * 1000.0 / n,
         (t2 - t1).as_secs_f64() * 1000.0 / n,
     );
+    let raws: Vec<Vec<u8>> = profiles
+        .iter()
+        .map(|(_, b)| {
+            ember_pprof::decompress(b, &limits)
+                .expect("gzip")
+                .into_owned()
+        })
+        .collect();
+    for _ in 0..3 {
+        let c0 = cpu();
+        for raw in &raws {
+            std::hint::black_box(ProfileView::parse(raw).expect("pprof").sample.len());
+        }
+        println!(
+            "parse alone {:.3} ms CPU/profile",
+            (cpu() - c0) * 1000.0 / n
+        );
+    }
+    let c0 = cpu();
+    for _ in 0..2000 {
+        std::hint::black_box(ProfileView::parse(&raws[0]).expect("pprof").sample.len());
+    }
+    println!(
+        "parse of the first profile, hot: {:.3} ms CPU",
+        (cpu() - c0) * 1000.0 / 2000.0
+    );
+    drop(raws);
     let base = std::env::var_os("EMBER_BENCH_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
