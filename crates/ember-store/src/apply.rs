@@ -76,27 +76,42 @@ pub(crate) fn apply_to(
 fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, i64)>> {
     let locations = intern_symbols(head, profile);
     let n_types = profile.sample_type.len();
-    let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
-    let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
     // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
-    // walk each distinct stack down the tree once.
-    let mut stack_nodes: head::FastMap<&[u64], u32> = head::FastMap::default();
-    let mut interned: Vec<u32> = Vec::new();
+    // each distinct stack is interned once. `distinct[k]` is the range of `flat` holding the
+    // k-th distinct stack's interned locations; `of_sample[i]` is sample i's k (None when
+    // all its values are zero).
+    let mut by_ids: head::FastMap<&[u64], usize> = head::FastMap::default();
+    let mut flat: Vec<u32> = Vec::new();
+    let mut distinct: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut of_sample: Vec<Option<usize>> = Vec::with_capacity(profile.sample.len());
     for sample in &profile.sample {
         let (ids, values) = profile.sample_data(sample);
         if values.iter().all(|v| *v == 0) {
+            of_sample.push(None);
             continue;
         }
-        let node = *stack_nodes.entry(ids).or_insert_with(|| {
-            interned.clear();
-            interned.extend(ids.iter().filter_map(|id| {
+        let k = *by_ids.entry(ids).or_insert_with(|| {
+            let start = flat.len();
+            flat.extend(ids.iter().filter_map(|id| {
                 profile
                     .location_position(*id)
                     .and_then(|i| locations.get(i))
                     .copied()
             }));
-            head.stack(&interned)
+            distinct.push(start..flat.len());
+            distinct.len() - 1
         });
+        of_sample.push(Some(k));
+    }
+    // All at once: the lookups in the head's (large) stack table do not wait on each other.
+    let leaves = head.stacks(distinct.iter().map(|r| &flat[r.clone()]));
+    let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
+    let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
+    for (sample, k) in profile.sample.iter().zip(of_sample) {
+        let Some(&node) = k.and_then(|k| leaves.get(k)) else {
+            continue;
+        };
+        let (_, values) = profile.sample_data(sample);
         // Samples with the same stack (differing only in labels) add up.
         let slot = *sums.entry(node).or_insert_with(|| {
             for o in out.iter_mut() {

@@ -383,20 +383,42 @@ impl TenantHead {
     /// checking each hit frame by frame (a cache miss per frame in a tree of millions of
     /// nodes) cost more than the rest of the stack's ingest.
     pub fn stack(&mut self, locations: &[u32]) -> u32 {
-        let hash = {
-            use std::hash::BuildHasher;
-            let (a, b) = &self.stack_keys;
-            (u128::from(a.hash_one(locations)) << 64) | u128::from(b.hash_one(locations))
-        };
-        if let Some(&leaf) = self.stack_leaves.get(&hash) {
-            return leaf;
-        }
-        let leaf = locations
+        self.stacks([locations]).first().copied().unwrap_or(0)
+    }
+
+    /// [`TenantHead::stack`] of each of `stacks`, in order. Hashes them all first, then looks
+    /// them all up: the lookups do not depend on each other, so their cache misses in a
+    /// table of millions of stacks overlap instead of coming one after the other.
+    pub fn stacks<'s>(&mut self, stacks: impl IntoIterator<Item = &'s [u32]>) -> Vec<u32> {
+        use std::hash::BuildHasher;
+        let (a, b) = &self.stack_keys;
+        let keyed: Vec<(u128, &[u32])> = stacks
+            .into_iter()
+            .map(|s| {
+                let hash = (u128::from(a.hash_one(s)) << 64) | u128::from(b.hash_one(s));
+                (hash, s)
+            })
+            .collect();
+        let found: Vec<Option<u32>> = keyed
             .iter()
-            .rev()
-            .fold(0u32, |node, loc| self.child(node, *loc));
-        self.stack_leaves.insert(hash, leaf);
-        leaf
+            .map(|(hash, _)| self.stack_leaves.get(hash).copied())
+            .collect();
+        keyed
+            .iter()
+            .zip(found)
+            .map(|((hash, locations), found)| {
+                // Not found above, but an earlier stack of this batch may have been the same.
+                if let Some(leaf) = found.or_else(|| self.stack_leaves.get(hash).copied()) {
+                    return leaf;
+                }
+                let leaf = locations
+                    .iter()
+                    .rev()
+                    .fold(0u32, |node, loc| self.child(node, *loc));
+                self.stack_leaves.insert(*hash, leaf);
+                leaf
+            })
+            .collect()
     }
 
     /// Number of series.

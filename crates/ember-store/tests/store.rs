@@ -308,3 +308,38 @@ fn the_same_profile_twice_adds_no_symbols_or_stacks() {
     assert_eq!(store.head_stats().2, strings);
     assert_eq!(store.head_stats().3, nodes);
 }
+
+#[test]
+fn a_batch_of_stacks_interns_like_one_at_a_time() {
+    use ember_store::head::{LocationSym, TenantHead};
+    let mut h = TenantHead::new();
+    let locs: Vec<u32> = (0..4u64)
+        .map(|a| {
+            h.location(LocationSym {
+                mapping: 0,
+                address: 0x100 + a,
+                lines: Box::new([]),
+                is_folded: false,
+            })
+        })
+        .collect();
+    let known = h.stack(&[locs[0], locs[1]]);
+    // A known stack, a new one twice, a prefix of it, and the known one again.
+    let batch: [&[u32]; 5] = [
+        &[locs[0], locs[1]],
+        &[locs[2], locs[1], locs[3]],
+        &[locs[2], locs[1], locs[3]],
+        &[locs[1], locs[3]],
+        &[locs[0], locs[1]],
+    ];
+    let leaves = h.stacks(batch);
+    assert_eq!(leaves[0], known);
+    assert_eq!(leaves[1], leaves[2]);
+    assert_eq!(leaves[4], known);
+    for (stack, leaf) in batch.iter().zip(&leaves) {
+        assert_eq!(h.stack(stack), *leaf);
+        assert_eq!(&h.stack_locations(*leaf), stack);
+    }
+    // root, [1], [0 1], [3], [1 3], [2 1 3]
+    assert_eq!(h.node_count(), 6);
+}
