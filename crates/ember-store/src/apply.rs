@@ -163,6 +163,13 @@ fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<u32> 
             head.mapping(sym) + 1
         })
         .collect();
+    // The functions' strings first, in the order the loop below would intern them (so ids
+    // are the same): these lookups do not wait on each other, nor the functions' on them.
+    for f in &profile.function {
+        s(head, f.name);
+        s(head, f.system_name);
+        s(head, f.filename);
+    }
     let functions: Vec<u32> = profile
         .function
         .iter()
