@@ -49,7 +49,10 @@
 //! `max_label_value_length` (2048), `max_series_per_tenant` (100,000),
 //! `max_push_requests_per_second` (0 = unlimited; per tenant, 429 with `Retry-After` beyond),
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
-//! graceful shutdown) and `retention_days` (30; 0 keeps everything).
+//! graceful shutdown), `flush_wal_mib` (256: flush early once the log holds this much, so a
+//! burst never builds a head that takes long to flush), `block_cache_mib` (256: decoded
+//! blocks kept for queries) and `retention_days` (30; 0 keeps everything). Small blocks are
+//! compacted after each flush.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
@@ -96,6 +99,11 @@ pub struct Limits {
     pub max_push_requests_per_second: f64,
     /// Seconds between flushes of the write-ahead log into a block (0 = only at shutdown).
     pub flush_interval_seconds: u64,
+    /// Flush before the interval is up once the log holds this many MiB (bounds the memory of
+    /// the head and the time of the shutdown flush; ignored when the interval is 0).
+    pub flush_wal_mib: u64,
+    /// Memory budget, in MiB, for decoded blocks kept between queries.
+    pub block_cache_mib: usize,
     /// Days of data kept; older blocks are deleted (0 = keep forever).
     pub retention_days: f64,
 }
@@ -112,6 +120,8 @@ impl Default for Limits {
             max_series_per_tenant: 100_000,
             max_push_requests_per_second: 0.0,
             flush_interval_seconds: 300,
+            flush_wal_mib: 256,
+            block_cache_mib: 256,
             retention_days: 30.0,
         }
     }
@@ -381,6 +391,7 @@ impl Server {
                 max_label_name_length: limits.max_label_name_length,
                 max_label_value_length: limits.max_label_value_length,
             },
+            cache_bytes: limits.block_cache_mib.saturating_mul(1 << 20),
         };
         let store = tokio::task::spawn_blocking(move || Store::open(&data_dir, store_options))
             .await
@@ -425,11 +436,21 @@ impl Server {
         let interval = self.state.limits.flush_interval_seconds;
         let flusher = (interval > 0).then(|| {
             let s = self.state.clone();
+            let wal_limit = self.state.limits.flush_wal_mib.saturating_mul(1 << 20);
             tokio::spawn(async move {
+                // Checks the log's size every few seconds; flushes when it passed the limit
+                // or the interval is up, whichever comes first.
+                let tick = std::time::Duration::from_secs(interval.min(5));
+                let mut last = std::time::Instant::now();
                 loop {
-                    tokio::time::sleep(std::time::Duration::from_secs(interval)).await;
+                    tokio::time::sleep(tick).await;
+                    let due = last.elapsed().as_secs() >= interval;
+                    if !due && s.store.disk_usage().2 < wal_limit {
+                        continue;
+                    }
                     let st = s.clone();
                     let _ = tokio::task::spawn_blocking(move || flush_and_expire(&st)).await;
+                    last = std::time::Instant::now();
                 }
             })
         });
@@ -481,6 +502,11 @@ fn flush_and_expire(s: &AppState) {
             s.metrics.reject("flush_failed");
             tracing::error!(error = %e, "flush failed (data stays in the log)");
         }
+    }
+    match s.store.compact() {
+        Ok(0) => {}
+        Ok(merged) => tracing::info!(blocks = merged, "compacted small blocks"),
+        Err(e) => tracing::error!(error = %e, "compaction failed (the blocks stay as they were)"),
     }
     let now = ember_store::now_nanos();
     match s.store.enforce_retention(now) {
@@ -608,6 +634,27 @@ async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -
     e.family("ember_disk_bytes", MetricType::Gauge, "Bytes on disk.")
         .sample(&[("kind", "blocks")], block_bytes)
         .sample(&[("kind", "wal")], wal_bytes);
+    let (cached, cached_bytes, hits, misses) = s.store.cache_stats();
+    e.gauge(
+        "ember_block_cache_sections",
+        "Decoded block sections cached.",
+        cached,
+    )
+    .gauge(
+        "ember_block_cache_bytes",
+        "Estimated memory of the cached block sections.",
+        cached_bytes,
+    )
+    .counter(
+        "ember_block_cache_hits_total",
+        "Block section reads from the cache.",
+        hits,
+    )
+    .counter(
+        "ember_block_cache_misses_total",
+        "Block section reads that decoded the section.",
+        misses,
+    );
     e.gauge("ember_blocks", "Block files on disk.", blocks)
         .gauge("ember_head_series", "Series in memory.", series)
         .gauge("ember_head_profiles", "Profiles in memory.", profiles);

@@ -212,7 +212,7 @@ fn main() {
     for writers in [32usize, 128] {
         let dir = base.join(format!("wal-{writers}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let wal = Arc::new(Wal::open(&dir.join("wal"), 0, |_| {}).unwrap().0);
+        let wal = Arc::new(Wal::open(&dir.join("wal"), 0, |_, _| {}).unwrap().0);
         let total = 20_000usize;
         let next = Arc::new(AtomicUsize::new(0));
         let day = Arc::new(day.clone());

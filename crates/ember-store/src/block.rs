@@ -1,67 +1,179 @@
-//! Immutable blocks.
+//! Immutable blocks: what a flush writes, opened lazily through an index.
 //!
-//! A block is what a flush folds out of the write-ahead log: the records of the closed
-//! segments, re-encoded per tenant with [`TenantHead::encode`] and gzip'd as a whole. The
-//! encoding is columnar: the symbol tables (strings; mappings, functions and locations one
-//! column per field; the stack tree as parent and location columns) are written once per
-//! block, then per series a delta-coded time column and per profile its sorted stack-node
-//! ids (delta varints), the gcd of its values and the values divided by it.
+//! A block holds the heads a flush froze (see [`crate::tenant`]), one **section** per tenant
+//! head: the head's columnar encoding ([`TenantHead::encode`]: symbol tables, the stack tree,
+//! then per series a delta-coded time column and per profile its sorted stack-node ids and
+//! values divided by their gcd), gzip'd on its own. After the sections comes the **index**,
+//! then a fixed-size trailer:
 //!
-//! Why not parquet (the issue allows "a format you can show is better"). The layout above is
-//! what a parquet schema for profiles would hold too (Pyroscope's v1 store: one row per
-//! profile with a repeated `(stacktrace id, value)` list, symbols in separate tables), so
-//! the bytes differ only in encoding overheads, and there every parquet difference costs:
-//! - a repeated field carries repetition/definition levels next to every value, plus page
-//!   headers and column-chunk statistics per column; here a list is one length varint;
-//! - parquet's integer encodings (plain, dictionary, delta-binary-packed) have no notion of
-//!   "values are multiples of the sampling period"; the per-profile gcd turns CPU values
-//!   (multiples of 10,000,000 ns, 4-byte varints) into 1-byte ones before compression;
-//! - measured result of this format on the corpus's Go CPU profiles (`store_bench`,
-//!   BENCH.md): 134 bytes per stored profile, 0.88% of the input pprof.gz bytes, against
-//!   the 15% target, so no encoding could gain anything that matters for the target;
-//! - the `parquet` crate (with arrow) is a large dependency tree for a 2-core CI, while
-//!   this is ~200 lines with no dependency beyond flate2 (already used for pprof).
+//! ```text
+//! "EMBERBLK2\n" section… index trailer
+//! index   = varint sections, per section: tenant, offset, length, min time, max time,
+//!           profiles, series count, per series: labels, profile count, delta-coded
+//!           times, each profile's total; then the names of the blocks it replaces
+//! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK2\n"
+//! ```
 //!
-//! What parquet would give is reading one column or row group without the rest; blocks are
-//! loaded whole at start today (queries run on the in-memory head), so that is not used.
-//! The comparison with parquet is reasoned from its format, not measured with a parquet writer.
+//! Opening a store reads only trailers and indexes (two ranged reads per block, through
+//! `object_store`, so the layout is the same on a local disk and in a bucket): series
+//! listings, label names and values, totals over time (each profile's total is in the
+//! index: a pre-merged rollup per series and profile) and the choice of which sections a
+//! query must read come from the index alone. A query decodes just the sections whose tenant, time range and
+//! series match, through a cache with a memory budget ([`crate::cache`]); memory no longer
+//! grows with the days stored.
+//!
+//! Why not parquet: the layout above is what a parquet schema for profiles would hold
+//! (Pyroscope's v1 store: a row per profile with a repeated `(stacktrace id, value)` list,
+//! symbols in separate tables), while a repeated field there carries repetition/definition
+//! levels next to every value plus page headers and statistics per column chunk, and no
+//! parquet integer encoding knows "values are multiples of the sampling period" (the gcd
+//! turns 4-byte CPU varints into 1-byte ones); the crate and arrow are a large dependency
+//! tree for a 2-core CI. Reasoned from the format, not measured with a parquet writer.
 //!
 //! File name `<last covered WAL segment:010>-<min time ns>-<max time ns>.blk`: the first part
-//! tells replay which segments a block already holds (so a crash between writing a block and
+//! tells replay which segments blocks already hold (a crash between writing a block and
 //! deleting its segments never double-counts); the times let retention delete whole files
-//! without opening them. Blocks are read, written (atomically) and deleted only through
-//! [`crate::objects`], i.e. `object_store`.
+//! without opening them. Blocks of the first format (`EMBERBLK1`: one gzip stream of every
+//! tenant's head, read whole at start) are rewritten in this format the first time a store
+//! opens them.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fs;
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use object_store::path::Path as ObjPath;
+
+use crate::encoding::{Reader, put_deltas, put_labels, put_signed, put_str, put_varint};
 use crate::head::TenantHead;
 use crate::objects::{Listed, Objects};
-use crate::{FlushStats, IngestRecord, StoreError, apply_record};
+use crate::{Labels, StoreError};
 
-const MAGIC: &[u8] = b"EMBERBLK1\n";
+const MAGIC_V1: &[u8] = b"EMBERBLK1\n";
+const MAGIC: &[u8] = b"EMBERBLK2\n";
+const TRAILER: u64 = 16 + 10;
 
-struct BlockName {
-    covered: u64,
-    max_time: i64,
+/// Gives every section a process-unique id (the cache's key).
+static NEXT_SECTION: AtomicU64 = AtomicU64::new(1);
+
+/// What a block's file name says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BlockName {
+    /// Highest write-ahead log segment the block holds.
+    pub(crate) covered: u64,
+    /// Earliest profile time.
+    pub(crate) min_time: i64,
+    /// Latest profile time.
+    pub(crate) max_time: i64,
 }
 
-fn parse_name(file_name: &str) -> Option<BlockName> {
-    let stem = file_name.strip_suffix(".blk")?;
-    let mut parts = stem.splitn(3, '-');
-    let covered = parts.next()?.parse().ok()?;
-    let _min: i64 = parts.next()?.parse().ok()?;
-    let max_time = parts.next()?.parse().ok()?;
-    Some(BlockName { covered, max_time })
+impl BlockName {
+    fn parse(file_name: &str) -> Option<BlockName> {
+        let stem = file_name.strip_suffix(".blk")?;
+        let mut parts = stem.splitn(3, '-');
+        Some(BlockName {
+            covered: parts.next()?.parse().ok()?,
+            min_time: parts.next()?.parse().ok()?,
+            max_time: parts.next()?.parse().ok()?,
+        })
+    }
+
+    fn file_name(&self) -> String {
+        format!(
+            "{:010}-{}-{}.blk",
+            self.covered, self.min_time, self.max_time
+        )
+    }
 }
 
-fn blocks(objects: &Objects) -> Result<Vec<(BlockName, Listed)>, StoreError> {
+/// One series of a section, as the index lists it: enough to list series and draw their
+/// totals over time without decoding the section.
+#[derive(Debug, Clone)]
+pub(crate) struct IndexedSeries {
+    /// Labels, sorted by name.
+    pub(crate) labels: Labels,
+    /// Time of each profile, ascending.
+    pub(crate) times: Vec<i64>,
+    /// Sum of each profile's values (same order).
+    pub(crate) totals: Vec<i64>,
+}
+
+impl IndexedSeries {
+    /// Positions of the profiles in `[start, end]`.
+    pub(crate) fn in_range(&self, start: i64, end: i64) -> std::ops::Range<usize> {
+        let lo = self.times.partition_point(|t| *t < start);
+        let hi = self.times.partition_point(|t| *t <= end);
+        lo..hi.max(lo)
+    }
+}
+
+/// One tenant's part of a block: where its bytes are and what the index says of them.
+#[derive(Debug)]
+pub(crate) struct Section {
+    /// Process-unique id (cache key).
+    pub(crate) id: u64,
+    /// The block object.
+    pub(crate) key: ObjPath,
+    /// Tenant.
+    pub(crate) tenant: String,
+    /// Byte range of the gzip'd head in the block.
+    pub(crate) offset: u64,
+    /// Length of that range.
+    pub(crate) len: u64,
+    /// Earliest profile time.
+    pub(crate) min_time: i64,
+    /// Latest profile time.
+    pub(crate) max_time: i64,
+    /// Series with their profiles' times and totals.
+    pub(crate) series: Vec<IndexedSeries>,
+}
+
+impl Section {
+    /// The section's encoded head, read and gunzipped.
+    fn raw(&self, objects: &Objects) -> Result<Vec<u8>, StoreError> {
+        let raw = objects.get_range(&self.key, self.offset..self.offset + self.len)?;
+        let mut bytes = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut bytes)
+            .map_err(|e| corrupt(&self.key, &e.to_string()))?;
+        Ok(bytes)
+    }
+
+    /// Reads and decodes the section into a read-only head.
+    pub(crate) fn load(&self, objects: &Objects) -> Result<TenantHead, StoreError> {
+        TenantHead::decode_read_only(&self.raw(objects)?)
+            .ok_or_else(|| corrupt(&self.key, "bad head encoding"))
+    }
+}
+
+/// A block: its name, object and sections.
+#[derive(Debug, Clone)]
+pub(crate) struct Block {
+    /// What its file name says.
+    pub(crate) name: BlockName,
+    /// The object.
+    pub(crate) key: ObjPath,
+    /// Size in bytes.
+    pub(crate) size: u64,
+    /// One per tenant head it holds.
+    pub(crate) sections: Vec<Arc<Section>>,
+    /// File names of the blocks this one was compacted from.
+    pub(crate) replaces: Vec<String>,
+}
+
+fn corrupt(key: &ObjPath, what: &str) -> StoreError {
+    StoreError::Io {
+        path: key.to_string(),
+        message: format!("corrupt block: {what}"),
+    }
+}
+
+/// Blocks in storage, by covered segment.
+fn listed(objects: &Objects) -> Result<Vec<(BlockName, Listed)>, StoreError> {
     let mut out: Vec<(BlockName, Listed)> = objects
         .list()?
         .into_iter()
-        .filter_map(|l| Some((parse_name(&l.name)?, l)))
+        .filter_map(|l| Some((BlockName::parse(&l.name)?, l)))
         .collect();
     out.sort_by_key(|(n, _)| n.covered);
     Ok(out)
@@ -69,47 +181,272 @@ fn blocks(objects: &Objects) -> Result<Vec<(BlockName, Listed)>, StoreError> {
 
 /// `(block count, total bytes)` of the stored blocks.
 pub(crate) fn usage(objects: &Objects) -> Result<(usize, u64), StoreError> {
-    let b = blocks(objects)?;
+    let b = listed(objects)?;
     Ok((b.len(), b.iter().map(|(_, l)| l.size).sum()))
 }
 
-/// Loads every block into `heads`; returns the highest WAL segment number they cover.
-pub(crate) fn load_all(
-    objects: &Objects,
-    heads: &mut HashMap<String, TenantHead>,
-) -> Result<u64, StoreError> {
-    let mut covered = 0;
-    for (name, listed) in blocks(objects)? {
-        let corrupt = |what: &str| StoreError::Io {
-            path: listed.key.to_string(),
-            message: format!("corrupt block: {what}"),
+/// Opens every block by its index (first-format blocks are rewritten first), and deletes
+/// blocks that a compacted block replaces (left behind by a crash during compaction).
+pub(crate) fn open_all(objects: &Objects) -> Result<Vec<Block>, StoreError> {
+    let mut out: Vec<Block> = Vec::new();
+    for (name, listed) in listed(objects)? {
+        let block = match open_one(objects, name, &listed) {
+            Err(e) if is_v1(objects, &listed)? => {
+                drop(e);
+                upgrade_v1(objects, name, &listed)?
+            }
+            other => other?,
         };
-        let raw = objects.get(&listed.key)?;
-        let body = raw
-            .strip_prefix(MAGIC)
-            .ok_or_else(|| corrupt("bad magic"))?;
-        let mut bytes = Vec::new();
-        flate2::read::GzDecoder::new(body)
-            .read_to_end(&mut bytes)
-            .map_err(|e| corrupt(&e.to_string()))?;
-        let mut pos = 0usize;
-        while pos < bytes.len() {
-            let (tenant, head_bytes, next) =
-                read_section(&bytes, pos).ok_or_else(|| corrupt("bad tenant section"))?;
-            heads
-                .entry(tenant)
-                .or_default()
-                .merge_encoded(head_bytes)
-                .ok_or_else(|| corrupt("bad head encoding"))?;
-            pos = next;
-        }
-        covered = covered.max(name.covered);
+        out.push(block);
     }
-    Ok(covered)
+    let replaced: std::collections::HashSet<String> = out
+        .iter()
+        .flat_map(|b| b.replaces.iter().cloned())
+        .collect();
+    let mut kept = Vec::with_capacity(out.len());
+    for b in out {
+        if replaced.contains(&b.name.file_name()) {
+            objects.delete(&b.key)?;
+        } else {
+            kept.push(b);
+        }
+    }
+    Ok(kept)
 }
 
-/// `u32 LE tenant length, tenant, u64 LE head length, head bytes`.
-fn read_section(b: &[u8], pos: usize) -> Option<(String, &[u8], usize)> {
+fn is_v1(objects: &Objects, listed: &Listed) -> Result<bool, StoreError> {
+    if listed.size < MAGIC_V1.len() as u64 {
+        return Ok(false);
+    }
+    let head = objects.get_range(&listed.key, 0..MAGIC_V1.len() as u64)?;
+    Ok(head == MAGIC_V1)
+}
+
+fn open_one(objects: &Objects, name: BlockName, listed: &Listed) -> Result<Block, StoreError> {
+    let key = &listed.key;
+    if listed.size < MAGIC.len() as u64 + TRAILER {
+        return Err(corrupt(key, "too short"));
+    }
+    let trailer = objects.get_range(key, listed.size - TRAILER..listed.size)?;
+    if &trailer[16..] != MAGIC {
+        return Err(corrupt(key, "no index trailer"));
+    }
+    let word = |at: usize| u64::from_le_bytes(trailer[at..at + 8].try_into().unwrap_or([0; 8]));
+    let (index_at, index_len) = (word(0), word(8));
+    let end = index_at
+        .checked_add(index_len)
+        .filter(|e| *e <= listed.size - TRAILER && index_at >= MAGIC.len() as u64)
+        .ok_or_else(|| corrupt(key, "index out of range"))?;
+    let index = objects.get_range(key, index_at..end)?;
+    let (sections, replaces) =
+        read_index(&index, key, index_at).ok_or_else(|| corrupt(key, "bad index"))?;
+    Ok(Block {
+        name,
+        key: key.clone(),
+        size: listed.size,
+        sections,
+        replaces,
+    })
+}
+
+/// The sections and the names of replaced blocks an index lists.
+type Index = (Vec<Arc<Section>>, Vec<String>);
+
+fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64) -> Option<Index> {
+    let mut r = Reader::new(bytes);
+    let n = r.count()?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let tenant = r.str()?.to_string();
+        let (offset, len) = (r.varint()?, r.varint()?);
+        if offset < MAGIC.len() as u64 || offset.checked_add(len)? > sections_end {
+            return None;
+        }
+        // The section's profile count follows the times; the series carry it as well.
+        let (min_time, max_time, _profiles) = (r.signed()?, r.signed()?, r.varint()?);
+        let n_series = r.count()?;
+        let mut series = Vec::with_capacity(n_series);
+        for _ in 0..n_series {
+            let labels = r.labels()?;
+            let n = r.count()?;
+            let times = r.deltas(n)?;
+            let totals = r.column(n, Reader::signed)?;
+            if n == 0 || times.windows(2).any(|w| w[0] > w[1]) {
+                return None;
+            }
+            series.push(IndexedSeries {
+                labels,
+                times,
+                totals,
+            });
+        }
+        out.push(Arc::new(Section {
+            id: NEXT_SECTION.fetch_add(1, Ordering::Relaxed),
+            key: key.clone(),
+            tenant,
+            offset,
+            len,
+            min_time,
+            max_time,
+            series,
+        }));
+    }
+    let n = r.count()?;
+    let mut replaces = Vec::with_capacity(n);
+    for _ in 0..n {
+        replaces.push(r.str()?.to_string());
+    }
+    r.at_end().then_some((out, replaces))
+}
+
+/// Builds a block one tenant head at a time (so compaction holds one merged head, not all).
+pub(crate) struct BlockWriter {
+    file: Vec<u8>,
+    index: Vec<u8>,
+    sections: u64,
+    range: Option<(i64, i64)>,
+    encoded: Vec<u8>,
+    /// File names of the blocks this one replaces (compaction).
+    replaces: Vec<String>,
+}
+
+impl BlockWriter {
+    /// An empty block.
+    pub(crate) fn new() -> Self {
+        BlockWriter {
+            file: MAGIC.to_vec(),
+            index: Vec::new(),
+            sections: 0,
+            range: None,
+            encoded: Vec::new(),
+            replaces: Vec::new(),
+        }
+    }
+
+    /// Adds `head` as a section of `tenant` (nothing when it is empty).
+    pub(crate) fn add(&mut self, tenant: &str, head: &TenantHead) {
+        let Some((lo, hi)) = head.time_range() else {
+            return;
+        };
+        self.range = Some(self.range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        self.encoded.clear();
+        head.encode(&mut self.encoded);
+        let offset = self.file.len() as u64;
+        let mut gz = flate2::write::GzEncoder::new(
+            std::mem::take(&mut self.file),
+            flate2::Compression::new(6),
+        );
+        // Writing to a Vec cannot fail.
+        let _ = gz.write_all(&self.encoded);
+        self.file = gz.finish().unwrap_or_default();
+        let index = &mut self.index;
+        put_str(index, tenant);
+        put_varint(index, offset);
+        put_varint(index, self.file.len() as u64 - offset);
+        put_signed(index, lo);
+        put_signed(index, hi);
+        put_varint(index, head.profiles);
+        let series: Vec<_> = head
+            .all_series()
+            .filter(|s| !s.profiles.is_empty())
+            .collect();
+        put_varint(index, series.len() as u64);
+        for s in series {
+            put_labels(index, &s.labels);
+            put_varint(index, s.profiles.len() as u64);
+            put_deltas(index, s.profiles.iter().map(|p| p.time_nanos));
+            for p in &s.profiles {
+                put_signed(index, p.total());
+            }
+        }
+        self.sections += 1;
+    }
+
+    /// Writes the block as covering log segments up to `covered`; `None` when every head
+    /// added was empty.
+    pub(crate) fn finish(
+        self,
+        objects: &Objects,
+        covered: u64,
+    ) -> Result<Option<Block>, StoreError> {
+        let Some((min_time, max_time)) = self.range else {
+            return Ok(None);
+        };
+        let name = BlockName {
+            covered,
+            min_time,
+            max_time,
+        };
+        let key = objects.key(&name.file_name());
+        let mut replaces = self.replaces;
+        // A compacted block can take the name of one of its inputs; it never replaces itself.
+        replaces.retain(|r| *r != name.file_name());
+        let mut index = Vec::new();
+        put_varint(&mut index, self.sections);
+        index.extend_from_slice(&self.index);
+        put_varint(&mut index, replaces.len() as u64);
+        for r in &replaces {
+            put_str(&mut index, r);
+        }
+        let mut file = self.file;
+        let index_at = file.len() as u64;
+        file.extend_from_slice(&index);
+        file.extend_from_slice(&index_at.to_le_bytes());
+        file.extend_from_slice(&(index.len() as u64).to_le_bytes());
+        file.extend_from_slice(MAGIC);
+        let size = file.len() as u64;
+        let (sections, replaces) =
+            read_index(&index, &key, index_at).ok_or_else(|| corrupt(&key, "index"))?;
+        objects.put(&key, file)?;
+        Ok(Some(Block {
+            name,
+            key,
+            size,
+            sections,
+            replaces,
+        }))
+    }
+}
+
+/// Rewrites a first-format block (one gzip stream of `tenant, head` sections) in this one,
+/// under the same name.
+fn upgrade_v1(objects: &Objects, name: BlockName, listed: &Listed) -> Result<Block, StoreError> {
+    let key = &listed.key;
+    let raw = objects.get(key)?;
+    let body = raw
+        .strip_prefix(MAGIC_V1)
+        .ok_or_else(|| corrupt(key, "bad magic"))?;
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_end(&mut bytes)
+        .map_err(|e| corrupt(key, &e.to_string()))?;
+    let mut heads: BTreeMap<String, TenantHead> = BTreeMap::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let (tenant, head_bytes, next) =
+            read_v1_section(&bytes, pos).ok_or_else(|| corrupt(key, "bad tenant section"))?;
+        heads
+            .entry(tenant)
+            .or_default()
+            .merge_encoded(head_bytes)
+            .ok_or_else(|| corrupt(key, "bad head encoding"))?;
+        pos = next;
+    }
+    let mut w = BlockWriter::new();
+    for (tenant, head) in &heads {
+        w.add(tenant, head);
+    }
+    let block = w
+        .finish(objects, name.covered)?
+        .ok_or_else(|| corrupt(key, "empty"))?;
+    if block.key != *key {
+        objects.delete(key)?;
+    }
+    Ok(block)
+}
+
+/// `u32 LE tenant length, tenant, u64 LE head length, head bytes` (first format).
+fn read_v1_section(b: &[u8], pos: usize) -> Option<(String, &[u8], usize)> {
     let tl = u32::from_le_bytes(b.get(pos..pos + 4)?.try_into().ok()?) as usize;
     let tenant = std::str::from_utf8(b.get(pos + 4..pos + 4 + tl)?)
         .ok()?
@@ -120,74 +457,32 @@ fn read_section(b: &[u8], pos: usize) -> Option<(String, &[u8], usize)> {
     Some((tenant, head, p + 8 + hl))
 }
 
-/// Builds a block from the WAL segments numbered at most `through`, then deletes them.
-pub(crate) fn flush(
-    wal_dir: &Path,
-    objects: &Objects,
-    through: u64,
-) -> Result<FlushStats, StoreError> {
-    let mut heads: BTreeMap<String, TenantHead> = BTreeMap::new();
-    let mut records = 0usize;
-    let used = crate::wal::read_segments(wal_dir, through, |payload| {
-        let Ok(record) = <IngestRecord as prost::Message>::decode(payload) else {
-            return;
-        };
-        let applied = crate::with_view(&record.profile, |profile| {
-            let head = heads.entry(record.tenant.clone()).or_default();
-            apply_record(head, &record, profile);
-        });
-        if applied.is_ok() {
-            records += 1;
+/// Merges the heads of `blocks` tenant by tenant into one new block (compaction); the
+/// caller swaps it in and deletes the inputs. Holds one tenant's merged head at a time.
+pub(crate) fn compact(objects: &Objects, blocks: &[Block]) -> Result<Option<Block>, StoreError> {
+    let covered = blocks.iter().map(|b| b.name.covered).max().unwrap_or(0);
+    let mut by_tenant: BTreeMap<&str, Vec<&Arc<Section>>> = BTreeMap::new();
+    for b in blocks {
+        for s in &b.sections {
+            by_tenant.entry(s.tenant.as_str()).or_default().push(s);
         }
-    })?;
-    let wal_bytes: u64 = used
+    }
+    let mut w = BlockWriter::new();
+    for (tenant, sections) in by_tenant {
+        let mut head = TenantHead::new();
+        for s in sections {
+            head.merge_encoded(&s.raw(objects)?)
+                .ok_or_else(|| corrupt(&s.key, "bad head encoding"))?;
+        }
+        w.add(tenant, &head);
+    }
+    // Transitively: an input whose own inputs could not all be deleted still vouches for
+    // them through this block.
+    w.replaces = blocks
         .iter()
-        .map(|p| fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-        .sum();
-    let mut stats = FlushStats {
-        wal_bytes,
-        records,
-        ..Default::default()
-    };
-    let range = heads
-        .values()
-        .filter_map(TenantHead::time_range)
-        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
-    if let Some((min, max)) = range {
-        let mut body = Vec::new();
-        for (tenant, head) in &heads {
-            let mut encoded = Vec::new();
-            head.encode(&mut encoded);
-            body.extend_from_slice(&(tenant.len() as u32).to_le_bytes());
-            body.extend_from_slice(tenant.as_bytes());
-            body.extend_from_slice(&(encoded.len() as u64).to_le_bytes());
-            body.extend_from_slice(&encoded);
-        }
-        let mut gz = flate2::write::GzEncoder::new(MAGIC.to_vec(), flate2::Compression::new(6));
-        gz.write_all(&body)
-            .map_err(|e| StoreError::io(wal_dir, e))?;
-        let file_bytes = gz.finish().map_err(|e| StoreError::io(wal_dir, e))?;
-        let key = objects.key(&format!("{through:010}-{min}-{max}.blk"));
-        let len = file_bytes.len() as u64;
-        objects.put(&key, file_bytes)?;
-        stats.block_bytes = len;
-        stats.block = Some(PathBuf::from(key.to_string()));
-    }
-    // Only now is every record of these segments durable elsewhere.
-    for p in used {
-        let _ = fs::remove_file(p);
-    }
-    Ok(stats)
-}
-
-/// Deletes blocks whose newest profile is older than `cutoff`; no other block is touched.
-pub(crate) fn delete_expired(objects: &Objects, cutoff: i64) -> Result<usize, StoreError> {
-    let mut n = 0;
-    for (name, listed) in blocks(objects)? {
-        if name.max_time < cutoff {
-            objects.delete(&listed.key)?;
-            n += 1;
-        }
-    }
-    Ok(n)
+        .flat_map(|b| std::iter::once(b.name.file_name()).chain(b.replaces.iter().cloned()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    w.finish(objects, covered)
 }

@@ -421,6 +421,11 @@ impl TenantHead {
             .collect()
     }
 
+    /// Every series, in creation order.
+    pub fn all_series(&self) -> impl Iterator<Item = &Series> {
+        self.series.iter()
+    }
+
     /// Number of series.
     pub fn series_count(&self) -> usize {
         self.series.len()
@@ -601,6 +606,80 @@ impl TenantHead {
 }
 
 impl TenantHead {
+    /// Whether the head holds no profile.
+    pub fn is_empty(&self) -> bool {
+        self.profiles == 0
+    }
+
+    /// Approximate heap bytes the head holds (for the block cache's budget): tables, the
+    /// stack and frame trees, their lookup maps and every stored profile.
+    pub fn approx_bytes(&self) -> usize {
+        use std::mem::size_of;
+        // A hashbrown entry plus its control byte, at the usual 7/8 load.
+        fn map<K, V>(m: &FastMap<K, V>) -> usize {
+            m.capacity() * (size_of::<(K, V)>() + 1)
+        }
+        let strings: usize = self.strings.iter().map(|s| s.len() + 16).sum();
+        let string_ids: usize =
+            map(&self.string_ids) + self.string_ids.keys().map(|s| s.len()).sum::<usize>();
+        let tables = self.mappings.items.capacity() * size_of::<MappingSym>()
+            + map(&self.mappings.ids)
+            + self.functions.items.capacity() * size_of::<FunctionSym>()
+            + map(&self.functions.ids)
+            + self.locations.items.capacity() * size_of::<LocationSym>()
+            + map(&self.locations.ids)
+            + self
+                .locations
+                .items
+                .iter()
+                .map(|l| l.lines.len() * 16)
+                .sum::<usize>()
+            + self
+                .location_frames
+                .iter()
+                .map(|f| f.len() * 4 + 16)
+                .sum::<usize>();
+        let trees = self.nodes.capacity() * 8
+            + map(&self.node_ids)
+            + map(&self.stack_leaves)
+            + self.node_frame.capacity() * 4
+            + self.frames.capacity() * 8
+            + map(&self.frame_ids);
+        let profiles: usize = self
+            .series
+            .iter()
+            .map(|s| {
+                s.profiles
+                    .iter()
+                    .map(|p| p.nodes.capacity() * 4 + p.values.capacity() * 8 + 56)
+                    .sum::<usize>()
+                    + s.labels
+                        .iter()
+                        .map(|(n, v)| n.len() + v.len() + 48)
+                        .sum::<usize>()
+            })
+            .sum();
+        strings + string_ids + tables + trees + profiles
+    }
+
+    /// Drops the maps that only interning needs (strings, symbols, stack and frame nodes by
+    /// content): a head decoded from a block is only read, and the maps are a third or more
+    /// of its memory. Interning into the head afterwards would duplicate entries, so this is
+    /// for read-only heads only.
+    pub(crate) fn into_read_only(mut self) -> Self {
+        self.string_ids = FastMap::default();
+        self.mappings.ids = FastMap::default();
+        self.functions.ids = FastMap::default();
+        self.locations.ids = FastMap::default();
+        self.node_ids = FastMap::default();
+        self.stack_leaves = FastMap::default();
+        self.frame_ids = FastMap::default();
+        self.nodes.shrink_to_fit();
+        self.node_frame.shrink_to_fit();
+        self.frames.shrink_to_fit();
+        self
+    }
+
     /// Drops profiles older than `cutoff_nanos` (retention).
     pub fn drop_before(&mut self, cutoff_nanos: i64) -> usize {
         let mut dropped = 0;

@@ -16,6 +16,7 @@ use ember_pprof::{DecodeLimits, PprofError, ProfileView};
 use ember_proto::types::LabelPair;
 use tokio::sync::oneshot;
 
+use crate::tenant::PendingRecord;
 use crate::{Labels, Store, StoreError, apply, series_labels};
 
 /// Limits every ingested profile is checked against; each refuses the whole batch.
@@ -211,11 +212,12 @@ impl Store {
         let raws = self.decompress_all(&batch)?;
         let checked = self.check_all(tenant, &batch, &raws)?;
         let received = now_nanos();
+        let mut logged = Vec::with_capacity(batch.profiles.len());
         for ack in self.log_all(tenant, &batch, received) {
             // The writer answers every append; a missing answer means it is gone.
-            ack.blocking_recv().unwrap_or(Err(StoreError::Closed))?;
+            logged.push(ack.blocking_recv().unwrap_or(Err(StoreError::Closed))?);
         }
-        Ok(self.apply_all(tenant, &batch, checked, received))
+        Ok(self.apply_all(tenant, &batch, checked, logged, received))
     }
 
     /// [`Store::ingest`] for async callers: the same steps, but the wait for the log's fsync
@@ -230,10 +232,11 @@ impl Store {
         let raws = self.decompress_all(&batch)?;
         let checked = self.check_all(tenant, &batch, &raws)?;
         let received = now_nanos();
+        let mut logged = Vec::with_capacity(batch.profiles.len());
         for ack in self.log_all(tenant, &batch, received) {
-            ack.await.unwrap_or(Err(StoreError::Closed))?;
+            logged.push(ack.await.unwrap_or(Err(StoreError::Closed))?);
         }
-        Ok(self.apply_all(tenant, &batch, checked, received))
+        Ok(self.apply_all(tenant, &batch, checked, logged, received))
     }
 
     /// Decompresses every profile of the batch under the decompression cap.
@@ -278,22 +281,32 @@ impl Store {
         Ok(checked.into_iter().zip(series).collect())
     }
 
-    /// Adds the checked profiles to the tenant's head, under one write lock, with the same
-    /// receive time as their log records (so a replay rebuilds the same head).
+    /// Adds the checked profiles to the tenant's heads, under one write lock, with the same
+    /// receive time as their log records (so a replay rebuilds the same head). Each goes to
+    /// the head of the log segment it was written to (see [`crate::tenant`]); `logged` are
+    /// those segments, and dropping them after the apply tells a waiting flush.
     fn apply_all(
         &self,
         tenant: &str,
         batch: &IngestBatch,
         checked: Vec<(ProfileView<'_>, Vec<Labels>)>,
+        logged: Vec<PendingRecord>,
         received: i64,
     ) -> IngestReceipt {
-        let head = self.tenant_or_create(tenant);
-        let mut head = head.write().unwrap_or_else(|e| e.into_inner());
+        let t = self.tenant_or_create(tenant);
+        let mut t = t.write().unwrap_or_else(|e| e.into_inner());
         let mut receipt = IngestReceipt::default();
-        for (p, (view, labels)) in batch.profiles.iter().zip(checked) {
+        for ((p, (view, labels)), record) in batch.profiles.iter().zip(checked).zip(&logged) {
             receipt.profiles += 1;
-            receipt.series += apply::apply_to(&mut head, p.time_nanos, received, &view, labels);
+            for l in &labels {
+                t.note_series(l);
+            }
+            if let Some(head) = t.head_for(record.segment) {
+                receipt.series += apply::apply_to(head, p.time_nanos, received, &view, labels);
+            }
         }
+        drop(t);
+        drop(logged);
         receipt
     }
 
@@ -304,14 +317,17 @@ impl Store {
         tenant: &str,
         batch: &IngestBatch,
         received: i64,
-    ) -> Vec<oneshot::Receiver<Result<(), StoreError>>> {
+    ) -> Vec<oneshot::Receiver<Result<PendingRecord, StoreError>>> {
         let mut acks = Vec::with_capacity(batch.profiles.len());
         for p in &batch.profiles {
             let (tx, rx) = oneshot::channel();
+            let pending = self.pending.clone();
             self.wal.append(
                 encode_record(tenant, p, received),
                 Box::new(move |res| {
-                    let _ = tx.send(res);
+                    // Counted before the log reports the segment closed, so a flush that
+                    // cut there waits for this record's apply (or its abandonment).
+                    let _ = tx.send(res.map(|segment| pending.enter(segment)));
                 }),
             );
             acks.push(rx);
@@ -339,9 +355,9 @@ impl Store {
                 Ok(())
             };
         };
-        let head = t.read().unwrap_or_else(|e| e.into_inner());
-        let new = series.iter().filter(|l| !head.has_series(l)).count();
-        if new > 0 && head.series_count() + new > limit {
+        let t = t.read().unwrap_or_else(|e| e.into_inner());
+        let new = series.iter().filter(|l| !t.has_series(l)).count();
+        if new > 0 && t.series_count() + new > limit {
             return Err(refuse());
         }
         Ok(())

@@ -13,9 +13,13 @@
 //! - [`selector`]: Prometheus-style label selectors;
 //! - `read`: [`Query`] and the reads (merged stacks, merged pprof, time series of totals,
 //!   label names/values, profile types, series);
-//! - `retention`: [`Store::flush`] folds the closed log segments into one immutable,
-//!   gzip'd columnar block (through `object_store`) and deletes those segments;
-//!   [`Store::enforce_retention`] deletes blocks past retention.
+//! - `tenant`: a tenant's three tiers (open head, heads frozen by a flush, block sections)
+//!   and which one a newly durable record goes to;
+//! - `block`: immutable blocks, one gzip'd columnar section per tenant plus an index read at
+//!   start; `cache`: decoded sections under a memory budget;
+//! - `retention`: [`Store::flush`] cuts the log, writes the frozen heads as one block
+//!   (through `object_store`) and deletes those segments; [`Store::compact`] merges small
+//!   blocks; [`Store::enforce_retention`] deletes blocks past retention.
 //!
 //! Tenants are separate heads: nothing one tenant stored is reachable from another's queries.
 //! The store knows nothing of HTTP or wire protocols: callers turn requests into an
@@ -25,6 +29,8 @@
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 mod apply;
 mod block;
+mod cache;
+mod encoding;
 pub mod head;
 pub mod ingest;
 mod labels;
@@ -33,6 +39,7 @@ mod pprof_out;
 mod read;
 mod retention;
 pub mod selector;
+mod tenant;
 pub mod wal;
 
 use std::collections::HashMap;
@@ -53,6 +60,7 @@ pub use selector::{MatchOp, Matcher, Selector, parse_selector};
 pub use wal::{Ack, ReplayStats, Wal, WalStats};
 
 pub(crate) use apply::{apply_record, with_view};
+use tenant::Tenant;
 
 /// Errors of the storage engine.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -106,15 +114,19 @@ pub struct StoreOptions {
     pub retention_nanos: i64,
     /// What [`Store::ingest`] accepts.
     pub ingest: IngestLimits,
+    /// Memory budget for decoded block sections kept between queries, in bytes.
+    pub cache_bytes: usize,
 }
 
 impl Default for StoreOptions {
-    /// 100,000 series per tenant, 30 days of retention, the default [`IngestLimits`].
+    /// 100,000 series per tenant, 30 days of retention, the default [`IngestLimits`], a
+    /// 256 MiB block cache.
     fn default() -> Self {
         StoreOptions {
             max_series_per_tenant: 100_000,
             retention_nanos: 30 * 86_400 * 1_000_000_000,
             ingest: IngestLimits::default(),
+            cache_bytes: 256 << 20,
         }
     }
 }
@@ -132,14 +144,24 @@ pub struct FlushStats {
     pub records: usize,
 }
 
-/// The storage engine: write-ahead log plus per-tenant heads.
+/// The storage engine: write-ahead log, per-tenant heads and lazily opened blocks.
 #[derive(Debug)]
 pub struct Store {
     dir: std::path::PathBuf,
     objects: objects::Objects,
+    /// One flush, compaction or retention pass at a time.
     flush_lock: std::sync::Mutex<()>,
     wal: Wal,
-    tenants: RwLock<HashMap<String, Arc<RwLock<TenantHead>>>>,
+    tenants: RwLock<HashMap<String, Arc<RwLock<Tenant>>>>,
+    /// The log segment a running flush cut at: a tenant created meanwhile starts with a
+    /// frozen head for it, so late records of the cut have a place to go.
+    cutting: std::sync::Mutex<Option<u64>>,
+    /// Every block in storage.
+    blocks: std::sync::Mutex<Vec<block::Block>>,
+    pending: Arc<tenant::Pending>,
+    cache: cache::BlockCache,
+    /// Profiles before this time are past retention and never served.
+    retention_floor: std::sync::atomic::AtomicI64,
     options: StoreOptions,
     replay: ReplayStats,
     replay_errors: usize,
@@ -173,40 +195,56 @@ impl Store {
         options: StoreOptions,
         objects: objects::Objects,
     ) -> Result<Store, StoreError> {
-        let mut heads: HashMap<String, TenantHead> = HashMap::new();
-        let covered = block::load_all(&objects, &mut heads)?;
-        let mut replay_errors = 0usize;
-        let mut replayed: Vec<IngestRecord> = Vec::new();
-        let (wal, replay) = Wal::open(&dir.join("wal"), covered, |payload| {
-            match <IngestRecord as prost::Message>::decode(payload) {
-                Ok(r) => replayed.push(r),
-                Err(_) => replay_errors += 1,
+        let blocks = block::open_all(&objects)?;
+        let covered = blocks.iter().map(|b| b.name.covered).max().unwrap_or(0);
+        let mut tenants: HashMap<String, Tenant> = HashMap::new();
+        for b in &blocks {
+            for s in &b.sections {
+                let t = tenants.entry(s.tenant.clone()).or_default();
+                t.sections.push(s.clone());
+                t.flushed_through = covered;
             }
-        })?;
-        for record in replayed {
+        }
+        let mut replay_errors = 0usize;
+        let (wal, replay) = Wal::open(&dir.join("wal"), covered, |segment, payload| {
+            let Ok(record) = <IngestRecord as prost::Message>::decode(payload) else {
+                replay_errors += 1;
+                return;
+            };
             let applied = with_view(&record.profile, |p| {
-                let head = heads.entry(record.tenant.clone()).or_default();
-                apply_record(head, &record, p);
+                let tenant = tenants.entry(record.tenant.clone()).or_default();
+                if let Some(head) = tenant.head_for(segment) {
+                    apply_record(head, &record, p);
+                }
             });
             if applied.is_err() {
                 replay_errors += 1;
             }
-        }
-        let tenants = heads
+        })?;
+        let tenants = tenants
             .into_iter()
-            .map(|(t, h)| (t, Arc::new(RwLock::new(h))))
+            .map(|(name, mut t)| {
+                t.sections.sort_by_key(|s| (s.min_time, s.max_time));
+                t.index_series();
+                (name, Arc::new(RwLock::new(t)))
+            })
             .collect();
-        let store = Store {
+        let cache = cache::BlockCache::new(options.cache_bytes);
+        Ok(Store {
             dir: dir.to_path_buf(),
             objects,
             flush_lock: std::sync::Mutex::new(()),
             wal,
             tenants: RwLock::new(tenants),
+            cutting: std::sync::Mutex::new(None),
+            blocks: std::sync::Mutex::new(blocks),
+            pending: Arc::new(tenant::Pending::default()),
+            cache,
+            retention_floor: std::sync::atomic::AtomicI64::new(i64::MIN),
             options,
             replay,
             replay_errors,
-        };
-        Ok(store)
+        })
     }
 
     /// What the write-ahead log replay found when the store was opened, and how many
@@ -220,7 +258,7 @@ impl Store {
         self.wal.stats()
     }
 
-    fn tenant(&self, tenant: &str) -> Option<Arc<RwLock<TenantHead>>> {
+    fn tenant(&self, tenant: &str) -> Option<Arc<RwLock<Tenant>>> {
         self.tenants
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -228,15 +266,21 @@ impl Store {
             .cloned()
     }
 
-    fn tenant_or_create(&self, tenant: &str) -> Arc<RwLock<TenantHead>> {
+    fn tenant_or_create(&self, tenant: &str) -> Arc<RwLock<Tenant>> {
         if let Some(t) = self.tenant(tenant) {
             return t;
         }
-        self.tenants
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
+        let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+        tenants
             .entry(tenant.to_string())
-            .or_insert_with(|| Arc::new(RwLock::new(TenantHead::new())))
+            .or_insert_with(|| {
+                let mut t = Tenant::default();
+                // A flush is cutting: this tenant's records of the cut must reach its block.
+                if let Some(through) = *self.cutting.lock().unwrap_or_else(|e| e.into_inner()) {
+                    t.freeze(through);
+                }
+                Arc::new(RwLock::new(t))
+            })
             .clone()
     }
 
@@ -258,18 +302,26 @@ impl Store {
         v
     }
 
-    /// `(series, profiles, interned strings, call-tree nodes)` over all tenants.
+    /// `(series, profiles, interned strings, call-tree nodes)` in memory (the open and
+    /// frozen heads of all tenants; blocks not counted).
     pub fn head_stats(&self) -> (usize, u64, usize, usize) {
         let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
         let mut out = (0, 0, 0, 0);
         for t in tenants.values() {
-            let h = t.read().unwrap_or_else(|e| e.into_inner());
-            let (s, n) = h.symbol_counts();
-            out.0 += h.series_count();
-            out.1 += h.profiles;
-            out.2 += s;
-            out.3 += n;
+            let t = t.read().unwrap_or_else(|e| e.into_inner());
+            out.1 += t.head_profiles();
+            for h in std::iter::once(&t.head).chain(t.frozen.iter().map(|(_, h)| h)) {
+                let (s, n) = h.symbol_counts();
+                out.0 += h.series_count();
+                out.2 += s;
+                out.3 += n;
+            }
         }
         out
+    }
+
+    /// `(sections held, their estimated bytes, hits, misses)` of the block cache.
+    pub fn cache_stats(&self) -> (usize, usize, u64, u64) {
+        self.cache.stats()
     }
 }

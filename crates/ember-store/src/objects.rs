@@ -144,6 +144,20 @@ impl Objects {
         Ok(bytes.to_vec())
     }
 
+    /// Bytes `range` of `key` (a block's index, or one tenant section, without the rest).
+    pub(crate) fn get_range(
+        &self,
+        key: &ObjPath,
+        range: std::ops::Range<u64>,
+    ) -> Result<Vec<u8>, StoreError> {
+        let store = self.store.clone();
+        let k = key.clone();
+        let bytes = self
+            .run(async move { store.get_range(&k, range).await })?
+            .map_err(|e| object_error("get range", key, e))?;
+        Ok(bytes.to_vec())
+    }
+
     /// Writes `bytes` as `key` (atomically: readers see the old state or all of it).
     pub(crate) fn put(&self, key: &ObjPath, bytes: Vec<u8>) -> Result<(), StoreError> {
         let store = self.store.clone();

@@ -7,14 +7,20 @@
 //! contributes the mean of its profiles in range, every other series their sum. Never
 //! writes to the head.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use ember_pprof::Profile;
 
+use crate::block::Section;
 use crate::{
     AGGREGATION_LABEL, AVERAGE, Labels, Matcher, PROFILE_TYPE_LABEL, Selector, Series, Store,
-    StoredProfile, TYPE_LABEL, TenantHead, pprof_out,
+    TYPE_LABEL, TenantHead, pprof_out,
 };
+
+mod sums;
+
+use sums::{NodeSums, SPARSE_RATIO, compact_frames, in_range, sum_nodes};
 
 /// A query: which series, which profile type, which time range.
 #[derive(Debug, Clone, Default)]
@@ -119,6 +125,80 @@ impl Merged {
     }
 }
 
+/// Adds up merges of the same query over different tiers as they come (one part held at a
+/// time): frames with the same name under the same parent add up. The first part keeps its
+/// frame ids; later parts' new frames are appended after their parents, so parents still
+/// come first.
+#[derive(Default)]
+struct Combiner {
+    base: Option<Merged>,
+    name_ids: HashMap<String, u32>,
+    frame_ids: HashMap<(u32, u32), u32>,
+    parts: usize,
+}
+
+impl Combiner {
+    fn add(&mut self, part: Merged) {
+        self.parts += 1;
+        let Some(base) = &mut self.base else {
+            self.name_ids = part
+                .names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i as u32))
+                .collect();
+            self.frame_ids = part
+                .frames
+                .iter()
+                .enumerate()
+                .skip(1)
+                .map(|(i, f)| (*f, i as u32))
+                .collect();
+            self.base = Some(part);
+            return;
+        };
+        let mut names = Vec::with_capacity(part.names.len());
+        for n in part.names {
+            let id = match self.name_ids.get(&n) {
+                Some(&id) => id,
+                None => {
+                    let id = base.names.len() as u32;
+                    base.names.push(n.clone());
+                    self.name_ids.insert(n, id);
+                    id
+                }
+            };
+            names.push(id);
+        }
+        let mut ids = vec![0u32; part.frames.len()];
+        for (i, &(parent, name)) in part.frames.iter().enumerate().skip(1) {
+            let key = (ids[parent as usize], names[name as usize]);
+            let id = match self.frame_ids.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let id = base.frames.len() as u32;
+                    base.frames.push(key);
+                    base.self_values.push(0);
+                    self.frame_ids.insert(key, id);
+                    id
+                }
+            };
+            ids[i] = id;
+            let v = &mut base.self_values[id as usize];
+            *v = v.saturating_add(part.self_values[i]);
+        }
+        base.self_values[0] = base.self_values[0].saturating_add(part.self_values[0]);
+        base.total = base.total.saturating_add(part.total);
+        base.profiles += part.profiles;
+        base.series += part.series;
+        base.profile_types.extend(part.profile_types);
+    }
+
+    fn finish(self) -> Merged {
+        self.base.unwrap_or_default()
+    }
+}
+
 /// A time series of totals.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimeSeries {
@@ -153,125 +233,179 @@ fn average(sum: i64, count: i64) -> i64 {
 }
 
 impl Store {
-    /// Sums the matching profiles of the query per stack node and fills the counters of
-    /// `out`: `(node, sum)` for every node with a non-zero sum, sorted by node. The profiles
-    /// of an averaged series ([`AGGREGATION_LABEL`]) are first averaged per node over the
-    /// series' profiles in range, then added. Sums go into an array as long as the tenant's
-    /// tree when the selection touches a fair share of it (a day), into a map when it is
-    /// small (an hour of a tenant storing weeks), so a narrow query costs what it reads.
-    fn sum_nodes(head: &TenantHead, query: &Query, out: &mut Merged) -> Vec<(u32, i64)> {
-        let selector = query.full_selector();
-        let selected = head.select(&selector);
-        let entries: usize = selected
-            .iter()
-            .flat_map(|s| in_range(s, query))
-            .map(|p| p.nodes.len())
-            .sum();
-        let mut sums = if entries.saturating_mul(SPARSE_RATIO) >= head.node_count() {
-            NodeSums::Dense(vec![0i64; head.node_count()])
-        } else {
-            NodeSums::Sparse(crate::head::FastMap::default())
+    /// `query` without what retention has expired: a kept block may still hold older
+    /// profiles next to fresh ones, and they must not be served.
+    fn within_retention(&self, query: &Query) -> Query {
+        let floor = self
+            .retention_floor
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let mut q = query.clone();
+        q.start_nanos = q.start_nanos.max(floor);
+        q
+    }
+
+    /// Runs `f` on every head of `tenant` that may hold profiles of `query` (all of them
+    /// when `None`): the open and frozen heads under the tenant's read lock, then each block
+    /// section whose index has a matching series in the time range, decoded through the
+    /// cache after the lock is released (ingest is not held up by a decode). A section that
+    /// cannot be read is logged and skipped.
+    fn for_each_head(&self, tenant: &str, query: Option<&Query>, mut f: impl FnMut(&TenantHead)) {
+        let Some(t) = self.tenant(tenant) else {
+            return;
         };
-        for series in selected {
-            let mut used = false;
-            let averaged = is_averaged(series);
-            // Per node sums of this series alone, only needed when it is averaged.
-            let mut own: BTreeMap<u32, i64> = BTreeMap::new();
-            let mut count = 0i64;
-            for p in in_range(series, query) {
-                used = true;
-                out.profiles += 1;
-                count += 1;
-                if averaged {
-                    for (n, v) in p.nodes.iter().zip(&p.values) {
-                        let e = own.entry(*n).or_insert(0);
-                        *e = e.saturating_add(*v);
+        let selector = query.map(Query::full_selector);
+        let sections: Vec<Arc<Section>> = {
+            let t = t.read().unwrap_or_else(|e| e.into_inner());
+            f(&t.head);
+            for (_, h) in &t.frozen {
+                f(h);
+            }
+            t.sections
+                .iter()
+                .filter(|s| match (query, &selector) {
+                    (Some(q), Some(sel)) => {
+                        s.min_time <= q.end_nanos
+                            && s.max_time >= q.start_nanos
+                            && s.series.iter().any(|x| {
+                                !x.in_range(q.start_nanos, q.end_nanos).is_empty()
+                                    && sel.matches(&x.labels)
+                            })
                     }
-                } else {
-                    sums.add_all(&p.nodes, &p.values);
-                }
-            }
-            for (n, v) in own {
-                sums.add(n, average(v, count));
-            }
-            if used {
-                out.series += 1;
-                if let Some((_, v)) = series.labels.iter().find(|(n, _)| n == PROFILE_TYPE_LABEL) {
-                    out.profile_types.insert(v.clone());
-                }
+                    _ => true,
+                })
+                .cloned()
+                .collect()
+        };
+        for s in sections {
+            match self.cache.get(&self.objects, &s) {
+                Ok(head) => f(&head),
+                Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
             }
         }
-        sums.into_sorted()
+    }
+
+    /// Profile counts in range of the averaged series the query selects, over every tier
+    /// (empty, and free, when it selects none).
+    fn averaged_counts(&self, tenant: &str, query: &Query) -> HashMap<Labels, i64> {
+        let selector = query.full_selector();
+        let any = self.series(tenant, Some(query)).iter().any(|l| {
+            l.iter()
+                .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE)
+        });
+        let mut counts: HashMap<Labels, i64> = HashMap::new();
+        if any {
+            self.for_each_head(tenant, Some(query), |head| {
+                for s in head
+                    .select(&selector)
+                    .into_iter()
+                    .filter(|s| is_averaged(s))
+                {
+                    *counts.entry(s.labels.clone()).or_default() +=
+                        in_range(s, query).count() as i64;
+                }
+            });
+        }
+        counts
     }
 
     /// Merges every matching profile in the time range into one call tree by frame names
     /// (stacks that differ only in addresses or mappings add up).
     pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
-        let Some(t) = self.tenant(tenant) else {
-            return Merged::default();
-        };
-        let head = t.read().unwrap_or_else(|e| e.into_inner());
-        let mut out = Merged::default();
-        let sums = Self::sum_nodes(&head, query, &mut out);
-        let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
-            NodeSums::Dense(vec![0i64; head.frame_count()])
-        } else {
-            NodeSums::Sparse(crate::head::FastMap::default())
-        };
-        for (n, v) in sums {
-            frames.add(head.frame_of(n), v);
+        let query = &self.within_retention(query);
+        let averaged = self.averaged_counts(tenant, query);
+        let mut parts = Combiner::default();
+        self.for_each_head(tenant, Some(query), |head| {
+            let mut out = Merged::default();
+            let sums = sum_nodes(head, query, &averaged, &mut out);
+            if out.profiles == 0 {
+                return;
+            }
+            let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
+                NodeSums::Dense(vec![0i64; head.frame_count()])
+            } else {
+                NodeSums::Sparse(crate::head::FastMap::default())
+            };
+            for (n, v) in sums {
+                frames.add(head.frame_of(n), v);
+            }
+            compact_frames(head, frames.into_sorted(), &mut out);
+            parts.add(out);
+        });
+        let tiers = parts.parts;
+        let mut merged = parts.finish();
+        if tiers > 1 {
+            // A series split by a flush contributed from two tiers; count it once.
+            merged.series = self.series(tenant, Some(query)).len();
         }
-        compact_frames(&head, frames.into_sorted(), &mut out);
-        out
+        merged
     }
 
     /// Merges every matching profile in the time range into one pprof profile with full
     /// symbols: mappings (with build ids), functions (name, system name, file, start line)
     /// and locations (address, mapping, inlined lines). Identical stacks of locations add
-    /// up. `None` when nothing matched. The sample type, unit and period type come from the
-    /// contributing series' labels (the first profile type when several matched).
+    /// up, across tiers too. `None` when nothing matched. The sample type, unit and period
+    /// type come from the contributing series' labels (the first profile type when several
+    /// matched).
     pub fn merge_profile(&self, tenant: &str, query: &Query) -> Option<(Profile, Merged)> {
-        let t = self.tenant(tenant)?;
-        let head = t.read().unwrap_or_else(|e| e.into_inner());
+        let query = &self.within_retention(query);
+        let averaged = self.averaged_counts(tenant, query);
+        let selector = query.full_selector();
         let mut merged = Merged::default();
-        let sums = Self::sum_nodes(&head, query, &mut merged);
-        if merged.profiles == 0 {
-            return None;
+        let mut b = pprof_out::Builder::new();
+        let mut first: Option<(Labels, i64)> = None;
+        let mut samples: Vec<ember_pprof::Sample> = Vec::new();
+        let mut sample_at: HashMap<Vec<u64>, usize> = HashMap::new();
+        let mut heads = 0usize;
+        self.for_each_head(tenant, Some(query), |head| {
+            let profiles_before = merged.profiles;
+            let sums = sum_nodes(head, query, &averaged, &mut merged);
+            if merged.profiles == profiles_before {
+                return;
+            }
+            heads += 1;
+            if first.is_none() {
+                first = head
+                    .select(&selector)
+                    .into_iter()
+                    .find(|s| in_range(s, query).next().is_some())
+                    .map(|s| (s.labels.clone(), s.period));
+            }
+            b.next_head();
+            for (n, v) in sums {
+                merged.total = merged.total.saturating_add(v);
+                let ids: Vec<u64> = head
+                    .stack_locations(n)
+                    .into_iter()
+                    .map(|l| b.location(head, l))
+                    .collect();
+                // One head's sums are one per stack; a stack of several tiers adds up.
+                if heads > 1
+                    && let Some(&i) = sample_at.get(&ids)
+                {
+                    samples[i].value[0] = samples[i].value[0].saturating_add(v);
+                    continue;
+                }
+                sample_at.insert(ids.clone(), samples.len());
+                samples.push(ember_pprof::Sample {
+                    location_id: ids,
+                    value: vec![v],
+                    label: Vec::new(),
+                });
+            }
+        });
+        let (labels, period) = first?;
+        if heads > 1 {
+            merged.series = self.series(tenant, Some(query)).len();
         }
         let label = |name: &str| -> String {
-            head.select(&query.full_selector())
-                .into_iter()
-                .filter(|s| in_range(s, query).next().is_some())
-                .find_map(|s| {
-                    s.labels
-                        .iter()
-                        .find(|(n, _)| n == name)
-                        .map(|(_, v)| v.clone())
-                })
+            labels
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
                 .unwrap_or_default()
         };
-        let period = head
-            .select(&query.full_selector())
-            .into_iter()
-            .find(|s| in_range(s, query).next().is_some())
-            .map_or(0, |s| s.period);
-        let mut b = pprof_out::Builder::new(&head);
         let st = b.value_type(&label(TYPE_LABEL), &label("__unit__"));
         let pt = b.value_type(&label("__period_type__"), &label("__period_unit__"));
-        let mut samples = Vec::new();
-        for (n, v) in sums {
-            merged.total = merged.total.saturating_add(v);
-            let ids: Vec<u64> = head
-                .stack_locations(n)
-                .into_iter()
-                .map(|l| b.location(l))
-                .collect();
-            samples.push(ember_pprof::Sample {
-                location_id: ids,
-                value: vec![v],
-                label: Vec::new(),
-            });
-        }
         let (start, end) = (query.start_nanos, query.end_nanos);
         let mut p = b.finish();
         p.sample_type = vec![st];
@@ -292,18 +426,57 @@ impl Store {
         step_nanos: i64,
         group_by: &[String],
     ) -> Vec<TimeSeries> {
-        let Some(t) = self.tenant(tenant) else {
-            return Vec::new();
-        };
+        let query = &self.within_retention(query);
         let step = step_nanos.max(1);
-        let head = t.read().unwrap_or_else(|e| e.into_inner());
+        let selector = query.full_selector();
+        // Per series and bucket `(sum, profile count)` over every tier, so an averaged
+        // series is averaged over all its profiles in a bucket.
+        let mut per_series: HashMap<Labels, BTreeMap<i64, (i64, i64)>> = HashMap::new();
+        let mut add = |labels: &Labels, points: &mut dyn Iterator<Item = (i64, i64)>| {
+            let mut points = points.peekable();
+            if points.peek().is_none() {
+                return;
+            }
+            let own = per_series.entry(labels.clone()).or_default();
+            for (time, total) in points {
+                let offset = time.saturating_sub(query.start_nanos);
+                let bucket = query
+                    .start_nanos
+                    .saturating_add(offset.div_euclid(step) * step);
+                let e = own.entry(bucket).or_insert((0, 0));
+                e.0 = e.0.saturating_add(total);
+                e.1 += 1;
+            }
+        };
+        // Heads in memory, then blocks from their index: totals never decode a block.
+        if let Some(t) = self.tenant(tenant) {
+            let t = t.read().unwrap_or_else(|e| e.into_inner());
+            for h in std::iter::once(&t.head).chain(t.frozen.iter().map(|(_, h)| h)) {
+                for series in h.select(&selector) {
+                    let mut points = in_range(series, query).map(|p| (p.time_nanos, p.total()));
+                    add(&series.labels, &mut points);
+                }
+            }
+            for s in &t.sections {
+                if s.min_time > query.end_nanos || s.max_time < query.start_nanos {
+                    continue;
+                }
+                for x in s.series.iter().filter(|x| selector.matches(&x.labels)) {
+                    let r = x.in_range(query.start_nanos, query.end_nanos);
+                    let mut points = x.times[r.clone()]
+                        .iter()
+                        .copied()
+                        .zip(x.totals[r].iter().copied());
+                    add(&x.labels, &mut points);
+                }
+            }
+        }
         let mut groups: BTreeMap<Labels, BTreeMap<i64, i64>> = BTreeMap::new();
-        for series in head.select(&query.full_selector()) {
+        for (labels, buckets) in per_series {
             let key: Labels = group_by
                 .iter()
                 .map(|g| {
-                    let v = series
-                        .labels
+                    let v = labels
                         .iter()
                         .find(|(n, _)| n == g)
                         .map(|(_, v)| v.clone())
@@ -311,21 +484,11 @@ impl Store {
                     (g.clone(), v)
                 })
                 .collect();
-            // This series' (sum, profile count) per bucket; an averaged series contributes
-            // the mean of its profiles in each bucket, as its flame graph does over the range.
-            let mut own: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
-            for p in in_range(series, query) {
-                let offset = p.time_nanos.saturating_sub(query.start_nanos);
-                let bucket = query
-                    .start_nanos
-                    .saturating_add(offset.div_euclid(step) * step);
-                let e = own.entry(bucket).or_insert((0, 0));
-                e.0 = e.0.saturating_add(p.total());
-                e.1 += 1;
-            }
-            let averaged = is_averaged(series);
+            let averaged = labels
+                .iter()
+                .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE);
             let points = groups.entry(key).or_default();
-            for (bucket, (sum, count)) in own {
+            for (bucket, (sum, count)) in buckets {
                 let v = if averaged { average(sum, count) } else { sum };
                 let e = points.entry(bucket).or_insert(0);
                 *e = e.saturating_add(v);
@@ -342,23 +505,43 @@ impl Store {
     }
 
     /// Label sets of the series matching the query that have a profile in its time range
-    /// (every series when `query` is `None`).
+    /// (every series when `query` is `None`). Blocks answer from their index without being
+    /// read.
     pub fn series(&self, tenant: &str, query: Option<&Query>) -> Vec<Labels> {
+        let everything = Query {
+            start_nanos: i64::MIN,
+            end_nanos: i64::MAX,
+            ..Default::default()
+        };
+        let query = &self.within_retention(query.unwrap_or(&everything));
+        let query = Some(query);
         let Some(t) = self.tenant(tenant) else {
             return Vec::new();
         };
-        let head = t.read().unwrap_or_else(|e| e.into_inner());
         let selector = query.map(Query::full_selector).unwrap_or_default();
-        let mut out: Vec<Labels> = head
-            .select(&selector)
-            .into_iter()
-            .filter(|s| query.is_none_or(|q| in_range(s, q).next().is_some()))
-            .map(|s| s.labels.clone())
-            .collect();
-        out.sort();
-        out
+        let t = t.read().unwrap_or_else(|e| e.into_inner());
+        let mut out: BTreeSet<Labels> = BTreeSet::new();
+        for h in std::iter::once(&t.head).chain(t.frozen.iter().map(|(_, h)| h)) {
+            out.extend(
+                h.select(&selector)
+                    .into_iter()
+                    .filter(|s| query.is_none_or(|q| in_range(s, q).next().is_some()))
+                    .map(|s| s.labels.clone()),
+            );
+        }
+        for s in &t.sections {
+            out.extend(
+                s.series
+                    .iter()
+                    .filter(|x| {
+                        query.is_none_or(|q| !x.in_range(q.start_nanos, q.end_nanos).is_empty())
+                            && selector.matches(&x.labels)
+                    })
+                    .map(|x| x.labels.clone()),
+            );
+        }
+        out.into_iter().collect()
     }
-
     /// Distinct label names of the matching series, sorted.
     pub fn label_names(&self, tenant: &str, query: Option<&Query>) -> Vec<String> {
         let set: BTreeSet<String> = self
@@ -385,250 +568,9 @@ impl Store {
     }
 }
 
-/// A selection touching fewer than 1/`SPARSE_RATIO` of a tenant's nodes (or frames) is
-/// summed in a map rather than an array over all of them: a map insert costs some 30 times
-/// an array add, so below that share the map is cheaper than clearing and scanning the array.
-const SPARSE_RATIO: usize = 32;
-
-/// Sums by node (or frame) id: dense for wide selections, a map for narrow ones.
-enum NodeSums {
-    Dense(Vec<i64>),
-    Sparse(crate::head::FastMap<u32, i64>),
-}
-
-impl NodeSums {
-    fn add(&mut self, id: u32, v: i64) {
-        match self {
-            NodeSums::Dense(d) => {
-                if let Some(e) = d.get_mut(id as usize) {
-                    *e = e.saturating_add(v);
-                }
-            }
-            NodeSums::Sparse(m) => {
-                let e = m.entry(id).or_insert(0);
-                *e = e.saturating_add(v);
-            }
-        }
-    }
-
-    fn add_all(&mut self, ids: &[u32], values: &[i64]) {
-        // One loop per kind rather than a branch per value: this is the hot loop of a query.
-        match self {
-            NodeSums::Dense(d) => {
-                for (n, v) in ids.iter().zip(values) {
-                    if let Some(e) = d.get_mut(*n as usize) {
-                        *e = e.saturating_add(*v);
-                    }
-                }
-            }
-            NodeSums::Sparse(m) => {
-                for (n, v) in ids.iter().zip(values) {
-                    let e = m.entry(*n).or_insert(0);
-                    *e = e.saturating_add(*v);
-                }
-            }
-        }
-    }
-
-    /// `(id, sum)` of the non-zero sums, sorted by id.
-    fn into_sorted(self) -> Vec<(u32, i64)> {
-        match self {
-            NodeSums::Dense(d) => d
-                .into_iter()
-                .enumerate()
-                .filter(|(_, v)| *v != 0)
-                .map(|(i, v)| (i as u32, v))
-                .collect(),
-            NodeSums::Sparse(m) => {
-                let mut v: Vec<(u32, i64)> = m.into_iter().filter(|(_, v)| *v != 0).collect();
-                v.sort_unstable();
-                v
-            }
-        }
-    }
-}
-
-/// Fills `out`'s frames, values, names and total from `values` (`(head frame, self value)`,
-/// sorted by frame): keeps those frames and their ancestors, renumbered in head order
-/// (parents before children: head frames are created parent first), and the names they use.
-fn compact_frames(head: &TenantHead, values: Vec<(u32, i64)>, out: &mut Merged) {
-    // Wide selections mark ancestors in an array over every frame; narrow ones walk up from
-    // each valued frame until one already kept, so an hour does not pay for the whole tree.
-    let dense = values.len().saturating_mul(SPARSE_RATIO) >= head.frame_count();
-    compact_frames_with(head, values, dense, out);
-}
-
-/// [`compact_frames`] with the choice of array or walk made by the caller.
-fn compact_frames_with(head: &TenantHead, values: Vec<(u32, i64)>, dense: bool, out: &mut Merged) {
-    let n = head.frame_count();
-    let kept: Vec<u32> = if dense {
-        let mut keep = vec![false; n];
-        for &(f, _) in &values {
-            if let Some(k) = keep.get_mut(f as usize) {
-                *k = true;
-            }
-        }
-        // Parents come before children: one reverse pass marks every ancestor.
-        for f in (1..n).rev() {
-            if keep[f] {
-                keep[head.frame_parent(f as u32) as usize] = true;
-            }
-        }
-        (1..n as u32).filter(|f| keep[*f as usize]).collect()
-    } else {
-        let mut kept: Vec<u32> = values.iter().map(|(f, _)| *f).filter(|f| *f != 0).collect();
-        let mut seen: crate::head::FastMap<u32, ()> = kept.iter().map(|f| (*f, ())).collect();
-        for &(f, _) in &values {
-            let mut p = head.frame_parent(f);
-            while p != 0 && seen.insert(p, ()).is_none() {
-                kept.push(p);
-                p = head.frame_parent(p);
-            }
-        }
-        kept.sort_unstable();
-        kept
-    };
-    // New id of a kept frame: its position in `kept` plus one (the root is 0).
-    let dense_ids: Vec<u32> = if dense {
-        let mut ids = vec![0u32; n];
-        for (i, f) in kept.iter().enumerate() {
-            ids[*f as usize] = i as u32 + 1;
-        }
-        ids
-    } else {
-        Vec::new()
-    };
-    let new_id = |f: u32| -> u32 {
-        if f == 0 {
-            0
-        } else if dense {
-            dense_ids[f as usize]
-        } else {
-            kept.binary_search(&f).map_or(0, |p| p as u32 + 1)
-        }
-    };
-    if let Some(&(0, root)) = values.first() {
-        out.self_values[0] = root;
-        out.total = out.total.saturating_add(root);
-    }
-    let mut name_ids: crate::head::FastMap<u32, u32> = crate::head::FastMap::default();
-    let mut next_value = values.iter().peekable();
-    for (i, &f) in kept.iter().enumerate() {
-        let (parent, name) = (head.frame_parent(f), head.frame_name(f));
-        let name = *name_ids.entry(name).or_insert_with(|| {
-            out.names.push(head.string(name).to_string());
-            (out.names.len() - 1) as u32
-        });
-        debug_assert_eq!(out.frames.len(), i + 1);
-        out.frames.push((new_id(parent), name));
-        while next_value.peek().is_some_and(|(vf, _)| *vf < f) {
-            next_value.next();
-        }
-        let v = match next_value.peek() {
-            Some(&&(vf, v)) if vf == f => v,
-            _ => 0,
-        };
-        out.self_values.push(v);
-        out.total = out.total.saturating_add(v);
-    }
-}
-
-fn in_range<'a>(series: &'a Series, q: &Query) -> impl Iterator<Item = &'a StoredProfile> {
-    let lo = series
-        .profiles
-        .partition_point(|p| p.time_nanos < q.start_nanos);
-    let hi = series
-        .profiles
-        .partition_point(|p| p.time_nanos <= q.end_nanos);
-    series.profiles[lo..hi.max(lo)].iter()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A head holding a few profiles of made-up stacks sharing prefixes.
-    fn head() -> TenantHead {
-        let mut head = TenantHead::new();
-        for round in 0..3i64 {
-            let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
-            for (i, stack) in ["a;b;c", "a;b;d", "a;e", "x;y;z;w", "a;b;c;c;c"]
-                .iter()
-                .enumerate()
-            {
-                let frames: Vec<&str> = stack.split(';').collect();
-                b.add_folded_stack(&frames, &[(i as i64 + 1) * (round + 1)]);
-            }
-            let bytes = ember_pprof::encode(&b.build());
-            let raw =
-                ember_pprof::decompress(&bytes, &ember_pprof::DecodeLimits::default()).unwrap();
-            let view = ember_pprof::ProfileView::parse(&raw).unwrap();
-            let labels = vec![vec![("service_name".to_string(), format!("s{round}"))]];
-            crate::apply::apply_to(&mut head, round + 1, 0, &view, labels);
-        }
-        head
-    }
-
-    #[test]
-    fn array_and_walk_keep_the_same_frames() {
-        let head = head();
-        let mut dense = NodeSums::Dense(vec![0; head.node_count()]);
-        let mut sparse = NodeSums::Sparse(crate::head::FastMap::default());
-        for s in head.select(&Selector::default()) {
-            for p in &s.profiles {
-                dense.add_all(&p.nodes, &p.values);
-                sparse.add_all(&p.nodes, &p.values);
-            }
-        }
-        let (d, sp) = (dense.into_sorted(), sparse.into_sorted());
-        assert_eq!(d, sp);
-        let to_frames = |sums: &[(u32, i64)], dense: bool| {
-            let mut f = if dense {
-                NodeSums::Dense(vec![0; head.frame_count()])
-            } else {
-                NodeSums::Sparse(crate::head::FastMap::default())
-            };
-            for (n, v) in sums {
-                f.add(head.frame_of(*n), *v);
-            }
-            f.into_sorted()
-        };
-        let frames = to_frames(&d, true);
-        assert_eq!(frames, to_frames(&d, false));
-        // Only some frames valued (a narrow selection) and all of them (a wide one).
-        for values in [
-            frames.clone(),
-            frames[..2].to_vec(),
-            frames[frames.len() - 1..].to_vec(),
-        ] {
-            let (mut a, mut b) = (Merged::default(), Merged::default());
-            compact_frames_with(&head, values.clone(), true, &mut a);
-            compact_frames_with(&head, values, false, &mut b);
-            assert_eq!(
-                (&a.frames, &a.self_values, &a.names),
-                (&b.frames, &b.self_values, &b.names)
-            );
-            assert_eq!(a.stacks(), b.stacks());
-        }
-        let mut all = Merged::default();
-        compact_frames_with(&head, frames, false, &mut all);
-        let stacks: Vec<(String, i64)> = all
-            .stacks()
-            .into_iter()
-            .map(|(f, v)| (f.join(";"), v))
-            .collect();
-        // Sums over the three rounds: value (i+1) * (1+2+3).
-        assert_eq!(
-            stacks,
-            vec![
-                ("a;b;c".to_string(), 6),
-                ("a;b;c;c;c".to_string(), 30),
-                ("a;b;d".to_string(), 12),
-                ("a;e".to_string(), 18),
-                ("x;y;z;w".to_string(), 24),
-            ]
-        );
-    }
 
     #[test]
     fn average_rounds_half_away_from_zero() {

@@ -1,17 +1,188 @@
-//! What leaves the log and what leaves storage: [`Store::flush`] folds closed write-ahead
-//! log segments into an immutable block, [`Store::enforce_retention`] deletes blocks (and
-//! drops head profiles) past the retention, and [`Store::disk_usage`] measures both.
+//! What leaves memory and what leaves storage: [`Store::flush`] cuts the log and writes the
+//! heads it froze as one block, [`Store::compact`] merges small blocks into larger ones,
+//! [`Store::enforce_retention`] deletes blocks (and drops head profiles) past the retention,
+//! and [`Store::disk_usage`] measures both.
 
-use crate::{FlushStats, Store, StoreError, block};
+use std::sync::Arc;
+
+use crate::block::{self, Block, BlockWriter};
+use crate::{FlushStats, Store, StoreError};
+
+/// Blocks from this size up are left as they are by [`Store::compact`].
+pub(crate) const COMPACT_BELOW_BYTES: u64 = 16 << 20;
+
+/// How many blocks of one size class [`Store::compact`] merges at once (and waits for).
+const COMPACT_FAN_IN: usize = 4;
+
+/// Size class of a block for compaction: 0 below 1 MiB, 1 below 4 MiB, 2 below 16 MiB.
+fn size_class(bytes: u64) -> u32 {
+    let mut class = 0;
+    let mut bound = 1u64 << 20;
+    while bytes >= bound && class < 3 {
+        class += 1;
+        bound <<= 2;
+    }
+    class
+}
 
 impl Store {
-    /// Folds every closed log segment into one immutable block, then deletes those segments.
-    /// Records acknowledged before the call are all covered. Safe to call concurrently with
-    /// ingest (new records go to the next segment).
+    /// Cuts the log and moves every tenant's head into one immutable block, then deletes the
+    /// log segments it replaces. Records acknowledged before the call are all covered. Safe
+    /// to call concurrently with ingest and queries: records that arrive meanwhile go to the
+    /// next head, and every record is readable from exactly one tier throughout.
     pub fn flush(&self) -> Result<FlushStats, StoreError> {
         let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let through = self.wal.rotate()?;
-        block::flush(&self.dir.join("wal"), &self.objects, through)
+        // Freeze every head at the cut, and make tenants created from now on start with a
+        // frozen head too (their late records of the cut must reach this block).
+        {
+            let tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+            *self.cutting.lock().unwrap_or_else(|e| e.into_inner()) = Some(through);
+            for t in tenants.values() {
+                t.write().unwrap_or_else(|e| e.into_inner()).freeze(through);
+            }
+        }
+        // Every record of the cut is durable; wait until each is applied (or abandoned).
+        self.pending.wait_through(through);
+        let tenants = self.tenant_list();
+        let written = {
+            let mut w = BlockWriter::new();
+            let mut records = 0usize;
+            for (name, t) in &tenants {
+                let t = t.read().unwrap_or_else(|e| e.into_inner());
+                for (_, h) in t.frozen.iter().filter(|(c, _)| *c <= through) {
+                    records += h.profiles as usize;
+                    w.add(name, h);
+                }
+            }
+            w.finish(&self.objects, through).map(|b| (b, records))
+        };
+        let (block, records) = match written {
+            Ok(ok) => ok,
+            Err(e) => {
+                // The frozen heads stay queryable and in the log; the next flush writes them.
+                *self.cutting.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                return Err(e);
+            }
+        };
+        let mut stats = FlushStats {
+            records,
+            ..Default::default()
+        };
+        {
+            let _tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+            for (name, t) in &tenants {
+                let sections = block.as_ref().map_or_else(Vec::new, |b| {
+                    b.sections
+                        .iter()
+                        .filter(|s| s.tenant == *name)
+                        .cloned()
+                        .collect()
+                });
+                let cached = (sections.len() == 1).then(|| sections[0].clone());
+                let mut sealed = t
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .seal(through, sections);
+                sealed.retain(|h| !h.is_empty());
+                // The head just written is what the next query of this tenant reads: keep it
+                // decoded rather than read the block back.
+                if let (Some(section), 1) = (cached, sealed.len())
+                    && let Some(head) = sealed.pop()
+                {
+                    self.cache.insert(&section, head.into_read_only());
+                }
+            }
+            *self.cutting.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        if let Some(b) = block {
+            stats.block_bytes = b.size;
+            stats.block = Some(std::path::PathBuf::from(b.key.to_string()));
+            self.blocks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(b);
+        }
+        // Only now is every record of these segments durable elsewhere.
+        stats.wal_bytes = crate::wal::delete_segments(&self.dir.join("wal"), through);
+        Ok(stats)
+    }
+
+    fn tenant_list(&self) -> Vec<(String, Arc<std::sync::RwLock<crate::Tenant>>)> {
+        self.tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(n, t)| (n.clone(), t.clone()))
+            .collect()
+    }
+
+    /// Merges small blocks into larger ones, tiered by size: whenever four blocks below
+    /// 16 MiB share a size class (below 1, 4 or 16 MiB), the four oldest are merged into
+    /// one, and again until no class holds four. A flush every five minutes thus ends in a
+    /// few blocks a day instead of 288, while each profile is rewritten only about once per
+    /// class. The merged block is swapped in for queries before the inputs are deleted.
+    /// Returns the number of blocks removed.
+    pub fn compact(&self) -> Result<usize, StoreError> {
+        let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut removed = 0;
+        loop {
+            let group: Vec<Block> = {
+                let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+                let mut by_class: std::collections::BTreeMap<u32, Vec<&Block>> = Default::default();
+                for b in blocks.iter().filter(|b| b.size < COMPACT_BELOW_BYTES) {
+                    by_class.entry(size_class(b.size)).or_default().push(b);
+                }
+                by_class
+                    .into_values()
+                    .find(|c| c.len() >= COMPACT_FAN_IN)
+                    .map(|mut c| {
+                        c.sort_by_key(|b| (b.name.min_time, b.name.covered));
+                        c.into_iter().take(COMPACT_FAN_IN).cloned().collect()
+                    })
+                    .unwrap_or_default()
+            };
+            if group.len() < 2 {
+                return Ok(removed);
+            }
+            let Some(merged) = block::compact(&self.objects, &group)? else {
+                return Ok(removed);
+            };
+            let new_key = merged.key.clone();
+            self.swap_blocks(&group, merged);
+            // The new block lists the ones it replaces, so a crash before these deletions
+            // ends in the next open deleting them, not in counting their profiles twice.
+            for b in group.iter().filter(|b| b.key != new_key) {
+                self.objects.delete(&b.key)?;
+                removed += 1;
+            }
+        }
+    }
+
+    /// Replaces `old` blocks with `new` in the block list and in every tenant's sections.
+    fn swap_blocks(&self, old: &[Block], new: Block) {
+        let gone = |key: &object_store::path::Path| old.iter().any(|b| b.key == *key);
+        for (name, t) in self.tenant_list() {
+            let mut t = t.write().unwrap_or_else(|e| e.into_inner());
+            for s in t
+                .sections
+                .iter()
+                .filter(|s| gone(&s.key) || s.key == new.key)
+            {
+                self.cache.forget(s);
+            }
+            t.sections.retain(|s| !gone(&s.key) && s.key != new.key);
+            let added: Vec<_> = new
+                .sections
+                .iter()
+                .filter(|s| s.tenant == name)
+                .cloned()
+                .collect();
+            let _ = t.seal(0, added);
+        }
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        blocks.retain(|b| !gone(&b.key) && b.key != new.key);
+        blocks.push(new);
     }
 
     /// Deletes blocks whose newest profile is older than the retention and drops such
@@ -20,21 +191,34 @@ impl Store {
         if self.options.retention_nanos <= 0 {
             return Ok(0);
         }
+        let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let cutoff = now_nanos.saturating_sub(self.options.retention_nanos);
-        let deleted = block::delete_expired(&self.objects, cutoff)?;
-        let tenants: Vec<_> = self
-            .tenants
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for t in tenants {
-            t.write()
-                .unwrap_or_else(|e| e.into_inner())
-                .drop_before(cutoff);
+        self.retention_floor
+            .fetch_max(cutoff, std::sync::atomic::Ordering::Relaxed);
+        let expired: Vec<Block> = {
+            let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+            let (old, keep): (Vec<Block>, Vec<Block>) = std::mem::take(&mut *blocks)
+                .into_iter()
+                .partition(|b| b.name.max_time < cutoff);
+            *blocks = keep;
+            old
+        };
+        for (_, t) in self.tenant_list() {
+            let mut t = t.write().unwrap_or_else(|e| e.into_inner());
+            for s in t.sections.iter().filter(|s| s.max_time < cutoff) {
+                self.cache.forget(s);
+            }
+            t.sections.retain(|s| s.max_time >= cutoff);
+            t.head.drop_before(cutoff);
+            for (_, h) in &mut t.frozen {
+                h.drop_before(cutoff);
+            }
+            t.index_series();
         }
-        Ok(deleted)
+        for b in &expired {
+            self.objects.delete(&b.key)?;
+        }
+        Ok(expired.len())
     }
 
     /// `(blocks, their total bytes, WAL segment bytes)` in storage (a failed block listing

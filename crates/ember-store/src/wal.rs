@@ -31,8 +31,10 @@ pub const SYNCERS: usize = 2;
 /// Largest accepted record; anything bigger in a segment is treated as corruption.
 const MAX_RECORD: u32 = 1 << 30;
 
-/// Callback run on the writer thread once a record is durable (or failed to be).
-pub type Ack = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+/// Callback run on a log thread once a record is durable (or failed to be); `Ok` carries the
+/// number of the segment the record is in, which tells the store whether a flush that cut the
+/// log at some segment already holds the record.
+pub type Ack = Box<dyn FnOnce(Result<u64, StoreError>) + Send>;
 
 enum Job {
     Append(Vec<u8>, Ack),
@@ -103,12 +105,13 @@ pub struct ReplayStats {
 }
 
 impl Wal {
-    /// Opens the log in `dir` (created if missing), calls `apply` on every intact record of
-    /// the existing segments in order, then starts a fresh segment and the writer thread.
+    /// Opens the log in `dir` (created if missing), calls `apply` with the segment number and
+    /// payload of every intact record of the existing segments in order, then starts a fresh
+    /// segment and the writer thread.
     pub fn open(
         dir: &Path,
         skip_through: u64,
-        mut apply: impl FnMut(&[u8]),
+        mut apply: impl FnMut(u64, &[u8]),
     ) -> Result<(Wal, ReplayStats), StoreError> {
         fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
         let existing = segments(dir)?;
@@ -141,7 +144,7 @@ impl Wal {
                         break;
                     }
                 };
-                apply(payload);
+                apply(*n, payload);
                 stats.records += 1;
                 pos = end;
             }
@@ -194,8 +197,8 @@ impl Wal {
         }
     }
 
-    /// [`Wal::append`], blocking until the record is durable.
-    pub fn append_blocking(&self, payload: Vec<u8>) -> Result<(), StoreError> {
+    /// [`Wal::append`], blocking until the record is durable; returns its segment number.
+    pub fn append_blocking(&self, payload: Vec<u8>) -> Result<u64, StoreError> {
         let (tx, rx) = mpsc::channel();
         self.append(
             payload,
@@ -252,6 +255,7 @@ impl Drop for Wal {
 struct Written {
     file: Arc<File>,
     path: PathBuf,
+    segment: u64,
     acks: Vec<Ack>,
     started: Instant,
 }
@@ -321,7 +325,7 @@ fn syncer(
         }
         for (b, result) in batches.into_iter().zip(results) {
             for ack in b.acks {
-                ack(result.clone());
+                ack(result.clone().map(|()| b.segment));
             }
         }
         in_flight.done(n);
@@ -387,6 +391,7 @@ fn writer(
                 file: file.clone(),
                 path: path.clone(),
                 acks: std::mem::take(&mut acks),
+                segment: number,
                 started,
             };
             match written {
@@ -401,7 +406,7 @@ fn writer(
                     let result = file.sync_data().map_err(|e| StoreError::io(&path, e));
                     stats.lock().unwrap_or_else(|e| e.into_inner()).fsyncs += 1;
                     for ack in batch.acks {
-                        ack(result.clone());
+                        ack(result.clone().map(|()| number));
                     }
                 }
                 Ok(()) => {
@@ -484,4 +489,20 @@ pub fn read_segments(
         used.push(path);
     }
     Ok(used)
+}
+
+/// Deletes the segments numbered at most `through` (a block now holds them); returns the
+/// bytes they held. A segment that cannot be deleted is left for the next start, which skips
+/// it as covered by a block.
+pub fn delete_segments(dir: &Path, through: u64) -> u64 {
+    let mut freed = 0;
+    for (n, path) in segments(dir).unwrap_or_default() {
+        if n <= through {
+            let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            if fs::remove_file(&path).is_ok() {
+                freed += len;
+            }
+        }
+    }
+    freed
 }

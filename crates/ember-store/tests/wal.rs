@@ -29,7 +29,7 @@ fn concurrent_appends_and_rotation_replay_every_acknowledged_record() {
     let rotated;
     let stats;
     {
-        let (wal, replay) = Wal::open(&dir, 0, |_| panic!("empty log replays nothing")).unwrap();
+        let (wal, replay) = Wal::open(&dir, 0, |_, _| panic!("empty log replays nothing")).unwrap();
         assert_eq!(replay.records, 0);
         let wal = Arc::new(wal);
         let handles: Vec<_> = (0..writers)
@@ -65,7 +65,8 @@ fn concurrent_appends_and_rotation_replay_every_acknowledged_record() {
     assert!(rotated.windows(2).all(|w| w[0] < w[1]), "{rotated:?}");
 
     let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
-    let (wal, replay) = Wal::open(&dir, 0, |p| *seen.entry(p.to_vec()).or_default() += 1).unwrap();
+    let (wal, replay) =
+        Wal::open(&dir, 0, |_, p| *seen.entry(p.to_vec()).or_default() += 1).unwrap();
     wal.close();
     assert_eq!(replay.torn_segments, 0);
     assert!(replay.segments >= 3, "{replay:?}");

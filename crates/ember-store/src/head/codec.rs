@@ -3,80 +3,7 @@
 
 use super::*;
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_signed(out: &mut Vec<u8>, v: i64) {
-    put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
-}
-
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    put_varint(out, s.len() as u64);
-    out.extend_from_slice(s.as_bytes());
-}
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
-/// Cursor over an encoded head; every read checks bounds so corrupt blocks are errors.
-struct Reader<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl Reader<'_> {
-    fn varint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *self.b.get(self.pos)?;
-            self.pos += 1;
-            v |= u64::from(byte & 0x7f) << shift;
-            if byte < 0x80 {
-                return Some(v);
-            }
-        }
-        None
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        u32::try_from(self.varint()?).ok()
-    }
-
-    fn signed(&mut self) -> Option<i64> {
-        let v = self.varint()?;
-        Some(((v >> 1) as i64) ^ -((v & 1) as i64))
-    }
-
-    fn count(&mut self) -> Option<usize> {
-        // A count can never exceed the bytes left, which bounds allocations on corrupt input.
-        let n = usize::try_from(self.varint()?).ok()?;
-        (n <= self.b.len().saturating_sub(self.pos)).then_some(n)
-    }
-
-    fn str(&mut self) -> Option<&str> {
-        let n = self.count()?;
-        let s = std::str::from_utf8(self.b.get(self.pos..self.pos + n)?).ok()?;
-        self.pos += n;
-        Some(s)
-    }
-
-    fn column<T>(&mut self, n: usize, mut f: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
-        let mut v = Vec::with_capacity(n);
-        for _ in 0..n {
-            v.push(f(self)?);
-        }
-        Some(v)
-    }
-}
+use crate::encoding::{Reader, gcd, put_deltas, put_labels, put_signed, put_str, put_varint};
 
 impl TenantHead {
     /// Columnar encoding of the whole head: string table; mapping, function and location
@@ -128,18 +55,10 @@ impl TenantHead {
         }
         put_varint(out, self.series.len() as u64);
         for s in &self.series {
-            put_varint(out, s.labels.len() as u64);
-            for (n, v) in &s.labels {
-                put_str(out, n);
-                put_str(out, v);
-            }
+            put_labels(out, &s.labels);
             put_signed(out, s.period);
             put_varint(out, s.profiles.len() as u64);
-            let mut prev = 0i64;
-            for p in &s.profiles {
-                put_signed(out, p.time_nanos.wrapping_sub(prev));
-                prev = p.time_nanos;
-            }
+            put_deltas(out, s.profiles.iter().map(|p| p.time_nanos));
             for p in &s.profiles {
                 put_varint(out, p.nodes.len() as u64);
                 let mut last = 0u32;
@@ -163,14 +82,176 @@ impl TenantHead {
     /// Returns `None` on malformed input (nothing partial is visible to callers' invariants:
     /// profiles are inserted only after their series decoded completely).
     pub fn merge_encoded(&mut self, bytes: &[u8]) -> Option<()> {
-        let mut r = Reader { b: bytes, pos: 0 };
-        let n_strings = r.count()?;
-        let mut string_map = Vec::with_capacity(n_strings);
-        for _ in 0..n_strings {
-            let s = r.str()?;
-            string_map.push(self.intern(s));
+        let d = Decoded::parse(bytes)?;
+        let strings: Vec<u32> = d.strings.iter().map(|s| self.intern(s)).collect();
+        let sid = |id: u32| -> Option<u32> { strings.get(id as usize).copied() };
+        let mut mappings = Vec::with_capacity(d.mappings.len());
+        for m in d.mappings {
+            mappings.push(self.mapping(MappingSym {
+                filename: sid(m.filename)?,
+                build_id: sid(m.build_id)?,
+                ..m
+            }));
         }
-        let sid = |id: u64| -> Option<u32> { string_map.get(usize::try_from(id).ok()?).copied() };
+        let mut functions = Vec::with_capacity(d.functions.len());
+        for f in d.functions {
+            functions.push(self.function(FunctionSym {
+                name: sid(f.name)?,
+                system_name: sid(f.system_name)?,
+                filename: sid(f.filename)?,
+                start_line: f.start_line,
+            }));
+        }
+        let mut locations = Vec::with_capacity(d.locations.len());
+        for l in d.locations {
+            let lines: Option<Box<[(u32, i64)]>> = l
+                .lines
+                .iter()
+                .map(|(f, n)| Some((*functions.get(*f as usize)?, *n)))
+                .collect();
+            let mapping = match l.mapping {
+                0 => 0,
+                m => *mappings.get(m as usize - 1)? + 1,
+            };
+            locations.push(self.location(LocationSym {
+                mapping,
+                lines: lines?,
+                ..l
+            }));
+        }
+        let mut nodes: Vec<u32> = Vec::with_capacity(d.nodes.len());
+        for (i, &(parent, loc)) in d.nodes.iter().enumerate() {
+            let node = if i == 0 {
+                0
+            } else {
+                self.child(nodes[parent as usize], locations[loc as usize])
+            };
+            nodes.push(node);
+        }
+        for (labels, period, profiles) in d.series {
+            for mut p in profiles {
+                let mut pairs: Vec<(u32, i64)> = p
+                    .nodes
+                    .iter()
+                    .map(|n| nodes[*n as usize])
+                    .zip(p.values.iter().copied())
+                    .collect();
+                // Remapped ids lose the block's order; sorted ids keep the deltas small.
+                pairs.sort_unstable();
+                p.nodes = pairs.iter().map(|x| x.0).collect();
+                p.values = pairs.iter().map(|x| x.1).collect();
+                self.insert_with_period(labels.clone(), p, period);
+            }
+        }
+        Some(())
+    }
+
+    /// A head holding exactly an [`TenantHead::encode`]d head, for reading only: tables are
+    /// taken as they are (ids unchanged, nothing re-interned) and no lookup map is built but
+    /// the frame-name tree's, which is dropped at the end. Several times cheaper than
+    /// [`TenantHead::merge_encoded`] into an empty head, which is what a query pays for every
+    /// block it decodes. `None` on malformed input.
+    pub(crate) fn decode_read_only(bytes: &[u8]) -> Option<TenantHead> {
+        let d = Decoded::parse(bytes)?;
+        let mut h = TenantHead::new();
+        h.strings = d.strings.iter().map(|s| Box::<str>::from(*s)).collect();
+        if h.strings.first().is_none_or(|s| !s.is_empty()) {
+            return None;
+        }
+        h.mappings.items = d.mappings;
+        h.functions.items = d.functions;
+        let name_of = |f: &FunctionSym| f.name;
+        h.location_frames = d
+            .locations
+            .iter()
+            .map(|l| -> Box<[u32]> {
+                if l.lines.is_empty() {
+                    Box::new([0])
+                } else {
+                    l.lines
+                        .iter()
+                        .rev()
+                        .map(|(f, _)| h.functions.items.get(*f as usize).map_or(0, name_of))
+                        .collect()
+                }
+            })
+            .collect();
+        // A location without lines is named by its address, as `TenantHead::location` does;
+        // the encoded table already holds those names (the head interned them), so one
+        // address is one string id, as it was.
+        let mut addresses: HashMap<Box<str>, u32> = h
+            .strings
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.starts_with("0x"))
+            .map(|(i, s)| (s.clone(), i as u32))
+            .collect();
+        for (i, l) in d.locations.iter().enumerate() {
+            if l.lines.is_empty() {
+                let name: Box<str> = format!("0x{:x}", l.address).into();
+                let next = h.strings.len() as u32;
+                let id = *addresses.entry(name.clone()).or_insert(next);
+                if id == next {
+                    h.strings.push(name);
+                }
+                h.location_frames[i] = Box::new([id]);
+            }
+        }
+        h.locations.items = d.locations;
+        h.nodes = d.nodes;
+        h.node_frame = Vec::with_capacity(h.nodes.len());
+        h.node_frame.push(0);
+        for i in 1..h.nodes.len() {
+            let (parent, loc) = h.nodes[i];
+            let mut f = h.node_frame[parent as usize];
+            for &name in h.location_frames[loc as usize].iter() {
+                f = match h.frame_ids.get(&(f, name)) {
+                    Some(&id) => id,
+                    None => {
+                        let id = h.frames.len() as u32;
+                        h.frames.push((f, name));
+                        h.frame_ids.insert((f, name), id);
+                        id
+                    }
+                };
+            }
+            h.node_frame.push(f);
+        }
+        h.frame_ids = FastMap::default();
+        h.string_ids = FastMap::default();
+        for (labels, period, profiles) in d.series {
+            for p in profiles {
+                h.insert_with_period(labels.clone(), p, period);
+            }
+        }
+        Some(h)
+    }
+}
+
+/// An encoded head parsed into its tables with the block's own ids, every id checked
+/// against the table it points into (so consumers may index without checks).
+struct Decoded<'a> {
+    strings: Vec<&'a str>,
+    /// String fields are ids into `strings`.
+    mappings: Vec<MappingSym>,
+    functions: Vec<FunctionSym>,
+    /// `mapping` is a mapping index + 1, `lines` hold function indexes.
+    locations: Vec<LocationSym>,
+    /// `(parent, location)`; node 0 is the root.
+    nodes: Vec<(u32, u32)>,
+    /// Labels, period and profiles (node ids of `nodes`, ascending) of each series.
+    series: Vec<(Labels, i64, Vec<StoredProfile>)>,
+}
+
+impl<'a> Decoded<'a> {
+    fn parse(bytes: &'a [u8]) -> Option<Decoded<'a>> {
+        let mut r = Reader::new(bytes);
+        let n_strings = r.count()?;
+        let strings = r.column(n_strings, |r| r.str())?;
+        let string = |id: u64| -> Option<u32> {
+            let id = u32::try_from(id).ok()?;
+            ((id as usize) < n_strings).then_some(id)
+        };
 
         let n = r.count()?;
         let start = r.column(n, Reader::varint)?;
@@ -179,16 +260,16 @@ impl TenantHead {
         let filename = r.column(n, Reader::varint)?;
         let build_id = r.column(n, Reader::varint)?;
         let flags = r.column(n, Reader::varint)?;
-        let mut mapping_map = Vec::with_capacity(n);
+        let mut mappings = Vec::with_capacity(n);
         for i in 0..n {
-            mapping_map.push(self.mapping(MappingSym {
+            mappings.push(MappingSym {
                 start: start[i],
                 limit: limit[i],
                 offset: offset[i],
-                filename: sid(filename[i])?,
-                build_id: sid(build_id[i])?,
+                filename: string(filename[i])?,
+                build_id: string(build_id[i])?,
                 flags: u8::try_from(flags[i]).ok()?,
-            }));
+            });
         }
 
         let n = r.count()?;
@@ -196,14 +277,14 @@ impl TenantHead {
         let system_name = r.column(n, Reader::varint)?;
         let filename = r.column(n, Reader::varint)?;
         let start_line = r.column(n, Reader::signed)?;
-        let mut function_map = Vec::with_capacity(n);
+        let mut functions = Vec::with_capacity(n);
         for i in 0..n {
-            function_map.push(self.function(FunctionSym {
-                name: sid(name[i])?,
-                system_name: sid(system_name[i])?,
-                filename: sid(filename[i])?,
+            functions.push(FunctionSym {
+                name: string(name[i])?,
+                system_name: string(system_name[i])?,
+                filename: string(filename[i])?,
                 start_line: start_line[i],
-            }));
+            });
         }
 
         let n = r.count()?;
@@ -222,83 +303,194 @@ impl TenantHead {
         }
         let line_fns = r.column(total_lines, Reader::u32)?;
         let line_nos = r.column(total_lines, Reader::signed)?;
-        let mut location_map = Vec::with_capacity(n);
+        let mut locations = Vec::with_capacity(n);
         let mut at = 0usize;
         for i in 0..n {
             let k = (line_counts[i] >> 1) as usize;
             let mut lines = Vec::with_capacity(k);
             for j in at..at + k {
-                lines.push((*function_map.get(line_fns[j] as usize)?, line_nos[j]));
+                if line_fns[j] as usize >= functions.len() {
+                    return None;
+                }
+                lines.push((line_fns[j], line_nos[j]));
             }
             at += k;
-            let m = match mapping[i] {
-                0 => 0,
-                m => *mapping_map.get(m as usize - 1)? + 1,
-            };
-            location_map.push(self.location(LocationSym {
-                mapping: m,
+            if mapping[i] as usize > mappings.len() {
+                return None;
+            }
+            locations.push(LocationSym {
+                mapping: mapping[i],
                 address: address[i],
                 lines: lines.into_boxed_slice(),
                 is_folded: line_counts[i] & 1 == 1,
-            }));
+            });
         }
 
         let n_nodes = r.count()?;
-        let parents = r.column(n_nodes, Reader::varint)?;
-        let mut node_map: Vec<u32> = Vec::with_capacity(n_nodes);
-        for (i, &parent) in parents.iter().enumerate() {
-            let loc = r.varint()?;
-            if i == 0 {
-                node_map.push(0);
-                continue;
+        let parents = r.column(n_nodes, Reader::u32)?;
+        let locs = r.column(n_nodes, Reader::u32)?;
+        let mut nodes = Vec::with_capacity(n_nodes);
+        for (i, (&parent, &loc)) in parents.iter().zip(&locs).enumerate() {
+            // Parents come first; node 0 is the root, whatever its columns say.
+            if i > 0 && (parent as usize >= i || loc as usize >= locations.len()) {
+                return None;
             }
-            let parent = *node_map.get(usize::try_from(parent).ok()?)?;
-            let loc = *location_map.get(usize::try_from(loc).ok()?)?;
-            node_map.push(self.child(parent, loc));
+            nodes.push(if i == 0 { (0, 0) } else { (parent, loc) });
         }
+        if nodes.is_empty() {
+            nodes.push((0, 0));
+        }
+
         let n_series = r.count()?;
+        let mut series = Vec::with_capacity(n_series);
         for _ in 0..n_series {
-            let n_labels = r.count()?;
-            let mut labels = Labels::with_capacity(n_labels);
-            for _ in 0..n_labels {
-                let n = r.str()?.to_string();
-                let v = r.str()?.to_string();
-                labels.push((n, v));
-            }
+            let labels = r.labels()?;
             let period = r.signed()?;
             let n_profiles = r.count()?;
-            let mut times = Vec::with_capacity(n_profiles);
-            let mut prev = 0i64;
-            for _ in 0..n_profiles {
-                prev = prev.wrapping_add(r.signed()?);
-                times.push(prev);
-            }
+            let times = r.deltas(n_profiles)?;
             let mut profiles = Vec::with_capacity(n_profiles);
             for time_nanos in times {
                 let n = r.count()?;
-                let mut nodes = Vec::with_capacity(n);
                 let mut last = 0u32;
-                for _ in 0..n {
+                let nodes_of = r.column(n, |r| {
                     last = last.wrapping_add(r.u32()?);
-                    nodes.push(*node_map.get(last as usize)?);
-                }
+                    ((last as usize) < nodes.len()).then_some(last)
+                })?;
                 let g = i64::try_from(r.varint()?).ok()?;
-                let mut pairs = Vec::with_capacity(n);
-                for node in nodes {
-                    pairs.push((node, r.signed()?.saturating_mul(g)));
-                }
-                // Remapped ids lose the block's order; sorted ids keep the deltas small.
-                pairs.sort_unstable();
+                let values = r.column(n, |r| Some(r.signed()?.saturating_mul(g)))?;
                 profiles.push(StoredProfile {
                     time_nanos,
-                    nodes: pairs.iter().map(|p| p.0).collect(),
-                    values: pairs.iter().map(|p| p.1).collect(),
+                    nodes: nodes_of,
+                    values,
                 });
             }
-            for p in profiles {
-                self.insert_with_period(labels.clone(), p, period);
-            }
+            series.push((labels, period, profiles));
         }
-        (r.pos == bytes.len()).then_some(())
+        r.at_end().then_some(Decoded {
+            strings,
+            mappings,
+            functions,
+            locations,
+            nodes,
+            series,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Symbolized and address-only locations (two mappings sharing an address), a few
+    /// stacks, two series.
+    fn head() -> TenantHead {
+        let mut h = TenantHead::new();
+        let file = h.intern("/bin/app");
+        let m1 = h.mapping(MappingSym {
+            start: 0x1000,
+            limit: 0x9000,
+            offset: 0,
+            filename: file,
+            build_id: 0,
+            flags: 1,
+        }) + 1;
+        let m2 = h.mapping(MappingSym {
+            start: 0xa000,
+            limit: 0xb000,
+            offset: 0,
+            filename: file,
+            build_id: 0,
+            flags: 0,
+        }) + 1;
+        let name = h.intern("main");
+        let main = h.function(FunctionSym {
+            name,
+            system_name: name,
+            filename: file,
+            start_line: 1,
+        });
+        let located = h.location(LocationSym {
+            mapping: m1,
+            address: 0x1100,
+            lines: Box::new([(main, 3)]),
+            is_folded: false,
+        });
+        let bare: Vec<u32> = [(m1, 0x1234), (m2, 0x1234), (m2, 0xa010)]
+            .iter()
+            .map(|&(mapping, address)| {
+                h.location(LocationSym {
+                    mapping,
+                    address,
+                    lines: Box::new([]),
+                    is_folded: false,
+                })
+            })
+            .collect();
+        let stacks = [
+            vec![bare[0], located],
+            vec![bare[1], located],
+            vec![bare[2], bare[1], located],
+        ];
+        for (i, labels) in [
+            vec![("s".to_string(), "a".to_string())],
+            vec![("s".to_string(), "b".to_string())],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut entries: Vec<(u32, i64)> = stacks
+                .iter()
+                .enumerate()
+                .map(|(j, s)| (h.stack(s), (i * 10 + j + 1) as i64))
+                .collect();
+            entries.sort_unstable();
+            h.insert_with_period(
+                labels,
+                StoredProfile {
+                    time_nanos: 5 + i as i64,
+                    nodes: entries.iter().map(|e| e.0).collect(),
+                    values: entries.iter().map(|e| e.1).collect(),
+                },
+                10,
+            );
+        }
+        h
+    }
+
+    /// `(frame names, value)` of each stored entry.
+    type Stacks = Vec<(Vec<String>, i64)>;
+
+    /// Every profile's stacks as frame names, per series.
+    fn view(h: &TenantHead) -> Vec<(Labels, Stacks)> {
+        h.all_series()
+            .map(|s| {
+                let mut stacks: Stacks = s
+                    .profiles
+                    .iter()
+                    .flat_map(|p| p.nodes.iter().zip(&p.values))
+                    .map(|(n, v)| (h.path(*n).iter().map(|x| x.to_string()).collect(), *v))
+                    .collect();
+                stacks.sort();
+                (s.labels.clone(), stacks)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn read_only_decode_equals_merging_into_an_empty_head() {
+        let original = head();
+        let mut bytes = Vec::new();
+        original.encode(&mut bytes);
+        let mut merged = TenantHead::new();
+        merged.merge_encoded(&bytes).unwrap();
+        let read_only = TenantHead::decode_read_only(&bytes).unwrap();
+        assert_eq!(view(&read_only), view(&original));
+        assert_eq!(view(&merged), view(&original));
+        // One address, one frame name: the two mappings' 0x1234 share a frame node.
+        assert_eq!(read_only.frame_count(), merged.frame_count());
+        // Corrupt input is refused, never a panic.
+        for cut in [1, bytes.len() / 3, bytes.len() - 1] {
+            assert!(TenantHead::decode_read_only(&bytes[..cut]).is_none());
+        }
     }
 }

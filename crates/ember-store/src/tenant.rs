@@ -1,0 +1,165 @@
+//! A tenant's data in three tiers, and which tier a newly durable record goes to.
+//!
+//! - the **open head**: records of log segments after the last flush's cut, in memory and
+//!   growing;
+//! - **frozen heads**: what a flush cut off the open head, kept in memory (and queryable)
+//!   while the flush writes them into a block;
+//! - **block sections**: this tenant's part of each immutable block, known by an index read
+//!   at start; its profiles are decoded only when a query needs them (through
+//!   [`crate::cache::BlockCache`]).
+//!
+//! The cut is by log segment: a flush rotates the log at segment `T` and freezes every head,
+//! and from then on a record is routed by the segment it was logged in — `≤ T` to the frozen
+//! head, `> T` to the open one — however late its apply runs. [`Pending`] counts records that
+//! are durable but not yet applied, so the flush waits for the last record of `T` before
+//! encoding the frozen heads. Once the block is written, the frozen heads are swapped for
+//! its sections and records of segments `≤ T` that still arrive are dropped (the block has
+//! them). That makes every acknowledged record be in exactly one tier at every moment.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::Labels;
+use crate::block::Section;
+use crate::head::TenantHead;
+
+/// One tenant's tiers.
+#[derive(Debug, Default)]
+pub(crate) struct Tenant {
+    /// Records of segments after every cut.
+    pub(crate) head: TenantHead,
+    /// `(last segment, head)` cut by a flush still writing its block, oldest first.
+    pub(crate) frozen: Vec<(u64, TenantHead)>,
+    /// Sections of blocks holding this tenant's older data.
+    pub(crate) sections: Vec<Arc<Section>>,
+    /// Records of segments up to this one are in blocks.
+    pub(crate) flushed_through: u64,
+    /// Label sets of every series in any tier (the series limit counts these).
+    known: HashSet<Labels>,
+}
+
+impl Tenant {
+    /// The head a record of log segment `segment` belongs in; `None` when a block already
+    /// holds it.
+    pub(crate) fn head_for(&mut self, segment: u64) -> Option<&mut TenantHead> {
+        if segment != 0 && segment <= self.flushed_through {
+            return None;
+        }
+        let at = self.frozen.iter().position(|(t, _)| segment <= *t);
+        match at {
+            Some(i) => self.frozen.get_mut(i).map(|(_, h)| h),
+            None => Some(&mut self.head),
+        }
+    }
+
+    /// Moves the open head into the frozen tier, cut at segment `through`.
+    pub(crate) fn freeze(&mut self, through: u64) {
+        let head = std::mem::take(&mut self.head);
+        self.frozen.push((through, head));
+    }
+
+    /// Replaces the frozen heads cut at or before `through` with `sections` (the block that
+    /// now holds them).
+    /// Returns the frozen heads it dropped, oldest first.
+    pub(crate) fn seal(&mut self, through: u64, sections: Vec<Arc<Section>>) -> Vec<TenantHead> {
+        let (sealed, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.frozen)
+            .into_iter()
+            .partition(|(t, _)| *t <= through);
+        self.frozen = kept;
+        self.sections.extend(sections);
+        self.sections.sort_by_key(|s| (s.min_time, s.max_time));
+        self.flushed_through = self.flushed_through.max(through);
+        sealed.into_iter().map(|(_, h)| h).collect()
+    }
+
+    /// Rebuilds the set of known series from every tier (at open and after retention).
+    pub(crate) fn index_series(&mut self) {
+        let mut known: HashSet<Labels> = HashSet::new();
+        for s in &self.sections {
+            known.extend(s.series.iter().map(|s| s.labels.clone()));
+        }
+        for h in std::iter::once(&self.head).chain(self.frozen.iter().map(|(_, h)| h)) {
+            known.extend(h.all_series().map(|s| s.labels.clone()));
+        }
+        self.known = known;
+    }
+
+    /// Records that a series with `labels` exists.
+    pub(crate) fn note_series(&mut self, labels: &Labels) {
+        if !self.known.contains(labels) {
+            self.known.insert(labels.clone());
+        }
+    }
+
+    /// Whether a series with `labels` exists in any tier.
+    pub(crate) fn has_series(&self, labels: &Labels) -> bool {
+        self.known.contains(labels)
+    }
+
+    /// Number of distinct series over every tier.
+    pub(crate) fn series_count(&self) -> usize {
+        self.known.len()
+    }
+
+    /// Number of profiles in memory (open and frozen heads).
+    pub(crate) fn head_profiles(&self) -> u64 {
+        self.head.profiles + self.frozen.iter().map(|(_, h)| h.profiles).sum::<u64>()
+    }
+}
+
+/// Records that are durable in the log but not yet applied to a head, by segment.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    by_segment: Mutex<BTreeMap<u64, usize>>,
+    applied: Condvar,
+}
+
+/// One durable record on its way to a head; dropping it (applied, refused or abandoned)
+/// ends its count.
+#[derive(Debug)]
+pub(crate) struct PendingRecord {
+    pending: Arc<Pending>,
+    /// The log segment the record is in.
+    pub(crate) segment: u64,
+}
+
+impl Pending {
+    /// Counts a record of `segment` as durable and not yet applied.
+    pub(crate) fn enter(self: &Arc<Self>, segment: u64) -> PendingRecord {
+        *self
+            .by_segment
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(segment)
+            .or_insert(0) += 1;
+        PendingRecord {
+            pending: self.clone(),
+            segment,
+        }
+    }
+
+    /// Waits until every counted record of segments up to `through` is applied (or dropped).
+    pub(crate) fn wait_through(&self, through: u64) {
+        let mut m = self.by_segment.lock().unwrap_or_else(|e| e.into_inner());
+        while m.range(..=through).next().is_some() {
+            m = self.applied.wait(m).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for PendingRecord {
+    fn drop(&mut self) {
+        let mut m = self
+            .pending
+            .by_segment
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&self.segment) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.segment);
+                self.pending.applied.notify_all();
+            }
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! The tiers (open head, blocks, compacted blocks) answer every read exactly as one head
+//! holding all the profiles would: a seeded property test over generated profiles with
+//! flushes, compactions and restarts at random points; flushes racing ingest lose and
+//! duplicate nothing; a store of weeks of blocks opens without reading them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ember_store::{IngestBatch, IngestProfile, Query, Store, StoreOptions, parse_selector};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ember-tiers-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// xorshift64*: a small seeded generator, so a failing seed can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const FRAMES: [&str; 12] = [
+    "main",
+    "serve",
+    "handle",
+    "parse",
+    "json.Unmarshal",
+    "gc",
+    "alloc",
+    "write",
+    "read",
+    "hash",
+    "compress",
+    "sort",
+];
+
+/// A CPU profile of a few random stacks (with shared prefixes and repeats).
+fn profile(rng: &mut Rng) -> Vec<u8> {
+    let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+    for _ in 0..1 + rng.below(12) {
+        let depth = 1 + rng.below(6) as usize;
+        let frames: Vec<&str> = (0..depth)
+            .map(|i| {
+                if i == 0 {
+                    "main"
+                } else {
+                    FRAMES[rng.below(FRAMES.len() as u64) as usize]
+                }
+            })
+            .collect();
+        b.add_folded_stack(&frames, &[(1 + rng.below(50) as i64) * 10_000_000]);
+    }
+    ember_pprof::encode(&b.build())
+}
+
+fn batch(pprof: Vec<u8>, service: &str, pod: &str, time_nanos: i64) -> IngestBatch {
+    IngestBatch {
+        profiles: vec![IngestProfile {
+            labels: vec![
+                ("service_name".into(), service.into()),
+                ("pod".into(), pod.into()),
+            ],
+            time_nanos,
+            pprof,
+            what: "profile".into(),
+        }],
+    }
+}
+
+fn query(selector: &str, start: i64, end: i64) -> Query {
+    Query {
+        selector: parse_selector(selector).unwrap(),
+        profile_type: Some("cpu".into()),
+        start_nanos: start,
+        end_nanos: end,
+    }
+}
+
+/// Everything a read can say about `q`, in comparable form.
+fn answers(store: &Store, q: &Query) -> String {
+    let merged = store.merge_stacks("t", q);
+    let stacks: Vec<(String, i64)> = merged
+        .stacks()
+        .into_iter()
+        .map(|(f, v)| (f.join(";"), v))
+        .collect();
+    let pprof = store.merge_profile("t", q).map(|(p, m)| {
+        let folded: BTreeMap<String, i64> = ember_pprof::folded_stacks(&p, 0).into_iter().collect();
+        (folded, m.total, m.profiles, m.series)
+    });
+    let totals = store.series_totals("t", q, 7_000, &["pod".to_string()]);
+    let series = store.series("t", Some(q));
+    let pods = store.label_values("t", "pod", Some(q));
+    format!(
+        "stacks {stacks:?}\ntotal {} profiles {} series {}\npprof {pprof:?}\ntotals {totals:?}\nseries {series:?}\npods {pods:?}",
+        merged.total, merged.profiles, merged.series
+    )
+}
+
+fn queries() -> Vec<Query> {
+    vec![
+        query("{}", 0, i64::MAX),
+        query("{service_name=\"api\"}", 0, i64::MAX),
+        query("{service_name=\"db\", pod=\"p1\"}", 10_000, 40_000),
+        query("{pod=~\"p[02]\"}", 25_000, 25_000),
+        query("{service_name=\"none\"}", 0, i64::MAX),
+    ]
+}
+
+#[test]
+fn tiers_and_compaction_answer_like_one_head() {
+    for seed in 1..=12u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let (one_dir, tiers_dir) = (
+            temp_dir(&format!("one-{seed}")),
+            temp_dir(&format!("tiers-{seed}")),
+        );
+        let one = Store::open(&one_dir, StoreOptions::default()).unwrap();
+        let mut tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+        let mut events = Vec::new();
+        for i in 0..40 {
+            let service = ["api", "db"][rng.below(2) as usize];
+            let pod = format!("p{}", rng.below(3));
+            // Times wander back and forth: blocks overlap in time, as late data makes them.
+            let time = 1_000 * (1 + i as i64 + rng.below(20) as i64);
+            let pprof = profile(&mut rng);
+            one.ingest("t", batch(pprof.clone(), service, &pod, time))
+                .unwrap();
+            tiers
+                .ingest("t", batch(pprof, service, &pod, time))
+                .unwrap();
+            match rng.below(10) {
+                0..=1 => {
+                    tiers.flush().unwrap();
+                    events.push(format!("flush@{i}"));
+                }
+                2 => {
+                    tiers.compact().unwrap();
+                    events.push(format!("compact@{i}"));
+                }
+                3 => {
+                    tiers.close();
+                    drop(tiers);
+                    tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+                    events.push(format!("reopen@{i}"));
+                }
+                _ => {}
+            }
+        }
+        for q in queries() {
+            assert_eq!(
+                answers(&tiers, &q),
+                answers(&one, &q),
+                "seed {seed}, events {events:?}, query {q:?}"
+            );
+        }
+        // Compacted until no size class holds four blocks, then reopened: the same answers.
+        tiers.flush().unwrap();
+        tiers.compact().unwrap();
+        assert!(
+            tiers.disk_usage().0 < 4,
+            "seed {seed}: compaction left {:?}",
+            tiers.disk_usage()
+        );
+        tiers.close();
+        drop(tiers);
+        let tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+        for q in queries() {
+            assert_eq!(
+                answers(&tiers, &q),
+                answers(&one, &q),
+                "seed {seed} compacted"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&one_dir);
+        let _ = std::fs::remove_dir_all(&tiers_dir);
+    }
+}
+
+#[test]
+fn flushes_racing_ingest_lose_and_duplicate_nothing() {
+    let dir = temp_dir("race");
+    let store = Arc::new(Store::open(&dir, StoreOptions::default()).unwrap());
+    let mut rng = Rng(7);
+    let pprof = profile(&mut rng);
+    let per_profile = {
+        let p = ember_pprof::decode(&pprof).unwrap();
+        p.sample.iter().map(|s| s.value[0]).sum::<i64>()
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let flusher = {
+        let (store, done) = (store.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut flushes = 0;
+            while !done.load(Ordering::Relaxed) {
+                store.flush().unwrap();
+                flushes += 1;
+                if flushes % 5 == 0 {
+                    store.compact().unwrap();
+                }
+            }
+            flushes
+        })
+    };
+    let (writers, each) = (4, 150);
+    let handles: Vec<_> = (0..writers)
+        .map(|w| {
+            let (store, pprof) = (store.clone(), pprof.clone());
+            std::thread::spawn(move || {
+                for i in 0..each {
+                    // A new tenant now and then, so tenants appear while a flush cuts.
+                    let tenant = if i % 50 == 0 {
+                        format!("t{w}-{i}")
+                    } else {
+                        "t".into()
+                    };
+                    store
+                        .ingest(&tenant, batch(pprof.clone(), "api", "p", 1 + i as i64))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    let flushes = flusher.join().unwrap();
+    assert!(flushes > 1, "the flusher ran {flushes} times");
+    let count = |store: &Store| -> (usize, i64) {
+        let mut profiles = 0;
+        let mut total = 0;
+        for t in store.tenants() {
+            let m = store.merge_stacks(&t, &query("{}", 0, i64::MAX));
+            profiles += m.profiles;
+            total += m.total;
+        }
+        (profiles, total)
+    };
+    let want = (writers * each, (writers * each) as i64 * per_profile);
+    assert_eq!(count(&store), want, "live, after {flushes} flushes");
+    store.close();
+    drop(store);
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    assert_eq!(count(&store), want, "after reopening");
+}
+
+#[test]
+fn weeks_of_blocks_open_from_their_index_alone() {
+    let dir = temp_dir("weeks");
+    let hour = 3_600_000_000_000i64;
+    let start = 1_700_000_000_000_000_000i64;
+    let hours = 24 * 21;
+    {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let mut rng = Rng(11);
+        for h in 0..hours {
+            store
+                .ingest("t", batch(profile(&mut rng), "api", "p", start + h * hour))
+                .unwrap();
+            // Four hours a block: 126 blocks over three weeks.
+            if h % 4 == 3 {
+                store.flush().unwrap();
+            }
+        }
+        store.close();
+    }
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    assert_eq!(store.disk_usage().0, (hours / 4) as usize);
+    // Nothing decoded at open.
+    assert_eq!(store.cache_stats().0, 0);
+    // Listings come from the indexes, still without decoding.
+    assert_eq!(store.label_values("t", "pod", None), vec!["p".to_string()]);
+    assert_eq!(store.cache_stats().0, 0);
+    // One hour's flame graph reads the one block holding it.
+    let q = query("{}", start + 50 * hour, start + 50 * hour);
+    assert_eq!(store.merge_stacks("t", &q).profiles, 1);
+    assert_eq!(store.cache_stats().0, 1);
+    // A week reads its blocks (42), and the answer is the sum of its hours.
+    let week = query("{}", start, start + 7 * 24 * hour - 1);
+    let merged = store.merge_stacks("t", &week);
+    assert_eq!(merged.profiles, 7 * 24);
+    let (held, _, _, misses) = store.cache_stats();
+    assert_eq!(misses, 42, "one decode per block of the week");
+    assert_eq!(held, 42);
+}
+
+#[test]
+fn a_crash_between_compaction_and_deleting_its_inputs_counts_nothing_twice() {
+    let dir = temp_dir("crash");
+    let mut rng = Rng(5);
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    for i in 0..8 {
+        store
+            .ingest("t", batch(profile(&mut rng), "api", "p", 1_000 * (i + 1)))
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let all = query("{}", 0, i64::MAX);
+    let before = answers(&store, &all);
+    let blocks = dir.join("blocks");
+    let saved: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&blocks)
+        .unwrap()
+        .flatten()
+        .map(|e| (e.path(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    assert_eq!(saved.len(), 8);
+    assert!(store.compact().unwrap() >= 4);
+    assert_eq!(answers(&store, &all), before);
+    store.close();
+    drop(store);
+    // As if the process died before deleting the inputs: they are all back.
+    for (path, bytes) in &saved {
+        std::fs::write(path, bytes).unwrap();
+    }
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    assert_eq!(answers(&store, &all), before);
+    assert!(store.disk_usage().0 < 8, "replaced inputs deleted at open");
+}
+
+#[test]
+fn first_format_blocks_are_rewritten_and_answer_the_same() {
+    let dir = temp_dir("v1");
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-store/blocks");
+    std::fs::create_dir_all(dir.join("blocks")).unwrap();
+    let name = "0000000002-1700000000000000000-1700000100000000000.blk";
+    std::fs::copy(fixture.join(name), dir.join("blocks").join(name)).unwrap();
+    let input = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/data/corpora/pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof"),
+    )
+    .unwrap();
+    let input = ember_pprof::decode(&input).unwrap();
+    let cpu = ember_pprof::sample_index(&input, Some("cpu")).unwrap();
+    let mut want: Vec<(String, i64)> = ember_pprof::folded_stacks(&input, cpu);
+    want.sort();
+    for _ in 0..2 {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let mut tenants = store.tenants();
+        tenants.sort();
+        assert_eq!(tenants.len(), 2, "{tenants:?}");
+        for (tenant, pod) in tenants.iter().zip(["a", "b"]).rev() {
+            let q = query(
+                &format!("{{service_name=\"v1svc\", pod=\"{pod}\"}}"),
+                0,
+                i64::MAX,
+            );
+            let merged = store.merge_stacks(tenant, &q);
+            let mut got: Vec<(String, i64)> = merged
+                .stacks()
+                .into_iter()
+                .map(|(f, v)| (f.join(";"), v))
+                .collect();
+            got.sort();
+            if merged.profiles == 0 {
+                continue;
+            }
+            assert_eq!(got, want, "tenant {tenant}");
+        }
+        let total: usize = tenants
+            .iter()
+            .map(|t| store.merge_stacks(t, &query("{}", 0, i64::MAX)).profiles)
+            .sum();
+        assert_eq!(total, 2);
+        store.close();
+    }
+    let bytes = std::fs::read(dir.join("blocks").join(name)).unwrap();
+    assert!(
+        bytes.starts_with(b"EMBERBLK2\n"),
+        "rewritten in the current format"
+    );
+}
