@@ -80,9 +80,12 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
     // each distinct stack is interned once. `distinct[k]` is the range of `flat` holding the
     // k-th distinct stack's interned locations; `of_sample[i]` is sample i's k (None when
     // all its values are zero).
-    let mut by_ids: head::FastMap<&[u64], usize> = head::FastMap::default();
-    let mut flat: Vec<u32> = Vec::new();
-    let mut distinct: Vec<std::ops::Range<usize>> = Vec::new();
+    // Sized for the profile up front: growing these maps rehashed them ~10 times a profile.
+    let samples = profile.sample.len();
+    let mut by_ids: head::FastMap<&[u64], usize> =
+        head::FastMap::with_capacity_and_hasher(samples, Default::default());
+    let mut flat: Vec<u32> = Vec::with_capacity(profile.sample_location_ids.len());
+    let mut distinct: Vec<std::ops::Range<usize>> = Vec::with_capacity(samples);
     let mut of_sample: Vec<Option<usize>> = Vec::with_capacity(profile.sample.len());
     for sample in &profile.sample {
         let (ids, values) = profile.sample_data(sample);
@@ -105,8 +108,11 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
     }
     // All at once: the lookups in the head's (large) stack table do not wait on each other.
     let leaves = head.stacks(distinct.iter().map(|r| &flat[r.clone()]));
-    let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
-    let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
+    let mut sums: head::FastMap<u32, usize> =
+        head::FastMap::with_capacity_and_hasher(distinct.len(), Default::default());
+    let mut out: Vec<Vec<(u32, i64)>> = (0..n_types)
+        .map(|_| Vec::with_capacity(distinct.len()))
+        .collect();
     for (sample, k) in profile.sample.iter().zip(of_sample) {
         let Some(&node) = k.and_then(|k| leaves.get(k)) else {
             continue;
