@@ -2,7 +2,7 @@
 //! legacy-format detection, and file helpers.
 
 use std::borrow::Cow;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Write};
 use std::path::Path;
 
 use prost::Message;
@@ -69,12 +69,46 @@ pub fn decompress<'a>(bytes: &'a [u8], limits: &DecodeLimits) -> Result<Cow<'a, 
     let guess = isize_hint
         .unwrap_or_else(|| bytes.len().saturating_mul(4))
         .min(64 << 20);
-    let mut out = Vec::with_capacity(guess.min(usize::try_from(limit).unwrap_or(usize::MAX)));
-    // Reading one byte past the limit tells "exactly at" from "over".
-    flate2::read::MultiGzDecoder::new(bytes)
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(PprofError::Gzip)?;
+    // One byte past the limit tells "exactly at" from "over"; the output never grows beyond.
+    let cap = usize::try_from(limit.saturating_add(1)).unwrap_or(usize::MAX);
+    let mut out = Vec::with_capacity(guess.min(cap));
+    let mut rest = bytes;
+    // Every member (gzip files may be concatenations), each inflated straight into `out`
+    // in as few calls as its size allows: no copy of the input through a read buffer, and
+    // no copy of the output into a window while it all fits.
+    while !rest.is_empty() {
+        let mut member = flate2::Decompress::new_gzip(15);
+        loop {
+            if out.len() == out.capacity() {
+                if out.len() >= cap {
+                    return Err(PprofError::TooLarge { limit });
+                }
+                out.reserve_exact(out.len().max(64 << 10).min(cap - out.len()));
+            }
+            let (read, written) = (member.total_in(), out.len());
+            let input = usize::try_from(read)
+                .ok()
+                .and_then(|r| rest.get(r..))
+                .unwrap_or(&[]);
+            let status = member
+                .decompress_vec(input, &mut out, flate2::FlushDecompress::Finish)
+                .map_err(|e| PprofError::Gzip(std::io::Error::new(ErrorKind::InvalidData, e)))?;
+            if status == flate2::Status::StreamEnd {
+                let consumed = usize::try_from(member.total_in()).unwrap_or(usize::MAX);
+                rest = rest.get(consumed..).unwrap_or(&[]);
+                break;
+            }
+            // Not at the member's end: either `out` is full (grow it above), or the input
+            // ran out.
+            let stuck = member.total_in() == read && out.len() == written;
+            if out.len() < out.capacity() || stuck {
+                return Err(PprofError::Gzip(std::io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "gzip stream ends before its last member does",
+                )));
+            }
+        }
+    }
     if out.len() as u64 > limit {
         return Err(PprofError::TooLarge { limit });
     }

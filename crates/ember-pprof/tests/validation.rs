@@ -6,7 +6,7 @@ mod common;
 use std::io::Write;
 
 use ember_pprof::{
-    DecodeLimits, PprofError, Profile, ProfileView, decode, decode_with_limits, encode,
+    DecodeLimits, PprofError, Profile, ProfileView, decode, decode_with_limits, decompress, encode,
     encode_gzip, validate,
 };
 
@@ -204,6 +204,49 @@ fn gzip_bomb_is_an_error_not_an_allocation() {
         decode_with_limits(&bomb, &limits),
         Err(PprofError::TooLarge { .. })
     ));
+}
+
+#[test]
+fn concatenated_gzip_members_decode_as_one() {
+    let p = base();
+    let raw = encode(&p);
+    let gz = |part: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(part).unwrap();
+        e.finish().unwrap()
+    };
+    let (a, b) = raw.split_at(raw.len() / 3);
+    let mut two = gz(a);
+    two.extend(gz(b));
+    assert!(decode(&two).unwrap() == p);
+    // Many small members and an empty one; the last member's ISIZE is no size hint.
+    let mut many: Vec<u8> = raw.chunks(1000).flat_map(gz).collect();
+    many.extend(gz(&[]));
+    assert!(decode(&many).unwrap() == p);
+    // The limit counts every member.
+    let limit = |n: usize| DecodeLimits {
+        max_decompressed_bytes: n as u64,
+    };
+    assert_eq!(
+        decompress(&two, &limit(raw.len())).unwrap().len(),
+        raw.len()
+    );
+    assert!(matches!(
+        decompress(&two, &limit(raw.len() - 1)),
+        Err(PprofError::TooLarge { .. })
+    ));
+    // Anything after a member must be another member, whole, with the right checksum.
+    let mut garbage = two.clone();
+    garbage.extend_from_slice(&[0, 0, 0, 0]);
+    assert!(matches!(decode(&garbage), Err(PprofError::Gzip(_))));
+    assert!(matches!(
+        decode(&two[..two.len() - 3]),
+        Err(PprofError::Gzip(_))
+    ));
+    let mut bad_crc = gz(&raw);
+    let at = bad_crc.len() - 8;
+    bad_crc[at] ^= 1;
+    assert!(matches!(decode(&bad_crc), Err(PprofError::Gzip(_))));
 }
 
 #[test]

@@ -188,6 +188,37 @@ fn unusual_but_valid_encodings_are_read_like_prost() {
 }
 
 #[test]
+fn packed_varints_are_read_like_prost() {
+    // One more sample (location 2) whose packed value is encoded as `body`.
+    let with_value = |body: &[u8]| {
+        let mut p = unusual_encoding();
+        let mut s = Vec::new();
+        nested(&mut s, 1, &[2]);
+        nested(&mut s, 2, body);
+        nested(&mut p, 2, &s);
+        p
+    };
+    let value = |body: &[u8]| {
+        let bytes = with_value(body);
+        assert!(parity(&bytes));
+        let v = ProfileView::parse(&bytes).expect("valid");
+        v.sample_data(&v.sample[1]).1.to_vec()
+    };
+    let mut max = vec![0xff; 9];
+    max.push(0x01);
+    assert_eq!(value(&max), [-1]);
+    assert_eq!(value(&[0x80, 0x80, 0x00]), [0]);
+    assert_eq!(value(&[0x81, 0x01]), [129]);
+    let mut over = vec![0xff; 9];
+    over.push(0x02);
+    let mut eleven = vec![0xff; 10];
+    eleven.push(0x01);
+    for bad in [&over[..], &eleven, &[0x80], &[0x05, 0x80]] {
+        assert!(!parity(&with_value(bad)), "{bad:x?} accepted");
+    }
+}
+
+#[test]
 fn invalid_utf8_is_repaired_like_decode() {
     let mut p: Profile = common::read_case("pprof/internal/report/testdata/sample.cpu");
     p.string_table.push("marker-Q".into());

@@ -76,27 +76,48 @@ pub(crate) fn apply_to(
 fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, i64)>> {
     let locations = intern_symbols(head, profile);
     let n_types = profile.sample_type.len();
-    let mut sums: head::FastMap<u32, usize> = head::FastMap::default();
-    let mut out: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n_types];
     // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
-    // walk each distinct stack down the tree once.
-    let mut stack_nodes: head::FastMap<&[u64], u32> = head::FastMap::default();
-    let mut interned: Vec<u32> = Vec::new();
+    // each distinct stack is interned once. `distinct[k]` is the range of `flat` holding the
+    // k-th distinct stack's interned locations; `of_sample[i]` is sample i's k (None when
+    // all its values are zero).
+    // Sized for the profile up front: growing these maps rehashed them ~10 times a profile.
+    let samples = profile.sample.len();
+    let mut by_ids: head::FastMap<&[u64], usize> =
+        head::FastMap::with_capacity_and_hasher(samples, Default::default());
+    let mut flat: Vec<u32> = Vec::with_capacity(profile.sample_location_ids.len());
+    let mut distinct: Vec<std::ops::Range<usize>> = Vec::with_capacity(samples);
+    let mut of_sample: Vec<Option<usize>> = Vec::with_capacity(profile.sample.len());
     for sample in &profile.sample {
         let (ids, values) = profile.sample_data(sample);
         if values.iter().all(|v| *v == 0) {
+            of_sample.push(None);
             continue;
         }
-        let node = *stack_nodes.entry(ids).or_insert_with(|| {
-            interned.clear();
-            interned.extend(ids.iter().filter_map(|id| {
+        let k = *by_ids.entry(ids).or_insert_with(|| {
+            let start = flat.len();
+            flat.extend(ids.iter().filter_map(|id| {
                 profile
                     .location_position(*id)
                     .and_then(|i| locations.get(i))
                     .copied()
             }));
-            head.stack(&interned)
+            distinct.push(start..flat.len());
+            distinct.len() - 1
         });
+        of_sample.push(Some(k));
+    }
+    // All at once: the lookups in the head's (large) stack table do not wait on each other.
+    let leaves = head.stacks(distinct.iter().map(|r| &flat[r.clone()]));
+    let mut sums: head::FastMap<u32, usize> =
+        head::FastMap::with_capacity_and_hasher(distinct.len(), Default::default());
+    let mut out: Vec<Vec<(u32, i64)>> = (0..n_types)
+        .map(|_| Vec::with_capacity(distinct.len()))
+        .collect();
+    for (sample, k) in profile.sample.iter().zip(of_sample) {
+        let Some(&node) = k.and_then(|k| leaves.get(k)) else {
+            continue;
+        };
+        let (_, values) = profile.sample_data(sample);
         // Samples with the same stack (differing only in labels) add up.
         let slot = *sums.entry(node).or_insert_with(|| {
             for o in out.iter_mut() {
@@ -148,6 +169,13 @@ fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<u32> 
             head.mapping(sym) + 1
         })
         .collect();
+    // The functions' strings first, in the order the loop below would intern them (so ids
+    // are the same): these lookups do not wait on each other, nor the functions' on them.
+    for f in &profile.function {
+        s(head, f.name);
+        s(head, f.system_name);
+        s(head, f.filename);
+    }
     let functions: Vec<u32> = profile
         .function
         .iter()
@@ -162,27 +190,20 @@ fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<u32> 
         })
         .collect();
     let mut locations: Vec<u32> = Vec::with_capacity(profile.location.len());
+    // One buffer for every location's lines: a location seen before costs no allocation.
+    let mut lines: Vec<(u32, i64)> = Vec::new();
     for loc in &profile.location {
-        let lines: Box<[(u32, i64)]> = profile
-            .location_lines(loc)
-            .iter()
-            .filter_map(|l| {
-                let f = functions.get(profile.function_position(l.function_id)?)?;
-                Some((*f, l.line))
-            })
-            .collect();
+        lines.clear();
+        lines.extend(profile.location_lines(loc).iter().filter_map(|l| {
+            let f = functions.get(profile.function_position(l.function_id)?)?;
+            Some((*f, l.line))
+        }));
         let mapping = profile
             .mapping_position(loc.mapping_id)
             .and_then(|i| mappings.get(i))
             .copied()
             .unwrap_or(0);
-        let sym = head::LocationSym {
-            mapping,
-            address: loc.address,
-            lines,
-            is_folded: loc.is_folded,
-        };
-        locations.push(head.location(sym));
+        locations.push(head.location_of(mapping, loc.address, &lines, loc.is_folded));
     }
     locations
 }

@@ -102,6 +102,67 @@ pub struct LocationSym {
     pub is_folded: bool,
 }
 
+/// A location's fields with borrowed lines: what [`TenantHead::location_of`] looks up.
+struct LocationKey<'l> {
+    mapping: u32,
+    address: u64,
+    lines: &'l [(u32, i64)],
+    is_folded: bool,
+}
+
+/// The fields of a location, owned ([`LocationSym`]) or borrowed ([`LocationKey`]): the
+/// interner's map, keyed by `LocationSym`, is searched with a `LocationKey` through it.
+trait LocationParts {
+    fn parts(&self) -> LocationKey<'_>;
+}
+
+impl LocationParts for LocationSym {
+    fn parts(&self) -> LocationKey<'_> {
+        LocationKey {
+            mapping: self.mapping,
+            address: self.address,
+            lines: &self.lines,
+            is_folded: self.is_folded,
+        }
+    }
+}
+
+impl LocationParts for LocationKey<'_> {
+    fn parts(&self) -> LocationKey<'_> {
+        LocationKey { ..*self }
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn LocationParts + 'a> for LocationSym {
+    fn borrow(&self) -> &(dyn LocationParts + 'a) {
+        self
+    }
+}
+
+impl Hash for dyn LocationParts + '_ {
+    /// Feeds the hasher exactly what `#[derive(Hash)]` on [`LocationSym`] does (its fields
+    /// in declaration order; `Box<[T]>` hashes as `[T]`), as `Borrow` requires.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let k = self.parts();
+        k.mapping.hash(state);
+        k.address.hash(state);
+        k.lines.hash(state);
+        k.is_folded.hash(state);
+    }
+}
+
+impl PartialEq for dyn LocationParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (self.parts(), other.parts());
+        a.mapping == b.mapping
+            && a.address == b.address
+            && a.lines == b.lines
+            && a.is_folded == b.is_folded
+    }
+}
+
+impl Eq for dyn LocationParts + '_ {}
+
 /// Values interned once, each with a dense id.
 #[derive(Debug)]
 struct Interner<T> {
@@ -221,15 +282,47 @@ impl TenantHead {
 
     /// Interns a location; returns its index. Function indexes in `lines` that do not exist
     /// are dropped, and a mapping index past the known ones becomes "no mapping".
-    pub fn location(&mut self, mut l: LocationSym) -> u32 {
+    pub fn location(&mut self, l: LocationSym) -> u32 {
+        self.location_of(l.mapping, l.address, &l.lines, l.is_folded)
+    }
+
+    /// [`TenantHead::location`] from borrowed lines: a location interned before is found
+    /// without building its [`LocationSym`] (no allocation per location of every profile).
+    pub fn location_of(
+        &mut self,
+        mapping: u32,
+        address: u64,
+        lines: &[(u32, i64)],
+        is_folded: bool,
+    ) -> u32 {
         let nf = self.functions.items.len() as u32;
-        if l.lines.iter().any(|(f, _)| *f >= nf) {
-            l.lines = l.lines.iter().copied().filter(|(f, _)| *f < nf).collect();
+        let filtered: Vec<(u32, i64)>;
+        let lines = if lines.iter().any(|(f, _)| *f >= nf) {
+            filtered = lines.iter().copied().filter(|(f, _)| *f < nf).collect();
+            &filtered[..]
+        } else {
+            lines
+        };
+        let mapping = if mapping as usize > self.mappings.items.len() {
+            0
+        } else {
+            mapping
+        };
+        let key = LocationKey {
+            mapping,
+            address,
+            lines,
+            is_folded,
+        };
+        if let Some(&id) = self.locations.ids.get(&key as &dyn LocationParts) {
+            return id;
         }
-        if l.mapping as usize > self.mappings.items.len() {
-            l.mapping = 0;
-        }
-        let (id, new) = self.locations.intern(l);
+        let (id, new) = self.locations.intern(LocationSym {
+            mapping,
+            address,
+            lines: lines.into(),
+            is_folded,
+        });
         if new {
             let loc = &self.locations.items[id as usize];
             let frames: Box<[u32]> = if loc.lines.is_empty() {
@@ -290,20 +383,42 @@ impl TenantHead {
     /// checking each hit frame by frame (a cache miss per frame in a tree of millions of
     /// nodes) cost more than the rest of the stack's ingest.
     pub fn stack(&mut self, locations: &[u32]) -> u32 {
-        let hash = {
-            use std::hash::BuildHasher;
-            let (a, b) = &self.stack_keys;
-            (u128::from(a.hash_one(locations)) << 64) | u128::from(b.hash_one(locations))
-        };
-        if let Some(&leaf) = self.stack_leaves.get(&hash) {
-            return leaf;
-        }
-        let leaf = locations
+        self.stacks([locations]).first().copied().unwrap_or(0)
+    }
+
+    /// [`TenantHead::stack`] of each of `stacks`, in order. Hashes them all first, then looks
+    /// them all up: the lookups do not depend on each other, so their cache misses in a
+    /// table of millions of stacks overlap instead of coming one after the other.
+    pub fn stacks<'s>(&mut self, stacks: impl IntoIterator<Item = &'s [u32]>) -> Vec<u32> {
+        use std::hash::BuildHasher;
+        let (a, b) = &self.stack_keys;
+        let keyed: Vec<(u128, &[u32])> = stacks
+            .into_iter()
+            .map(|s| {
+                let hash = (u128::from(a.hash_one(s)) << 64) | u128::from(b.hash_one(s));
+                (hash, s)
+            })
+            .collect();
+        let found: Vec<Option<u32>> = keyed
             .iter()
-            .rev()
-            .fold(0u32, |node, loc| self.child(node, *loc));
-        self.stack_leaves.insert(hash, leaf);
-        leaf
+            .map(|(hash, _)| self.stack_leaves.get(hash).copied())
+            .collect();
+        keyed
+            .iter()
+            .zip(found)
+            .map(|((hash, locations), found)| {
+                // Not found above, but an earlier stack of this batch may have been the same.
+                if let Some(leaf) = found.or_else(|| self.stack_leaves.get(hash).copied()) {
+                    return leaf;
+                }
+                let leaf = locations
+                    .iter()
+                    .rev()
+                    .fold(0u32, |node, loc| self.child(node, *loc));
+                self.stack_leaves.insert(*hash, leaf);
+                leaf
+            })
+            .collect()
     }
 
     /// Every series, in creation order.

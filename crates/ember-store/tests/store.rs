@@ -256,3 +256,90 @@ fn corrupt_block_is_an_error_not_a_panic() {
         Store::open(&dir, StoreOptions::default()).expect_err("a truncated block must not load");
     assert!(err.to_string().contains("corrupt block"), "{err}");
 }
+
+#[test]
+fn known_locations_are_found_from_borrowed_lines() {
+    use ember_store::head::{FunctionSym, LocationSym, MappingSym, TenantHead};
+    let mut h = TenantHead::new();
+    let name = h.intern("main");
+    let f = h.function(FunctionSym {
+        name,
+        system_name: name,
+        filename: 0,
+        start_line: 1,
+    });
+    let m = h.mapping(MappingSym {
+        start: 0x1000,
+        limit: 0x2000,
+        offset: 0,
+        filename: 0,
+        build_id: 0,
+        flags: 0,
+    }) + 1;
+    let owned = h.location(LocationSym {
+        mapping: m,
+        address: 0x1010,
+        lines: vec![(f, 3)].into(),
+        is_folded: false,
+    });
+    // The same fields, borrowed, find it; any field that differs makes a new location.
+    assert_eq!(h.location_of(m, 0x1010, &[(f, 3)], false), owned);
+    assert_ne!(h.location_of(m, 0x1010, &[(f, 4)], false), owned);
+    assert_ne!(h.location_of(m, 0x1011, &[(f, 3)], false), owned);
+    assert_ne!(h.location_of(m, 0x1010, &[(f, 3)], true), owned);
+    assert_ne!(h.location_of(0, 0x1010, &[(f, 3)], false), owned);
+    // Unknown functions and mappings are dropped before the lookup, as when owned.
+    assert_eq!(
+        h.location_of(m, 0x1010, &[(f, 3), (f + 7, 9)], false),
+        owned
+    );
+    let unmapped = h.location_of(0, 0x1010, &[(f, 3)], false);
+    assert_eq!(h.location_of(m + 5, 0x1010, &[(f, 3)], false), unmapped);
+    assert_eq!(h.symbol_table_sizes().3, 5);
+}
+
+#[test]
+fn the_same_profile_twice_adds_no_symbols_or_stacks() {
+    let dir = temp_dir("twice");
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    ingest(&store, LARGE, "api", "a", 1_000);
+    let (_, _, strings, nodes) = store.head_stats();
+    ingest(&store, LARGE, "api", "b", 2_000);
+    assert_eq!(store.head_stats().2, strings);
+    assert_eq!(store.head_stats().3, nodes);
+}
+
+#[test]
+fn a_batch_of_stacks_interns_like_one_at_a_time() {
+    use ember_store::head::{LocationSym, TenantHead};
+    let mut h = TenantHead::new();
+    let locs: Vec<u32> = (0..4u64)
+        .map(|a| {
+            h.location(LocationSym {
+                mapping: 0,
+                address: 0x100 + a,
+                lines: Box::new([]),
+                is_folded: false,
+            })
+        })
+        .collect();
+    let known = h.stack(&[locs[0], locs[1]]);
+    // A known stack, a new one twice, a prefix of it, and the known one again.
+    let batch: [&[u32]; 5] = [
+        &[locs[0], locs[1]],
+        &[locs[2], locs[1], locs[3]],
+        &[locs[2], locs[1], locs[3]],
+        &[locs[1], locs[3]],
+        &[locs[0], locs[1]],
+    ];
+    let leaves = h.stacks(batch);
+    assert_eq!(leaves[0], known);
+    assert_eq!(leaves[1], leaves[2]);
+    assert_eq!(leaves[4], known);
+    for (stack, leaf) in batch.iter().zip(&leaves) {
+        assert_eq!(h.stack(stack), *leaf);
+        assert_eq!(&h.stack_locations(*leaf), stack);
+    }
+    // root, [1], [0 1], [3], [1 3], [2 1 3]
+    assert_eq!(h.node_count(), 6);
+}
