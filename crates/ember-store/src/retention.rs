@@ -11,6 +11,9 @@ use crate::{FlushStats, Store, StoreError};
 /// Blocks from this size up are left as they are by [`Store::compact`].
 pub(crate) const COMPACT_BELOW_BYTES: u64 = 16 << 20;
 
+/// A day in nanoseconds: compaction never merges blocks of different UTC days.
+const DAY_NANOS: i64 = 86_400 * 1_000_000_000;
+
 /// How many blocks of one size class [`Store::compact`] merges at once (and waits for).
 const COMPACT_FAN_IN: usize = 4;
 
@@ -117,9 +120,10 @@ impl Store {
             .collect()
     }
 
-    /// Merges small blocks into larger ones, tiered by size: whenever four blocks below
-    /// 16 MiB share a size class (below 1, 4 or 16 MiB), the four oldest are merged into
-    /// one, and again until no class holds four. A flush every five minutes thus ends in a
+    /// Merges small blocks into larger ones, tiered by size and kept within a UTC day:
+    /// whenever four blocks below 16 MiB of one day share a size class (below 1, 4 or
+    /// 16 MiB), the four oldest are merged into one, and again until no class holds four
+    /// (a block spanning two days is left alone). A flush every five minutes thus ends in a
     /// few blocks a day instead of 288, while each profile is rewritten only about once per
     /// class. The merged block is swapped in for queries before the inputs are deleted.
     /// Returns the number of blocks removed.
@@ -129,9 +133,19 @@ impl Store {
         loop {
             let group: Vec<Block> = {
                 let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
-                let mut by_class: std::collections::BTreeMap<u32, Vec<&Block>> = Default::default();
+                // Blocks merge only within one UTC day: a merged block spanning days would
+                // make an hour's query decode all of them (and outgrow the cache).
+                let mut by_class: std::collections::BTreeMap<(i64, u32), Vec<&Block>> =
+                    Default::default();
                 for b in blocks.iter().filter(|b| b.size < COMPACT_BELOW_BYTES) {
-                    by_class.entry(size_class(b.size)).or_default().push(b);
+                    let day = b.name.min_time.div_euclid(DAY_NANOS);
+                    let same_day = b.name.max_time.div_euclid(DAY_NANOS) == day;
+                    if same_day {
+                        by_class
+                            .entry((day, size_class(b.size)))
+                            .or_default()
+                            .push(b);
+                    }
                 }
                 by_class
                     .into_values()
