@@ -7,11 +7,9 @@
 //! content across heads: the same function or location seen in two heads is one entry, and
 //! identical stacks from two heads become identical location id lists.
 
-use std::collections::HashMap;
-
 use ember_pprof::{Function, Line, Location, Mapping, Profile, ValueType};
 
-use crate::head::TenantHead;
+use crate::head::{FastMap, TenantHead};
 
 /// A mapping by content, in output ids.
 type MappingKey = (u64, u64, u64, i64, i64, u8);
@@ -24,18 +22,18 @@ type LocationKey = (u64, u64, Vec<(u64, i64)>, bool);
 #[derive(Default)]
 pub(crate) struct Builder {
     strings: Vec<String>,
-    string_ids: HashMap<String, i64>,
+    string_ids: FastMap<String, i64>,
     mappings: Vec<Mapping>,
-    mapping_ids: HashMap<MappingKey, u64>,
+    mapping_ids: FastMap<MappingKey, u64>,
     functions: Vec<Function>,
-    function_ids: HashMap<FunctionKey, u64>,
+    function_ids: FastMap<FunctionKey, u64>,
     locations: Vec<Location>,
-    location_ids: HashMap<LocationKey, u64>,
+    location_ids: FastMap<LocationKey, u64>,
     /// Output ids by the current head's ids (reset by [`Builder::use_head`]).
-    head_strings: HashMap<u32, i64>,
-    head_mappings: HashMap<u32, u64>,
-    head_functions: HashMap<u32, u64>,
-    head_locations: HashMap<u32, u64>,
+    head_strings: FastMap<u32, i64>,
+    head_mappings: FastMap<u32, u64>,
+    head_functions: FastMap<u32, u64>,
+    head_locations: FastMap<u32, u64>,
 }
 
 impl Builder {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use ember_pprof::Profile;
 
 use crate::block::Section;
+use crate::head::FastMap;
 use crate::{
     AGGREGATION_LABEL, AVERAGE, Labels, Matcher, PROFILE_TYPE_LABEL, Selector, Series, Store,
     TYPE_LABEL, TenantHead, pprof_out,
@@ -132,8 +133,10 @@ impl Merged {
 #[derive(Default)]
 struct Combiner {
     base: Option<Merged>,
-    name_ids: HashMap<String, u32>,
-    frame_ids: HashMap<(u32, u32), u32>,
+    // Fx hashing: the keys are this query's own frame ids and names, and these maps take a
+    // lookup per frame of every tier after the first.
+    name_ids: FastMap<String, u32>,
+    frame_ids: FastMap<(u32, u32), u32>,
     parts: usize,
 }
 
@@ -354,7 +357,6 @@ impl Store {
         let mut b = pprof_out::Builder::new();
         let mut first: Option<(Labels, i64)> = None;
         let mut samples: Vec<ember_pprof::Sample> = Vec::new();
-        let mut sample_at: HashMap<Vec<u64>, usize> = HashMap::new();
         let mut heads = 0usize;
         self.for_each_head(tenant, Some(query), |head| {
             let profiles_before = merged.profiles;
@@ -378,14 +380,6 @@ impl Store {
                     .into_iter()
                     .map(|l| b.location(head, l))
                     .collect();
-                // One head's sums are one per stack; a stack of several tiers adds up.
-                if heads > 1
-                    && let Some(&i) = sample_at.get(&ids)
-                {
-                    samples[i].value[0] = samples[i].value[0].saturating_add(v);
-                    continue;
-                }
-                sample_at.insert(ids.clone(), samples.len());
                 samples.push(ember_pprof::Sample {
                     location_id: ids,
                     value: vec![v],
@@ -393,6 +387,17 @@ impl Store {
                 });
             }
         });
+        if heads > 1 {
+            // One head's sums are one per stack; a stack found in several tiers adds up.
+            samples.sort_unstable_by(|a, b| a.location_id.cmp(&b.location_id));
+            samples.dedup_by(|later, kept| {
+                let same = later.location_id == kept.location_id;
+                if same {
+                    kept.value[0] = kept.value[0].saturating_add(later.value[0]);
+                }
+                same
+            });
+        }
         let (labels, period) = first?;
         if heads > 1 {
             merged.series = self.series(tenant, Some(query)).len();
