@@ -3,6 +3,11 @@
 //! `ember server` receives `process_cpu:off_cpu:nanoseconds:cpu:nanoseconds` profiles of the
 //! program with `sleep_long` blocked for about the time it slept, and no `sleep_short`;
 //! after a reload with `min_duration: 5ms` the short naps are counted too.
+//!
+//! The program's name is unique to this run: the agent profiles every process whose comm
+//! matches and the service name is the executable's name, so a sleeper of another run (a
+//! concurrent one in another checkout, or one orphaned by a killed test binary) would add its
+//! own sleeps to the same series: that doubled `sleep_long` in a CI run on a shared machine.
 
 mod agent_util;
 mod server_util;
@@ -12,7 +17,11 @@ use server_util::{Server, temp_dir};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const SLEEPER: &str = r#"#include <time.h>
+const SLEEPER: &str = r#"#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Not inlined, and not a tail call: a frame-pointer walk from inside libc (built without
  * frame pointers) skips the leaf's caller, which must be this shared helper and not the
@@ -33,7 +42,11 @@ __attribute__((noinline)) void sleep_short(void) {
     __asm__ volatile("");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* Die with the test (even a killed one) rather than sleep on as an orphan; argv[1] is
+     * the test's pid, in case it died before the request. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (argc < 2 || getppid() != (pid_t)atol(argv[1])) exit(1);
     for (;;) {
         sleep_long();
         for (int i = 0; i < 5; i++) sleep_short();
@@ -65,7 +78,9 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
     let dir = temp_dir("agent-offcpu");
     let src = dir.join("sleeper.c");
     std::fs::write(&src, SLEEPER).unwrap();
-    let bin = dir.join("offcpu_sleeper");
+    // At most 15 bytes, the kernel's comm: "ofsleep" and a pid of up to 7 digits.
+    let name = format!("ofsleep{}", std::process::id());
+    let bin = dir.join(&name);
     let ok = Command::new("gcc")
         .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
         .arg(&bin)
@@ -79,7 +94,7 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
         &config,
         format!(
             "admin: {{listen: 127.0.0.1:0}}\n\
-             profiling:\n  upload_interval: 2s\n  targets: {{all: false, comm: offcpu_sleeper}}\n  \
+             profiling:\n  upload_interval: 2s\n  targets: {{all: false, comm: {name}}}\n  \
              off_cpu: {{enabled: true, min_duration: 100ms}}\n\
              exporters:\n  server: {{url: 'http://{}'}}\n",
             server.addr
@@ -94,13 +109,14 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
     let started = std::time::Instant::now();
     let sleeper = Killed(
         Command::new(&bin)
+            .arg(std::process::id().to_string())
             .stdout(Stdio::null())
             .spawn()
             .expect("start the sleeper"),
     );
     let mut text = String::new();
     let arrived = wait_for(Duration::from_secs(40), || {
-        text = folded(&server.addr, "offcpu_sleeper");
+        text = folded(&server.addr, &name);
         folded_count(&text, "sleep_long") >= 2_000_000_000
     });
     let elapsed = started.elapsed().as_nanos() as u64;
@@ -126,7 +142,7 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
     .unwrap();
     agent.signal("-HUP");
     let short = wait_for(Duration::from_secs(30), || {
-        text = folded(&server.addr, "offcpu_sleeper");
+        text = folded(&server.addr, &name);
         folded_count(&text, "sleep_short") >= 200_000_000
     });
     assert!(
