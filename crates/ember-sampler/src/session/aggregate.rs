@@ -29,6 +29,12 @@ pub(super) struct Aggregator {
     /// Tasks that left the CPU: since when their blocked time is not charged yet, when the
     /// episode began, and with which stack.
     pub(super) switched_out: HashMap<u32, (u64, u64, StackKey)>,
+    /// The time up to which each task's blocked time has been charged. Nothing before it is
+    /// charged again, so the intervals charged for a task never overlap and its off-CPU time
+    /// never exceeds the wall time, even when a switch arrives late: after a later switch
+    /// of the same task (past the horizon margin), or after a cut charged the task's blocked
+    /// time up to the cut. Tasks not charged since the previous cut are forgotten at a cut.
+    pub(super) charged: HashMap<u32, u64>,
     /// Episodes shorter than this are not counted ([`Options::off_cpu_min_ns`]).
     pub(super) off_cpu_min_ns: u64,
     /// Keep [`RawEvent`]s.
@@ -49,7 +55,34 @@ pub(super) struct Aggregator {
     pub(super) timeline_switch: HashMap<u32, (u32, u32)>,
 }
 
+/// A task blocked across a cut: since when its blocked time is not charged, when the episode
+/// began, and with which stack.
+type Blocked = (u32, (u64, u64, StackKey));
+
 impl Aggregator {
+    /// An aggregator with no process state, filling an empty recording.
+    pub(super) fn new(call_graph: CallGraph, off_cpu_min_ns: u64, raw: bool) -> Aggregator {
+        Aggregator {
+            table: ProcessTable::default(),
+            rec: Recording::default(),
+            map_index: HashMap::new(),
+            names: HashMap::new(),
+            known: HashSet::new(),
+            refreshed: HashSet::new(),
+            call_graph,
+            unwinder: DwarfUnwinder::new(),
+            switched_out: HashMap::new(),
+            charged: HashMap::new(),
+            off_cpu_min_ns,
+            raw,
+            raw_index: HashMap::new(),
+            dead_now: HashSet::new(),
+            dead_prev: HashSet::new(),
+            switch_format: None,
+            timeline_switch: HashMap::new(),
+        }
+    }
+
     pub(super) fn name(&mut self, s: &str) -> Arc<str> {
         if let Some(a) = self.names.get(s) {
             return a.clone();
@@ -373,8 +406,91 @@ impl Aggregator {
         if let Some((uncharged, began, key)) = self.switched_out.remove(&tid)
             && time.saturating_sub(began) >= self.off_cpu_min_ns
         {
-            self.rec.add_off_cpu(key, 1, time.saturating_sub(uncharged));
+            self.charge_off_cpu(tid, key, 1, uncharged, time);
         }
+    }
+
+    /// Charges `tid`'s blocked time from `from` to `to` (and `episodes` ending episodes) to
+    /// `key`, less what was charged for the task already (see [`Aggregator::charged`]).
+    fn charge_off_cpu(&mut self, tid: u32, key: StackKey, episodes: u64, from: u64, to: u64) {
+        let charged = self.charged.entry(tid).or_insert(0);
+        let from = from.max(*charged);
+        *charged = (*charged).max(to);
+        self.rec.add_off_cpu(key, episodes, to.saturating_sub(from));
+    }
+
+    /// Closes the current recording at `end` (CLOCK_MONOTONIC, `end_unix_ns` on the Unix
+    /// clock) and starts the next one there. Tasks blocked across the cut have their blocked
+    /// time split at it; the state of tasks that died before the previous cut is dropped.
+    pub(super) fn close(&mut self, end: u64, end_unix_ns: i64) -> Recording {
+        let start = self.rec.start_monotonic_ns;
+        let end = end.max(start);
+        // Blocked tasks: charge the time up to the cut here.
+        let blocked = self.charge_blocked(end);
+        for pid in std::mem::take(&mut self.table.unreadable) {
+            self.rec.warnings.push(format!(
+                "process {pid} vanished or its /proc entry is unreadable; its user frames are [unknown]"
+            ));
+        }
+        let next = self.rec.next_cut(end_unix_ns, end);
+        let mut rec = std::mem::replace(&mut self.rec, next);
+        rec.duration_ns = (end - start) as i64;
+        if self.call_graph == CallGraph::Auto {
+            rec.auto_choices = self.unwinder.auto_choices();
+        }
+        // Ordered on arrival; a record later than the horizon margin would
+        // be the only exception, so make the order a guarantee.
+        rec.sort_raw_events();
+        self.map_index.clear();
+        self.raw_index.clear();
+        self.names.clear();
+        // Still-blocked tasks continue in the next recording.
+        self.carry_blocked(blocked, &rec, start);
+        // Forget tasks that died before the previous cut.
+        let dead = std::mem::replace(&mut self.dead_prev, std::mem::take(&mut self.dead_now));
+        for tid in dead {
+            if self.table.forget(tid) {
+                self.known.remove(&tid);
+                self.refreshed.remove(&tid);
+                self.unwinder.forget(tid);
+            }
+        }
+        self.table.release_unused_paths();
+        rec
+    }
+
+    /// At a cut at `end`: charges the tasks still blocked up to `end` (the episode is counted
+    /// once, in the recording where it ends; one still under the minimum duration is charged
+    /// later, whole, if it reaches it) and returns them for [`Aggregator::carry_blocked`].
+    fn charge_blocked(&mut self, end: u64) -> Vec<Blocked> {
+        let mut blocked: Vec<Blocked> = self.switched_out.drain().collect();
+        for (tid, (uncharged, began, key)) in &mut blocked {
+            if end.saturating_sub(*began) >= self.off_cpu_min_ns {
+                self.charge_off_cpu(*tid, key.clone(), 0, *uncharged, end);
+                *uncharged = end.max(*uncharged);
+            }
+        }
+        blocked
+    }
+
+    /// After a cut that began at `start` and closed `cut`: the tasks still blocked continue
+    /// in the next recording, their stacks moved over (map indexes are per recording); the
+    /// charge times of the tasks not charged during the cut are forgotten.
+    fn carry_blocked(&mut self, blocked: Vec<Blocked>, cut: &Recording, start: u64) {
+        for (tid, (uncharged, began, mut key)) in blocked {
+            if self.is_dead(tid) || !std::path::Path::new(&format!("/proc/{tid}")).exists() {
+                continue;
+            }
+            for frame in &mut key.frames {
+                if let Frame::User { map, .. } = frame
+                    && let Some(info) = cut.map(*map)
+                {
+                    *map = self.intern_map(info.clone());
+                }
+            }
+            self.switched_out.insert(tid, (uncharged, began, key));
+        }
+        self.charged.retain(|_, &mut until| until >= start);
     }
 
     pub(super) fn stack_key(&mut self, s: SampleRecord) -> StackKey {
@@ -441,5 +557,131 @@ impl Aggregator {
             thread_name: self.name(&thread),
             frames,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::process_until;
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// A task of this process (so `/proc/<tid>` exists and it is carried across cuts).
+    fn task() -> SampleId {
+        let pid = std::process::id();
+        SampleId {
+            pid,
+            tid: pid,
+            time: 0,
+            cpu: 0,
+        }
+    }
+
+    fn aggregator() -> Aggregator {
+        let mut agg = Aggregator::new(CallGraph::Fp, 0, false);
+        // Its state comes from records: no /proc reads.
+        agg.known.insert(task().pid);
+        agg
+    }
+
+    /// The context-switch event's sample of the task leaving `cpu` at `ms`.
+    fn out(ms: u64, cpu: u32) -> Record {
+        Record::Sample(SampleRecord {
+            id: SampleId {
+                time: ms * MS,
+                cpu,
+                ..task()
+            },
+            ip: 0x1000,
+            period: 1,
+            callchain: Vec::new(),
+            user_regs: Vec::new(),
+            user_stack: Vec::new(),
+            off_cpu: true,
+            raw: Vec::new(),
+        })
+    }
+
+    /// The CPU-wide PERF_RECORD_SWITCH of the task arriving on `cpu` at `ms`, from idle.
+    fn back(ms: u64, cpu: u32) -> Record {
+        Record::Switch {
+            id: SampleId {
+                time: ms * MS,
+                cpu,
+                ..task()
+            },
+            out: false,
+            other: Some((0, 0)),
+        }
+    }
+
+    fn blocked_ns(rec: &Recording) -> u64 {
+        rec.off_cpu_stacks().values().map(|v| v.period).sum()
+    }
+
+    /// One poll: these records were drained, the ones older than `horizon_ms` are handled.
+    fn poll(agg: &mut Aggregator, mut records: Vec<Record>, horizon_ms: u64) {
+        process_until(agg, &mut records, Some(horizon_ms * MS));
+        assert!(records.is_empty(), "every record is older than the horizon");
+    }
+
+    #[test]
+    fn switches_late_past_a_cut_do_not_charge_the_cut_time_again() {
+        let mut agg = aggregator();
+        // The task leaves CPU 0 at 100 ms; a cut at 1 s charges it up to the cut.
+        poll(&mut agg, vec![out(100, 0)], 1_000);
+        let first = agg.close(1_000 * MS, 0);
+        assert_eq!(blocked_ns(&first), 900 * MS);
+        // Records stamped before the cut arrive after it (written to CPU 1's buffer after
+        // that buffer was drained, as under load): the task came back at 400 ms and left
+        // again at 500 ms. It comes back for good at 1.4 s.
+        poll(
+            &mut agg,
+            vec![back(400, 1), out(500, 1), back(1_400, 0)],
+            2_000,
+        );
+        let second = agg.close(2_000 * MS, 0);
+        // [100 ms, 1 s] was charged: the episode from 500 ms is charged from 1 s only. (It was
+        // charged from 500 ms again, 1.8 s of blocked time within 1.3 s.)
+        assert_eq!(blocked_ns(&second), 400 * MS);
+        assert_eq!(blocked_ns(&first) + blocked_ns(&second), 1_300 * MS);
+    }
+
+    #[test]
+    fn a_switch_out_handled_after_a_later_return_does_not_overlap_it() {
+        let mut agg = aggregator();
+        // Away [100, 300] ms, handled in order.
+        poll(&mut agg, vec![out(100, 0), back(300, 1)], 350);
+        // A leave at 200 ms on CPU 1 arrives only now, then a return at 400 ms: what the
+        // task was charged up to 300 ms is not charged again.
+        poll(&mut agg, vec![out(200, 1), back(400, 0)], 500);
+        let rec = agg.close(500 * MS, 0);
+        assert_eq!(blocked_ns(&rec), 300 * MS, "never more than [100, 400] ms");
+        assert_eq!(
+            rec.off_cpu_stacks().values().map(|v| v.count).sum::<u64>(),
+            2
+        );
+    }
+
+    #[test]
+    fn episodes_across_cuts_are_split_and_charged_once() {
+        let mut agg = aggregator();
+        poll(&mut agg, vec![out(100, 0)], 1_000);
+        let first = agg.close(1_000 * MS, 0);
+        poll(&mut agg, Vec::new(), 2_000);
+        let second = agg.close(2_000 * MS, 0);
+        poll(&mut agg, vec![back(2_500, 1), out(2_600, 1)], 3_000);
+        let third = agg.close(3_000 * MS, 0);
+        assert_eq!(
+            [first, second, third].map(|r| blocked_ns(&r)),
+            [900 * MS, 1_000 * MS, 900 * MS]
+        );
+        // Charge times are kept only for tasks charged since the previous cut.
+        poll(&mut agg, vec![back(3_100, 0)], 4_000);
+        agg.close(4_000 * MS, 0);
+        assert_eq!(agg.charged.len(), 1);
+        agg.close(5_000 * MS, 0);
+        assert!(agg.charged.is_empty());
     }
 }

@@ -6,11 +6,8 @@
 use crate::SamplerError;
 use crate::launch;
 use crate::parse::{self, Record};
-use crate::process::ProcessTable;
 use crate::sys::{self, EventConfig, EventKind};
-use crate::unwind::DwarfUnwinder;
-use ember_samples::{Frame, Recording, StackKey};
-use std::collections::{HashMap, HashSet};
+use ember_samples::Recording;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -145,24 +142,7 @@ impl Session {
             },
             raw: false,
         };
-        let mut agg = Aggregator {
-            table: ProcessTable::default(),
-            rec: Recording::default(),
-            map_index: HashMap::new(),
-            names: HashMap::new(),
-            known: Default::default(),
-            refreshed: Default::default(),
-            call_graph: opts.call_graph,
-            unwinder: DwarfUnwinder::new(),
-            switched_out: HashMap::new(),
-            off_cpu_min_ns: opts.off_cpu_min_ns,
-            raw: opts.raw_events,
-            raw_index: HashMap::new(),
-            dead_now: HashSet::new(),
-            dead_prev: HashSet::new(),
-            switch_format: None,
-            timeline_switch: HashMap::new(),
-        };
+        let mut agg = Aggregator::new(opts.call_graph, opts.off_cpu_min_ns, opts.raw_events);
         let mut cfg = EventConfig {
             kind: EventKind::CpuClock,
             frequency: opts.frequency,
@@ -380,64 +360,9 @@ impl Session {
     /// Closes the current recording at `end` (CLOCK_MONOTONIC) and starts
     /// the next one there.
     fn take(&mut self, end: u64) -> Recording {
-        let agg = &mut self.agg;
-        let start = agg.rec.start_monotonic_ns;
-        let end = end.max(start);
-        // Blocked tasks: charge the time up to the cut here (the episode
-        // is counted once, in the recording where it ends). An episode still
-        // under the minimum duration is charged later, whole, if it reaches it.
-        let mut blocked: Vec<(u32, (u64, u64, StackKey))> = agg.switched_out.drain().collect();
-        for (_, (uncharged, began, key)) in &mut blocked {
-            if end.saturating_sub(*began) >= agg.off_cpu_min_ns {
-                agg.rec
-                    .add_off_cpu(key.clone(), 0, end.saturating_sub(*uncharged));
-                *uncharged = end;
-            }
-        }
-        for pid in std::mem::take(&mut agg.table.unreadable) {
-            agg.rec.warnings.push(format!(
-                "process {pid} vanished or its /proc entry is unreadable; its user frames are [unknown]"
-            ));
-        }
-        let next = agg
-            .rec
-            .next_cut(self.start_unix_ns + (end - self.start_mono_ns) as i64, end);
-        let mut rec = std::mem::replace(&mut agg.rec, next);
-        rec.duration_ns = (end - start) as i64;
-        if agg.call_graph == CallGraph::Auto {
-            rec.auto_choices = agg.unwinder.auto_choices();
-        }
-        // Ordered on arrival; a record later than the horizon margin would
-        // be the only exception, so make the order a guarantee.
-        rec.sort_raw_events();
-        agg.map_index.clear();
-        agg.raw_index.clear();
-        agg.names.clear();
-        // Still-blocked tasks continue in the next recording: move their
-        // stacks over (map indexes are per recording).
-        for (tid, (uncharged, began, mut key)) in blocked {
-            if agg.is_dead(tid) || !std::path::Path::new(&format!("/proc/{tid}")).exists() {
-                continue;
-            }
-            for frame in &mut key.frames {
-                if let Frame::User { map, .. } = frame
-                    && let Some(info) = rec.map(*map)
-                {
-                    *map = agg.intern_map(info.clone());
-                }
-            }
-            agg.switched_out.insert(tid, (uncharged, began, key));
-        }
-        // Forget tasks that died before the previous cut.
-        let dead = std::mem::replace(&mut agg.dead_prev, std::mem::take(&mut agg.dead_now));
-        for tid in dead {
-            if agg.table.forget(tid) {
-                agg.known.remove(&tid);
-                agg.refreshed.remove(&tid);
-                agg.unwinder.forget(tid);
-            }
-        }
-        agg.table.release_unused_paths();
+        let end = end.max(self.agg.rec.start_monotonic_ns);
+        let end_unix_ns = self.start_unix_ns + (end - self.start_mono_ns) as i64;
+        let rec = self.agg.close(end, end_unix_ns);
         self.cut_samples += rec.samples;
         self.cut_lost += rec.lost;
         rec
