@@ -151,6 +151,9 @@ pub enum Record {
         id: SampleId,
         /// Number of records lost.
         lost: u64,
+        /// Lost from the buffer of an off-CPU event (switches). Set by the
+        /// reader, which knows the ring's event.
+        off_cpu: bool,
     },
 }
 
@@ -349,6 +352,7 @@ fn parse_one(kind: u32, misc: u16, body: &[u8], layout: Layout) -> Option<Record
             Some(Record::Lost {
                 id: sample_id(body),
                 lost,
+                off_cpu: false,
             })
         }
         kind::SWITCH => Some(Record::Switch {
@@ -370,6 +374,7 @@ fn parse_one(kind: u32, misc: u16, body: &[u8], layout: Layout) -> Option<Record
             Some(Record::Lost {
                 id: sample_id(body),
                 lost,
+                off_cpu: false,
             })
         }
         _ => None,

@@ -133,7 +133,16 @@ impl Aggregator {
                 self.switched_out.remove(&tid);
                 self.table.exit(pid, tid);
             }
-            Record::Lost { lost, .. } => self.rec.lost += lost,
+            Record::Lost { lost, off_cpu, .. } => {
+                self.rec.lost += lost;
+                if off_cpu {
+                    // Switches were lost: any task away from a CPU may have come back and left
+                    // again unseen, so where its episode ends is not known. Its open episode
+                    // is dropped rather than charged through time it may have run (a 20 ms
+                    // nap's stack charged until the end of the next 300 ms sleep).
+                    self.switched_out.clear();
+                }
+            }
             Record::Switch { id, out, other } => {
                 if !out {
                     self.switch_in(id.tid, id.time);
@@ -662,6 +671,42 @@ mod tests {
             rec.off_cpu_stacks().values().map(|v| v.count).sum::<u64>(),
             2
         );
+    }
+
+    /// The kernel's note that `lost` records of `cpu`'s buffer were dropped.
+    fn lost(ms: u64, cpu: u32, off_cpu: bool) -> Record {
+        Record::Lost {
+            id: SampleId {
+                time: ms * MS,
+                cpu,
+                ..task()
+            },
+            lost: 2,
+            off_cpu,
+        }
+    }
+
+    #[test]
+    fn an_episode_open_across_lost_switches_is_not_charged() {
+        let mut agg = aggregator();
+        agg.off_cpu_min_ns = 100 * MS;
+        // A 20 ms nap from 0 ms; its return at 20 ms and the next leave at 21 ms (into a 300 ms
+        // sleep) were lost with CPU 1's full buffer; the return from that sleep at 321 ms is
+        // seen. Charged, the nap's stack would get 321 ms over the 100 ms minimum.
+        poll(
+            &mut agg,
+            vec![out(0, 0), lost(25, 1, true), back(321, 0)],
+            1_000,
+        );
+        // Losses of the cpu-clock buffers say nothing about switches.
+        poll(
+            &mut agg,
+            vec![out(1_000, 0), lost(1_100, 1, false), back(1_300, 1)],
+            2_000,
+        );
+        let rec = agg.close(2_000 * MS, 0);
+        assert_eq!(blocked_ns(&rec), 300 * MS);
+        assert_eq!(rec.lost, 4);
     }
 
     #[test]

@@ -412,8 +412,10 @@ fn drain(
             parse::parse_records(bytes, layout)
                 .into_iter()
                 .map(|mut r| {
-                    if let Record::Sample(s) = &mut r {
-                        s.off_cpu = off_cpu;
+                    match &mut r {
+                        Record::Sample(s) => s.off_cpu = off_cpu,
+                        Record::Lost { off_cpu: o, .. } => *o = off_cpu,
+                        _ => {}
                     }
                     r
                 }),
