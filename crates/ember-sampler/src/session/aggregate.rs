@@ -35,6 +35,9 @@ pub(super) struct Aggregator {
     /// of the same task (past the horizon margin), or after a cut charged the task's blocked
     /// time up to the cut. Tasks not charged since the previous cut are forgotten at a cut.
     pub(super) charged: HashMap<u32, u64>,
+    /// The time of the last switch read from each CPU's off-CPU buffer: when that buffer
+    /// reports lost records, they were lost after it.
+    pub(super) switch_seen: HashMap<u32, u64>,
     /// Episodes shorter than this are not counted ([`Options::off_cpu_min_ns`]).
     pub(super) off_cpu_min_ns: u64,
     /// Keep [`RawEvent`]s.
@@ -73,6 +76,7 @@ impl Aggregator {
             unwinder: DwarfUnwinder::new(),
             switched_out: HashMap::new(),
             charged: HashMap::new(),
+            switch_seen: HashMap::new(),
             off_cpu_min_ns,
             raw,
             raw_index: HashMap::new(),
@@ -133,17 +137,15 @@ impl Aggregator {
                 self.switched_out.remove(&tid);
                 self.table.exit(pid, tid);
             }
-            Record::Lost { lost, off_cpu, .. } => {
+            Record::Lost { id, lost, off_cpu } => {
                 self.rec.lost += lost;
                 if off_cpu {
-                    // Switches were lost: any task away from a CPU may have come back and left
-                    // again unseen, so where its episode ends is not known. Its open episode
-                    // is dropped rather than charged through time it may have run (a 20 ms
-                    // nap's stack charged until the end of the next 300 ms sleep).
-                    self.switched_out.clear();
+                    let seen = self.switch_seen.get(&id.cpu).copied().unwrap_or(0);
+                    self.close_open_episodes(seen);
                 }
             }
             Record::Switch { id, out, other } => {
+                self.switch_seen.insert(id.cpu, id.time);
                 if !out {
                     self.switch_in(id.tid, id.time);
                     if let Some(prev) = other {
@@ -258,6 +260,7 @@ impl Aggregator {
         // (prev_comm, prev_state, next_tid, next_comm) from the tracepoint.
         let mut switch: Option<(Arc<str>, u64, u32, Arc<str>)> = None;
         if off_cpu {
+            self.switch_seen.insert(cpu, time);
             let raw = std::mem::take(&mut s.raw);
             if let Some(format) = self.switch_format
                 && let Some(f) = format.decode(&raw)
@@ -419,6 +422,20 @@ impl Aggregator {
         }
     }
 
+    /// A CPU's buffer lost switches after `seen`: a task away from a CPU may have come back
+    /// there and left again unseen, so its open episode is known to last only until `seen`.
+    /// It is charged up to there (if it reached the minimum duration by then) and closed,
+    /// rather than charged through time the task may have run: a 20 ms nap's stack was
+    /// charged until the end of the next 300 ms sleep, whose return was the next one seen.
+    fn close_open_episodes(&mut self, seen: u64) {
+        let open: Vec<Blocked> = self.switched_out.drain().collect();
+        for (tid, (uncharged, began, key)) in open {
+            if seen > began && seen - began >= self.off_cpu_min_ns {
+                self.charge_off_cpu(tid, key, 1, uncharged, seen);
+            }
+        }
+    }
+
     /// Charges `tid`'s blocked time from `from` to `to` (and `episodes` ending episodes) to
     /// `key`, less what was charged for the task already (see [`Aggregator::charged`]).
     fn charge_off_cpu(&mut self, tid: u32, key: StackKey, episodes: u64, from: u64, to: u64) {
@@ -570,163 +587,4 @@ impl Aggregator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::process_until;
-    use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    /// A task of this process (so `/proc/<tid>` exists and it is carried across cuts).
-    fn task() -> SampleId {
-        let pid = std::process::id();
-        SampleId {
-            pid,
-            tid: pid,
-            time: 0,
-            cpu: 0,
-        }
-    }
-
-    fn aggregator() -> Aggregator {
-        let mut agg = Aggregator::new(CallGraph::Fp, 0, false);
-        // Its state comes from records: no /proc reads.
-        agg.known.insert(task().pid);
-        agg
-    }
-
-    /// The context-switch event's sample of the task leaving `cpu` at `ms`.
-    fn out(ms: u64, cpu: u32) -> Record {
-        Record::Sample(SampleRecord {
-            id: SampleId {
-                time: ms * MS,
-                cpu,
-                ..task()
-            },
-            ip: 0x1000,
-            period: 1,
-            callchain: Vec::new(),
-            user_regs: Vec::new(),
-            user_stack: Vec::new(),
-            off_cpu: true,
-            raw: Vec::new(),
-        })
-    }
-
-    /// The CPU-wide PERF_RECORD_SWITCH of the task arriving on `cpu` at `ms`, from idle.
-    fn back(ms: u64, cpu: u32) -> Record {
-        Record::Switch {
-            id: SampleId {
-                time: ms * MS,
-                cpu,
-                ..task()
-            },
-            out: false,
-            other: Some((0, 0)),
-        }
-    }
-
-    fn blocked_ns(rec: &Recording) -> u64 {
-        rec.off_cpu_stacks().values().map(|v| v.period).sum()
-    }
-
-    /// One poll: these records were drained, the ones older than `horizon_ms` are handled.
-    fn poll(agg: &mut Aggregator, mut records: Vec<Record>, horizon_ms: u64) {
-        process_until(agg, &mut records, Some(horizon_ms * MS));
-        assert!(records.is_empty(), "every record is older than the horizon");
-    }
-
-    #[test]
-    fn switches_late_past_a_cut_do_not_charge_the_cut_time_again() {
-        let mut agg = aggregator();
-        // The task leaves CPU 0 at 100 ms; a cut at 1 s charges it up to the cut.
-        poll(&mut agg, vec![out(100, 0)], 1_000);
-        let first = agg.close(1_000 * MS, 0);
-        assert_eq!(blocked_ns(&first), 900 * MS);
-        // Records stamped before the cut arrive after it (written to CPU 1's buffer after
-        // that buffer was drained, as under load): the task came back at 400 ms and left
-        // again at 500 ms. It comes back for good at 1.4 s.
-        poll(
-            &mut agg,
-            vec![back(400, 1), out(500, 1), back(1_400, 0)],
-            2_000,
-        );
-        let second = agg.close(2_000 * MS, 0);
-        // [100 ms, 1 s] was charged: the episode from 500 ms is charged from 1 s only. (It was
-        // charged from 500 ms again, 1.8 s of blocked time within 1.3 s.)
-        assert_eq!(blocked_ns(&second), 400 * MS);
-        assert_eq!(blocked_ns(&first) + blocked_ns(&second), 1_300 * MS);
-    }
-
-    #[test]
-    fn a_switch_out_handled_after_a_later_return_does_not_overlap_it() {
-        let mut agg = aggregator();
-        // Away [100, 300] ms, handled in order.
-        poll(&mut agg, vec![out(100, 0), back(300, 1)], 350);
-        // A leave at 200 ms on CPU 1 arrives only now, then a return at 400 ms: what the
-        // task was charged up to 300 ms is not charged again.
-        poll(&mut agg, vec![out(200, 1), back(400, 0)], 500);
-        let rec = agg.close(500 * MS, 0);
-        assert_eq!(blocked_ns(&rec), 300 * MS, "never more than [100, 400] ms");
-        assert_eq!(
-            rec.off_cpu_stacks().values().map(|v| v.count).sum::<u64>(),
-            2
-        );
-    }
-
-    /// The kernel's note that `lost` records of `cpu`'s buffer were dropped.
-    fn lost(ms: u64, cpu: u32, off_cpu: bool) -> Record {
-        Record::Lost {
-            id: SampleId {
-                time: ms * MS,
-                cpu,
-                ..task()
-            },
-            lost: 2,
-            off_cpu,
-        }
-    }
-
-    #[test]
-    fn an_episode_open_across_lost_switches_is_not_charged() {
-        let mut agg = aggregator();
-        agg.off_cpu_min_ns = 100 * MS;
-        // A 20 ms nap from 0 ms; its return at 20 ms and the next leave at 21 ms (into a 300 ms
-        // sleep) were lost with CPU 1's full buffer; the return from that sleep at 321 ms is
-        // seen. Charged, the nap's stack would get 321 ms over the 100 ms minimum.
-        poll(
-            &mut agg,
-            vec![out(0, 0), lost(25, 1, true), back(321, 0)],
-            1_000,
-        );
-        // Losses of the cpu-clock buffers say nothing about switches.
-        poll(
-            &mut agg,
-            vec![out(1_000, 0), lost(1_100, 1, false), back(1_300, 1)],
-            2_000,
-        );
-        let rec = agg.close(2_000 * MS, 0);
-        assert_eq!(blocked_ns(&rec), 300 * MS);
-        assert_eq!(rec.lost, 4);
-    }
-
-    #[test]
-    fn episodes_across_cuts_are_split_and_charged_once() {
-        let mut agg = aggregator();
-        poll(&mut agg, vec![out(100, 0)], 1_000);
-        let first = agg.close(1_000 * MS, 0);
-        poll(&mut agg, Vec::new(), 2_000);
-        let second = agg.close(2_000 * MS, 0);
-        poll(&mut agg, vec![back(2_500, 1), out(2_600, 1)], 3_000);
-        let third = agg.close(3_000 * MS, 0);
-        assert_eq!(
-            [first, second, third].map(|r| blocked_ns(&r)),
-            [900 * MS, 1_000 * MS, 900 * MS]
-        );
-        // Charge times are kept only for tasks charged since the previous cut.
-        poll(&mut agg, vec![back(3_100, 0)], 4_000);
-        agg.close(4_000 * MS, 0);
-        assert_eq!(agg.charged.len(), 1);
-        agg.close(5_000 * MS, 0);
-        assert!(agg.charged.is_empty());
-    }
-}
+mod tests;
