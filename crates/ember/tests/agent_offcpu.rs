@@ -150,7 +150,8 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
     let elapsed = started.elapsed().as_nanos() as u64;
     assert!(
         arrived,
-        "sleep_long off-CPU time did not reach 2 s:\n{text}\n{}",
+        "sleep_long off-CPU time did not reach 2 s ({:?} records lost):\n{text}\n{}",
+        agent_util::metric(&agent.metrics(), "ember_agent_lost_samples_total"),
         agent.log()
     );
     let long = folded_count(&text, "sleep_long");
