@@ -242,8 +242,6 @@ struct NodeData {
 
 struct Graph {
     data: Vec<NodeData>,
-    /// Nodes with any value, in display order once sorted.
-    order: Vec<usize>,
 }
 
 impl Prepared {
@@ -380,27 +378,7 @@ impl Prepared {
                 data[p].flat = data[p].flat.wrapping_add(w);
             }
         }
-        let order = (0..data.len())
-            .filter(|&n| data[n].cum != 0 || data[n].flat != 0)
-            .collect();
-        Graph { data, order }
-    }
-
-    fn sort(&self, graph: &mut Graph, by: SortBy) {
-        let data = &graph.data;
-        graph.order.sort_by(|&l, &r| {
-            let (dl, dr) = (&data[l], &data[r]);
-            let (first_l, first_r, second_l, second_r) = match by {
-                SortBy::Flat => (dl.flat, dr.flat, dl.cum, dr.cum),
-                SortBy::Cum => (dl.cum, dr.cum, dl.flat, dr.flat),
-            };
-            first_r
-                .wrapping_abs()
-                .cmp(&first_l.wrapping_abs())
-                .then_with(|| self.names[l].cmp(&self.names[r]))
-                .then_with(|| second_r.wrapping_abs().cmp(&second_l.wrapping_abs()))
-                .then_with(|| self.sprints[l].cmp(&self.sprints[r]))
-        });
+        Graph { data }
     }
 }
 
@@ -427,60 +405,184 @@ pub fn top(profile: &Profile, options: &TopOptions) -> Result<TopTable, FormatEr
         .iter()
         .fold(0i64, |acc, (_, v)| acc.wrapping_add(v.wrapping_abs()));
 
-    let mut graph = prepared.graph(None);
-    let total_flat = graph
+    let graph = prepared.graph(None);
+    let nodes = Nodes {
+        flat: graph.data.iter().map(|d| d.flat).collect(),
+        cum: graph.data.iter().map(|d| d.cum).collect(),
+        names: &prepared.names,
+        sprints: &prepared.sprints,
+    };
+    let ranking = nodes.rank(options);
+    // Flat and cumulative values of the nodes kept do not change when the others are left
+    // out, but the call edges do (a frame's caller becomes the nearest kept one), and the
+    // `(inline)` marks are read from the edges of the graph of the nodes kept.
+    let graph = match &ranking.kept {
+        Some(kept) => prepared.graph(Some(kept)),
+        None => graph,
+    };
+    let edge_cutoff = ((ranking.total_flat as f64 * options.edge_fraction) as i64).wrapping_abs();
+    let inline_labels = ranking
         .order
         .iter()
-        .fold(0i64, |acc, &n| acc.wrapping_add(graph.data[n].flat));
-    let node_cutoff = ((total_flat as f64 * options.node_fraction) as i64).wrapping_abs();
-    let edge_cutoff = ((total_flat as f64 * options.edge_fraction) as i64).wrapping_abs();
-    let mut dropped = 0;
-    if node_cutoff > 0 {
-        let mut kept = vec![false; prepared.keys.len()];
-        let mut kept_count = 0;
-        for &n in &graph.order {
-            if graph.data[n].cum.wrapping_abs() >= node_cutoff {
-                kept[n] = true;
-                kept_count += 1;
+        .map(|&n| {
+            let strong = || {
+                graph.data[n]
+                    .callers
+                    .values()
+                    .filter(|(weight, _)| weight.wrapping_abs() >= edge_cutoff)
+            };
+            match (strong().any(|&(_, i)| i), strong().any(|&(_, i)| !i)) {
+                (true, true) => "(partial-inline)",
+                (true, false) => "(inline)",
+                _ => "",
+            }
+        })
+        .collect();
+    Ok(write_table(
+        &nodes,
+        &ranking,
+        inline_labels,
+        Summary {
+            total,
+            sample_index: index,
+            sample_type,
+            sample_unit,
+            header: options.profile_labels.then(|| Header::of(profile)),
+        },
+        options,
+    ))
+}
+
+/// Per-node values and names of a table's candidate rows, whichever input they come from (a
+/// profile's call graph, or a call tree by frame name: [`top_of_tree`]).
+pub(crate) struct Nodes<'a> {
+    /// Value of the stacks whose leaf is the node.
+    pub(crate) flat: Vec<i64>,
+    /// Value of the stacks the node is on, counted once per stack.
+    pub(crate) cum: Vec<i64>,
+    /// Printable names (the first tie-breaker).
+    pub(crate) names: &'a [String],
+    /// The node keys as Go prints them (the last tie-breaker).
+    pub(crate) sprints: &'a [String],
+}
+
+/// The rows chosen, as pprof chooses them.
+pub(crate) struct Ranking {
+    /// Nodes shown, in display order.
+    order: Vec<usize>,
+    /// Nodes left out for a cumulative value under the node fraction.
+    dropped: usize,
+    /// Nodes left after that cut, before the node count limit.
+    original_count: usize,
+    /// Sum of every node's flat value (the base of the node and edge fractions).
+    total_flat: i64,
+    /// The nodes a graph of the rows keeps, when some are left out.
+    kept: Option<Vec<bool>>,
+}
+
+impl Nodes<'_> {
+    /// Drops nodes under the node fraction, orders the rest and keeps the first
+    /// `node_count`, like pprof.
+    pub(crate) fn rank(&self, options: &TopOptions) -> Ranking {
+        let mut order: Vec<usize> = (0..self.flat.len())
+            .filter(|&n| self.cum[n] != 0 || self.flat[n] != 0)
+            .collect();
+        let total_flat = order
+            .iter()
+            .fold(0i64, |acc, &n| acc.wrapping_add(self.flat[n]));
+        let node_cutoff = ((total_flat as f64 * options.node_fraction) as i64).wrapping_abs();
+        let mut dropped = 0;
+        let mut kept = None;
+        if node_cutoff > 0 {
+            // Nodes outside `order` have a zero cumulative value, so they fail the cut too.
+            let mask: Vec<bool> = self
+                .cum
+                .iter()
+                .map(|c| c.wrapping_abs() >= node_cutoff)
+                .collect();
+            let before = order.len();
+            order.retain(|&n| mask[n]);
+            if order.len() != before {
+                dropped = before - order.len();
+                kept = Some(mask);
             }
         }
-        if kept_count != graph.order.len() {
-            dropped = graph.order.len() - kept_count;
-            graph = prepared.graph(Some(&kept));
+        let original_count = order.len();
+        self.sort(&mut order, options.sort);
+        if options.node_count > 0 && order.len() > options.node_count {
+            order.truncate(options.node_count);
+            let mut mask = vec![false; self.flat.len()];
+            for &n in &order {
+                mask[n] = true;
+            }
+            kept = Some(mask);
         }
-    }
-    let original_count = graph.order.len();
-    prepared.sort(&mut graph, options.sort);
-    if options.node_count > 0 && graph.order.len() > options.node_count {
-        let mut kept = vec![false; prepared.keys.len()];
-        for &n in &graph.order[..options.node_count] {
-            kept[n] = true;
+        Ranking {
+            order,
+            dropped,
+            original_count,
+            total_flat,
+            kept,
         }
-        graph = prepared.graph(Some(&kept));
-        prepared.sort(&mut graph, options.sort);
-    }
-    for node in &mut graph.data {
-        node.callers
-            .retain(|_, (weight, _)| weight.wrapping_abs() >= edge_cutoff);
     }
 
-    let output_unit = select_output_unit(&graph, total, &sample_unit);
+    fn sort(&self, order: &mut [usize], by: SortBy) {
+        order.sort_by(|&l, &r| {
+            let (first_l, first_r, second_l, second_r) = match by {
+                SortBy::Flat => (self.flat[l], self.flat[r], self.cum[l], self.cum[r]),
+                SortBy::Cum => (self.cum[l], self.cum[r], self.flat[l], self.flat[r]),
+            };
+            first_r
+                .wrapping_abs()
+                .cmp(&first_l.wrapping_abs())
+                .then_with(|| self.names[l].cmp(&self.names[r]))
+                .then_with(|| second_r.wrapping_abs().cmp(&second_l.wrapping_abs()))
+                .then_with(|| self.sprints[l].cmp(&self.sprints[r]))
+        });
+    }
+}
+
+/// What a table says about its input besides the rows.
+pub(crate) struct Summary<'a> {
+    /// Sum of |value| over all stacks.
+    pub(crate) total: i64,
+    /// Index of the sample type shown.
+    pub(crate) sample_index: usize,
+    /// The sample type's name.
+    pub(crate) sample_type: String,
+    /// The sample type's unit.
+    pub(crate) sample_unit: String,
+    /// The descriptive lines above the summary, `None` when they are not wanted.
+    pub(crate) header: Option<Header<'a>>,
+}
+
+/// Writes the table of the ranked rows: units, labels, running sums. The one writer of both
+/// [`top`] and [`top_of_tree`], so both say the same of the same values.
+pub(crate) fn write_table(
+    nodes: &Nodes<'_>,
+    ranking: &Ranking,
+    inline_labels: Vec<&'static str>,
+    summary: Summary<'_>,
+    options: &TopOptions,
+) -> TopTable {
+    let Summary {
+        total,
+        sample_index,
+        sample_type,
+        sample_unit,
+        header,
+    } = summary;
+    let output_unit = select_output_unit(nodes, &ranking.order, total, &sample_unit);
     let format = |v: i64| scaled_label(v, &sample_unit, &output_unit);
 
-    let mut labels = Vec::new();
-    if options.profile_labels {
-        labels.extend(profile_labels(
-            profile,
-            &sample_type,
-            &sample_unit,
-            total,
-            &format,
-        ));
-    }
-    let flat_sum = graph
+    let mut labels = match &header {
+        Some(h) => h.lines(&sample_type, &sample_unit, total, &format),
+        None => Vec::new(),
+    };
+    let flat_sum = ranking
         .order
         .iter()
-        .fold(0i64, |acc, &n| acc.wrapping_add(graph.data[n].flat));
+        .fold(0i64, |acc, &n| acc.wrapping_add(nodes.flat[n]));
     labels.push(format!(
         "Showing nodes accounting for {}, {} of {} total",
         format(flat_sum),
@@ -488,6 +590,7 @@ pub fn top(profile: &Profile, options: &TopOptions) -> Result<TopTable, FormatEr
         format(total)
     ));
     if total != 0 {
+        let dropped = ranking.dropped;
         if dropped > 0 {
             let cutoff = ((total as f64 * options.node_fraction) as i64).wrapping_abs();
             let noun = if dropped > 1 { "nodes" } else { "node" };
@@ -496,60 +599,54 @@ pub fn top(profile: &Profile, options: &TopOptions) -> Result<TopTable, FormatEr
                 format(cutoff)
             ));
         }
-        if !graph.order.is_empty() && graph.order.len() < original_count {
+        if !ranking.order.is_empty() && ranking.order.len() < ranking.original_count {
             labels.push(format!(
-                "Showing top {} nodes out of {original_count}",
-                graph.order.len()
+                "Showing top {} nodes out of {}",
+                ranking.order.len(),
+                ranking.original_count
             ));
         }
     }
 
-    let mut rows = Vec::with_capacity(graph.order.len());
+    let mut rows = Vec::with_capacity(ranking.order.len());
     let mut running = 0i64;
-    for &n in &graph.order {
-        let node = &graph.data[n];
-        let inline = node.callers.values().any(|&(_, inl)| inl);
-        let not_inline = node.callers.values().any(|&(_, inl)| !inl);
-        let inline_label = match (inline, not_inline) {
-            (true, true) => "(partial-inline)",
-            (true, false) => "(inline)",
-            _ => "",
-        };
-        running = running.wrapping_add(node.flat);
+    for (&n, inline_label) in ranking.order.iter().zip(inline_labels) {
+        let (flat, cum) = (nodes.flat[n], nodes.cum[n]);
+        running = running.wrapping_add(flat);
         rows.push(TopRow {
-            name: prepared.names[n].clone(),
+            name: nodes.names[n].clone(),
             inline_label,
-            flat: node.flat,
-            cum: node.cum,
-            flat_text: format(node.flat),
-            flat_percent: percentage(node.flat, total),
+            flat,
+            cum,
+            flat_text: format(flat),
+            flat_percent: percentage(flat, total),
             sum_percent: percentage(running, total),
-            cum_text: format(node.cum),
-            cum_percent: percentage(node.cum, total),
+            cum_text: format(cum),
+            cum_percent: percentage(cum, total),
         });
     }
-    Ok(TopTable {
+    TopTable {
         labels,
         rows,
         total,
-        sample_index: index,
+        sample_index,
         sample_type,
         sample_unit,
         output_unit,
-    })
+    }
 }
 
 /// Picks the print unit from the smallest non-zero value shown and the total, so that small
 /// rows keep two significant decimals without the total becoming unreadable.
-fn select_output_unit(graph: &Graph, total: i64, sample_unit: &str) -> String {
-    if graph.order.is_empty() {
+fn select_output_unit(nodes: &Nodes<'_>, order: &[usize], total: i64, sample_unit: &str) -> String {
+    if order.is_empty() {
         return "minimum".to_owned();
     }
     let mut min_value = 0i64;
-    for &n in &graph.order {
-        let mut v = graph.data[n].flat.wrapping_abs();
+    for &n in order {
+        let mut v = nodes.flat[n].wrapping_abs();
         if v == 0 {
-            v = graph.data[n].cum.wrapping_abs();
+            v = nodes.cum[n].wrapping_abs();
         }
         if v > 0 && (min_value == 0 || v < min_value) {
             min_value = v;
@@ -572,59 +669,82 @@ fn select_output_unit(graph: &Graph, total: i64, sample_unit: &str) -> String {
     }
 }
 
-/// The descriptive header lines pprof prints above the summary.
-fn profile_labels(
-    profile: &Profile,
-    sample_type: &str,
-    sample_unit: &str,
-    total: i64,
-    format: &dyn Fn(i64) -> String,
-) -> Vec<String> {
-    let mut labels = Vec::new();
-    if let Some(m) = profile.mapping.first() {
-        let file = string(profile, m.filename);
-        let build_id = string(profile, m.build_id);
-        let file = if build_id.is_empty() && has_url_scheme(file) {
-            ""
-        } else {
-            file
+/// What pprof prints about a profile above the summary, besides its sample type: its first
+/// mapping's file and build id, comments, time and duration. Empty for inputs that are not one
+/// profile (a merged call tree).
+#[derive(Default)]
+pub(crate) struct Header<'a> {
+    file: &'a str,
+    build_id: &'a str,
+    comments: Vec<&'a str>,
+    time_nanos: i64,
+    duration_nanos: i64,
+}
+
+impl<'a> Header<'a> {
+    fn of(profile: &'a Profile) -> Header<'a> {
+        let mut header = Header {
+            comments: profile.comment.iter().map(|&c| string(profile, c)).collect(),
+            time_nanos: profile.time_nanos,
+            duration_nanos: profile.duration_nanos,
+            ..Header::default()
         };
-        if !file.is_empty() {
-            labels.push(format!("File: {}", go_base(file)));
+        if let Some(m) = profile.mapping.first() {
+            let file = string(profile, m.filename);
+            header.build_id = string(profile, m.build_id);
+            header.file = if header.build_id.is_empty() && has_url_scheme(file) {
+                ""
+            } else {
+                file
+            };
         }
-        if !build_id.is_empty() {
-            labels.push(format!("Build ID: {build_id}"));
+        header
+    }
+
+    /// The lines, `Type:` included (pprof prints it between the comments and the time).
+    fn lines(
+        &self,
+        sample_type: &str,
+        sample_unit: &str,
+        total: i64,
+        format: &dyn Fn(i64) -> String,
+    ) -> Vec<String> {
+        let mut labels = Vec::new();
+        if !self.file.is_empty() {
+            labels.push(format!("File: {}", go_base(self.file)));
         }
-    }
-    for &c in &profile.comment {
-        let c = string(profile, c);
-        if !c.starts_with('#') {
-            labels.push(c.to_owned());
+        if !self.build_id.is_empty() {
+            labels.push(format!("Build ID: {}", self.build_id));
         }
+        for c in &self.comments {
+            if !c.starts_with('#') {
+                labels.push((*c).to_owned());
+            }
+        }
+        if !sample_type.is_empty() {
+            labels.push(format!("Type: {sample_type}"));
+        }
+        if self.time_nanos != 0 {
+            labels.push(format!("Time: {}", format_time_utc(self.time_nanos)));
+        }
+        if self.duration_nanos != 0 {
+            let duration = scaled_label(self.duration_nanos, "nanoseconds", "auto");
+            let (total_nanos, total_unit) = scale(total, sample_unit, "nanoseconds");
+            let ratio = if total_unit == "ns" && total_nanos != 0.0 {
+                format!(
+                    "({})",
+                    percentage(total_nanos as i64, self.duration_nanos)
+                )
+            } else {
+                String::new()
+            };
+            labels.push(format!(
+                "Duration: {duration}, Total samples = {} {ratio}",
+                format(total)
+            ));
+        }
+        labels
     }
-    if !sample_type.is_empty() {
-        labels.push(format!("Type: {sample_type}"));
-    }
-    if profile.time_nanos != 0 {
-        labels.push(format!("Time: {}", format_time_utc(profile.time_nanos)));
-    }
-    if profile.duration_nanos != 0 {
-        let duration = scaled_label(profile.duration_nanos, "nanoseconds", "auto");
-        let (total_nanos, total_unit) = scale(total, sample_unit, "nanoseconds");
-        let ratio = if total_unit == "ns" && total_nanos != 0.0 {
-            format!(
-                "({})",
-                percentage(total_nanos as i64, profile.duration_nanos)
-            )
-        } else {
-            String::new()
-        };
-        labels.push(format!(
-            "Duration: {duration}, Total samples = {} {ratio}",
-            format(total)
-        ));
-    }
-    labels
 }
 
 /// `Jan 2, 2006 at 3:04pm (UTC)`: Go's layout, always in UTC so output does not depend on the
