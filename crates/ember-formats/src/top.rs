@@ -12,6 +12,10 @@ use ember_pprof::Profile;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
+mod tree;
+
+pub use tree::{FrameTree, top_of_tree};
+
 /// Which column orders the rows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SortBy {

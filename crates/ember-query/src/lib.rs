@@ -23,6 +23,7 @@ mod ops;
 pub mod parse;
 mod render;
 mod request;
+mod top;
 mod tree;
 
 pub use ember_store::{Labels, Merged, TimeSeries};
@@ -30,6 +31,7 @@ pub use flamebearer::units;
 pub use ops::{Diff, Querier};
 pub use render::{Format, Output, diff_stacks, folded_text, pprof_profile};
 pub use request::{DEFAULT_MAX_NODES, NameRule, QueryRequest};
+pub use top::{diff_top, merged_top};
 pub use tree::{DiffNode, DiffTree, Node, Tree};
 
 /// Why a query could not be answered. Each variant maps to one client-visible error class
