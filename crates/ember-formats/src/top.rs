@@ -688,7 +688,11 @@ pub(crate) struct Header<'a> {
 impl<'a> Header<'a> {
     fn of(profile: &'a Profile) -> Header<'a> {
         let mut header = Header {
-            comments: profile.comment.iter().map(|&c| string(profile, c)).collect(),
+            comments: profile
+                .comment
+                .iter()
+                .map(|&c| string(profile, c))
+                .collect(),
             time_nanos: profile.time_nanos,
             duration_nanos: profile.duration_nanos,
             ..Header::default()
@@ -735,10 +739,7 @@ impl<'a> Header<'a> {
             let duration = scaled_label(self.duration_nanos, "nanoseconds", "auto");
             let (total_nanos, total_unit) = scale(total, sample_unit, "nanoseconds");
             let ratio = if total_unit == "ns" && total_nanos != 0.0 {
-                format!(
-                    "({})",
-                    percentage(total_nanos as i64, self.duration_nanos)
-                )
+                format!("({})", percentage(total_nanos as i64, self.duration_nanos))
             } else {
                 String::new()
             };

@@ -190,8 +190,7 @@ fn stored_profile_lists_the_rows_of_the_file() {
     for (i, f) in proto_files().iter().enumerate() {
         let service = format!("svc{i}");
         let original = ember_pprof::read_file(f).expect("read corpus profile");
-        if original.location.iter().any(|l| l.line.is_empty()) || !ingest(&store, &service, T0, f)
-        {
+        if original.location.iter().any(|l| l.line.is_empty()) || !ingest(&store, &service, T0, f) {
             continue;
         }
         for (index, sample_type) in original.sample_type.iter().enumerate() {
@@ -211,7 +210,10 @@ fn stored_profile_lists_the_rows_of_the_file() {
             let file = top(&original, &options).expect("top of the file");
             let stored = merged_top(&merged);
             let rows = |t: &ember_formats::TopTable| -> Vec<(String, i64, i64)> {
-                t.rows.iter().map(|r| (r.name.clone(), r.flat, r.cum)).collect()
+                t.rows
+                    .iter()
+                    .map(|r| (r.name.clone(), r.flat, r.cum))
+                    .collect()
             };
             let what = format!("{} [{name}]", f.display());
             assert_eq!(rows(&stored), rows(&file), "{what}");
@@ -221,7 +223,11 @@ fn stored_profile_lists_the_rows_of_the_file() {
                 t.labels.iter().skip_while(shown).cloned().collect()
             };
             assert_eq!(summary(&stored), summary(&file), "{what}");
-            inlined_rows += file.rows.iter().filter(|r| !r.inline_label.is_empty()).count();
+            inlined_rows += file
+                .rows
+                .iter()
+                .filter(|r| !r.inline_label.is_empty())
+                .count();
             compared += 1;
         }
     }
