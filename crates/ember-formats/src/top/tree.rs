@@ -7,7 +7,8 @@
 
 use std::collections::HashMap;
 
-use super::{Header, NodeKey, Nodes, Summary, TopOptions, TopTable, write_table};
+use super::table::{Header, Nodes, Summary, write_table};
+use super::{NodeKey, TopOptions, TopTable};
 
 /// A call tree by frame name: every path from the root is a distinct stack, and a frame's own
 /// value is the value of the stack that ends there.
