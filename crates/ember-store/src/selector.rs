@@ -38,6 +38,21 @@ impl Matcher {
         }
     }
 
+    /// A matcher accepting exactly the values `values` (`name=~"v1|v2|…"` with each value
+    /// taken literally); `None` when the list is empty.
+    pub fn any_of(name: &str, values: &[String]) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        let alternatives: Vec<String> = values.iter().map(|v| regex::escape(v)).collect();
+        // Escaped literals joined by `|` always form a valid expression.
+        let re = Regex::new(&format!("^(?:{})$", alternatives.join("|"))).ok()?;
+        Some(Matcher {
+            name: name.to_string(),
+            op: MatchOp::Re(re),
+        })
+    }
+
     /// Whether `value` (empty when the label is absent) satisfies the matcher.
     pub fn matches(&self, value: &str) -> bool {
         match &self.op {
