@@ -19,6 +19,7 @@ use crate::{
     TYPE_LABEL, TenantHead, pprof_out,
 };
 
+mod samples;
 mod sums;
 
 use sums::{NodeSums, SPARSE_RATIO, compact_frames, in_range, sum_nodes};
@@ -235,6 +236,47 @@ fn average(sum: i64, count: i64) -> i64 {
     }
 }
 
+/// Takes a series' (or a sample-label group's) `(time, total)` points.
+type AddPoints<'a> = dyn FnMut(&Labels, &mut dyn Iterator<Item = (i64, i64)>) + 'a;
+
+/// Feeds `add` the `(time, total)` points of every series of `head` that `selector` picks,
+/// keyed by the series labels plus, when `group_by` names sample labels, their values.
+fn head_totals(
+    head: &TenantHead,
+    selector: &Selector,
+    query: &Query,
+    group_by: &[String],
+    add: &mut AddPoints<'_>,
+) {
+    let mut filter = samples::SampleFilter::new(head, selector);
+    for series in head.select(selector) {
+        let pass = filter.for_series(series);
+        match samples::SampleGroups::new(head, series, group_by) {
+            None => {
+                let mut points = in_range(series, query).map(|p| {
+                    let total = match pass {
+                        None => p.total(),
+                        Some(_) => {
+                            samples::entries(p, pass).fold(0i64, |a, (_, v)| a.saturating_add(v))
+                        }
+                    };
+                    (p.time_nanos, total)
+                });
+                add(&series.labels, &mut points);
+            }
+            Some(mut groups) => {
+                for p in in_range(series, query) {
+                    for (group, total) in groups.totals(p, pass) {
+                        let mut labels = series.labels.clone();
+                        labels.extend(group);
+                        add(&labels, &mut std::iter::once((p.time_nanos, total)));
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Store {
     /// `query` without what retention has expired: a kept block may still hold older
     /// profiles next to fresh ones, and they must not be served.
@@ -271,7 +313,7 @@ impl Store {
                             && s.max_time >= q.start_nanos
                             && s.series.iter().any(|x| {
                                 !x.in_range(q.start_nanos, q.end_nanos).is_empty()
-                                    && sel.matches(&x.labels)
+                                    && sel.matches_series(&x.labels, |n| s.has_sample_label(n))
                             })
                     }
                     _ => true,
@@ -453,20 +495,35 @@ impl Store {
                 e.1 += 1;
             }
         };
-        // Heads in memory, then blocks from their index: totals never decode a block.
+        // Heads in memory, then blocks from their index: totals decode a block only when
+        // sample labels select or group its profiles.
+        let mut decode: Vec<Arc<Section>> = Vec::new();
         if let Some(t) = self.tenant(tenant) {
             let t = t.read().unwrap_or_else(|e| e.into_inner());
             for h in std::iter::once(&t.head).chain(t.frozen.iter().map(|(_, h)| h)) {
-                for series in h.select(&selector) {
-                    let mut points = in_range(series, query).map(|p| (p.time_nanos, p.total()));
-                    add(&series.labels, &mut points);
-                }
+                head_totals(h, &selector, query, group_by, &mut add);
             }
             for s in &t.sections {
                 if s.min_time > query.end_nanos || s.max_time < query.start_nanos {
                     continue;
                 }
-                for x in s.series.iter().filter(|x| selector.matches(&x.labels)) {
+                let has = |n: &str| s.has_sample_label(n);
+                let selected: Vec<_> = s
+                    .series
+                    .iter()
+                    .filter(|x| selector.matches_series(&x.labels, has))
+                    .collect();
+                let by_samples = selected.iter().any(|x| {
+                    !selector.sample_matchers(&x.labels, has).is_empty()
+                        || group_by
+                            .iter()
+                            .any(|g| has(g) && !x.labels.iter().any(|(n, _)| n == g))
+                });
+                if by_samples {
+                    decode.push(s.clone());
+                    continue;
+                }
+                for x in selected {
                     let r = x.in_range(query.start_nanos, query.end_nanos);
                     let mut points = x.times[r.clone()]
                         .iter()
@@ -474,6 +531,12 @@ impl Store {
                         .zip(x.totals[r].iter().copied());
                     add(&x.labels, &mut points);
                 }
+            }
+        }
+        for s in decode {
+            match self.cache.get(&self.objects, &s) {
+                Ok(head) => head_totals(&head, &selector, query, group_by, &mut add),
+                Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
             }
         }
         let mut groups: BTreeMap<Labels, BTreeMap<i64, i64>> = BTreeMap::new();
@@ -540,7 +603,7 @@ impl Store {
                     .iter()
                     .filter(|x| {
                         query.is_none_or(|q| !x.in_range(q.start_nanos, q.end_nanos).is_empty())
-                            && selector.matches(&x.labels)
+                            && selector.matches_series(&x.labels, |n| s.has_sample_label(n))
                     })
                     .map(|x| x.labels.clone()),
             );
