@@ -99,16 +99,14 @@ impl FunctionSums {
             })
             .collect();
 
-        let children = Children::new(&tree.frames[..n]);
         let functions = texts.len();
+        let mut walk = Walk::new(&tree.frames[..n], &tree.self_values[..n], &function);
         let mut flat = vec![0i64; functions];
         let mut cum = vec![0i64; functions];
         // How many frames of each function are on the path from the root to the frame being
         // visited: a function's cumulative value takes a subtree only where it is outermost,
         // so a stack is counted once however often the function recurses in it.
         let mut on_path = vec![0u32; functions];
-        // Value of each frame's subtree, complete when the walk leaves the frame.
-        let mut subtree: Vec<i64> = tree.self_values[..n].to_vec();
         let mut total = if n > 0 {
             tree.self_values[0].wrapping_abs()
         } else {
@@ -116,32 +114,32 @@ impl FunctionSums {
         };
         let mut stack: Vec<(u32, u32)> = Vec::new();
         if n > 0 {
-            stack.push((0, children.start[0]));
+            stack.push((0, walk.nodes[0].first_child));
         }
         while let Some(top) = stack.last_mut() {
-            let frame = top.0;
-            if top.1 < children.start[frame as usize + 1] {
-                let child = children.list[top.1 as usize];
+            let frame = top.0 as usize;
+            if top.1 < walk.nodes[frame].end_child {
+                let child = walk.children[top.1 as usize];
                 top.1 += 1;
-                on_path[function[child as usize] as usize] += 1;
-                stack.push((child, children.start[child as usize]));
+                let node = &walk.nodes[child as usize];
+                on_path[node.function as usize] += 1;
+                stack.push((child, node.first_child));
                 continue;
             }
             stack.pop();
             if frame == 0 {
                 continue;
             }
-            let f = function[frame as usize] as usize;
-            let own = tree.self_values[frame as usize];
-            let value = subtree[frame as usize];
-            flat[f] = flat[f].wrapping_add(own);
-            total = total.wrapping_add(own.wrapping_abs());
+            let node = walk.nodes[frame];
+            let f = node.function as usize;
+            flat[f] = flat[f].wrapping_add(node.own);
+            total = total.wrapping_add(node.own.wrapping_abs());
             if on_path[f] == 1 {
-                cum[f] = cum[f].wrapping_add(value);
+                cum[f] = cum[f].wrapping_add(node.subtree);
             }
             on_path[f] -= 1;
-            let parent = tree.frames[frame as usize].0 as usize;
-            subtree[parent] = subtree[parent].wrapping_add(value);
+            let parent = &mut walk.nodes[node.parent as usize];
+            parent.subtree = parent.subtree.wrapping_add(node.subtree);
         }
 
         let keys: Vec<NodeKey> = texts
@@ -162,36 +160,64 @@ impl FunctionSums {
     }
 }
 
-/// Children of every frame, packed: those of frame `f` are `list[start[f]..start[f + 1]]`.
-struct Children {
-    start: Vec<u32>,
-    list: Vec<u32>,
+/// What the walk reads and writes of a frame, side by side (one cache line holds two frames:
+/// a day's tree has millions of frames, visited in an order unrelated to their ids).
+#[derive(Clone, Copy, Default)]
+struct WalkNode {
+    parent: u32,
+    function: u32,
+    /// The frame's children are `children[first_child..end_child]`.
+    first_child: u32,
+    end_child: u32,
+    /// Value of the stack that ends at the frame.
+    own: i64,
+    /// Value of the frame's subtree, complete once the walk has left the frame.
+    subtree: i64,
 }
 
-impl Children {
-    fn new(frames: &[(u32, u32)]) -> Children {
+/// A tree laid out for a depth-first walk from the root.
+struct Walk {
+    nodes: Vec<WalkNode>,
+    children: Vec<u32>,
+}
+
+impl Walk {
+    fn new(frames: &[(u32, u32)], values: &[i64], function: &[u32]) -> Walk {
         let n = frames.len();
         let parent_of = |f: usize| -> Option<usize> {
             let p = frames[f].0 as usize;
             (f != 0 && p < n && p != f).then_some(p)
         };
-        let mut start = vec![0u32; n + 1];
+        let mut nodes: Vec<WalkNode> = (0..n)
+            .map(|f| WalkNode {
+                parent: frames[f].0,
+                function: function[f],
+                own: values[f],
+                subtree: values[f],
+                ..WalkNode::default()
+            })
+            .collect();
+        // Count each frame's children into `end_child`, turn the counts into ranges, then
+        // place the children (`first_child` ends where `end_child` was).
         for f in 0..n {
             if let Some(p) = parent_of(f) {
-                start[p + 1] += 1;
+                nodes[p].end_child += 1;
             }
         }
-        for i in 0..n {
-            start[i + 1] += start[i];
+        let mut at = 0u32;
+        for node in &mut nodes {
+            let count = node.end_child;
+            node.first_child = at;
+            node.end_child = at;
+            at += count;
         }
-        let mut fill = start.clone();
-        let mut list = vec![0u32; start[n] as usize];
+        let mut children = vec![0u32; at as usize];
         for f in 0..n {
             if let Some(p) = parent_of(f) {
-                list[fill[p] as usize] = f as u32;
-                fill[p] += 1;
+                children[nodes[p].end_child as usize] = f as u32;
+                nodes[p].end_child += 1;
             }
         }
-        Children { start, list }
+        Walk { nodes, children }
     }
 }
