@@ -7,7 +7,11 @@
 //! - the merge alone (`Store::merge_stacks`);
 //! - the flame graph (`Querier::flamebearer`: merge, node-limited tree, timeline, JSON);
 //! - the top table as the server writes it (`Querier::render` with `Format::Top`: merge, then
-//!   the table from the call tree);
+//!   the table from the call tree), and as it wrote it before (merge, then the table of the
+//!   pprof made of the merge);
+//! - the diff top table of the range's second half against its first, from both merged trees
+//!   (`diff_top`) and from the diff's pprof (`Diff::profile`, the previous path), checked
+//!   identical;
 //! - the table from the merged call tree alone (`merged_top`), and the table the server wrote
 //!   before (`ember_formats::top` of `pprof_profile`), checking both texts are identical.
 //!
@@ -113,6 +117,15 @@ fn main() {
             .expect("top table")
     });
     println!("| top table (render Format::Top) | {first:.0} | {best:.0} |");
+    let (first, best, _) = time(rounds, || {
+        let merged = store.merge_stacks("t", &query);
+        ember_formats::top(&pprof_profile(&merged), &Default::default())
+            .expect("top of the pprof")
+            .render()
+    });
+    println!(
+        "| top table the previous way (merge, then top of pprof_profile) | {first:.0} | {best:.0} |"
+    );
     let (first, best, from_tree) = time(rounds, || merged_top(&merged).render());
     println!(
         "| table from the merged tree (merged_top), after the merge | {first:.0} | {best:.0} |"
@@ -133,6 +146,42 @@ fn main() {
     println!(
         "tables identical ({} bytes, {} lines)",
         from_tree.len(),
+        from_tree.lines().count()
+    );
+
+    // The diff of the range's second half against its first, after both merges.
+    let half = start + (end - start) / 2;
+    let diff = ember_query::Diff {
+        left: store.merge_stacks(
+            "t",
+            &Query {
+                end_nanos: half,
+                ..query.clone()
+            },
+        ),
+        right: store.merge_stacks(
+            "t",
+            &Query {
+                start_nanos: half + 1,
+                ..query.clone()
+            },
+        ),
+    };
+    let (first, best, from_tree) = time(rounds, || {
+        ember_query::diff_top(&diff.left, &diff.right).render()
+    });
+    println!("| diff top table from the merged trees (diff_top) | {first:.0} | {best:.0} |");
+    let (first, best, from_pprof) = time(rounds, || {
+        ember_formats::top(&diff.profile(), &Default::default())
+            .expect("top of the diff")
+            .render()
+    });
+    println!(
+        "| diff top table from the diff's pprof (the previous path) | {first:.0} | {best:.0} |"
+    );
+    assert_eq!(from_tree, from_pprof, "the two diff tables differ");
+    println!(
+        "diff tables identical ({} lines)",
         from_tree.lines().count()
     );
     store.close();

@@ -3,10 +3,9 @@
 //! the same (`ember_formats::top_of_tree` writes what `ember_formats::top` writes of
 //! [`pprof_profile`](crate::pprof_profile)), at the cost of one walk of the tree.
 
-use std::collections::HashMap;
-
 use ember_formats::{FrameTree, TopOptions, TopTable, top_of_tree};
 use ember_store::Merged;
+use rustc_hash::FxHashMap;
 
 use crate::flamebearer::type_parts;
 
@@ -72,8 +71,10 @@ impl DiffFrames {
 struct Union<'a> {
     frames: Vec<(u32, u32)>,
     names: Vec<&'a str>,
-    name_ids: HashMap<&'a str, u32>,
-    frame_ids: HashMap<(u32, u32), u32>,
+    // Fx hashing: a lookup per frame of both sides (millions for a day), keyed by this
+    // union's own ids and the sides' names.
+    name_ids: FxHashMap<&'a str, u32>,
+    frame_ids: FxHashMap<(u32, u32), u32>,
 }
 
 impl Default for Union<'_> {
@@ -81,8 +82,8 @@ impl Default for Union<'_> {
         Union {
             frames: vec![(0, 0)],
             names: vec![""],
-            name_ids: HashMap::from([("", 0)]),
-            frame_ids: HashMap::new(),
+            name_ids: FxHashMap::from_iter([("", 0)]),
+            frame_ids: FxHashMap::default(),
         }
     }
 }
