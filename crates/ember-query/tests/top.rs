@@ -3,7 +3,7 @@
 //! server makes of the same selection (`pprof_profile`, `Diff::profile`): on every corpus
 //! profile alone (each of its sample types), on merges of many profiles of one type, and on
 //! diffs between two time ranges; with the default options and with the other orders, limits
-//! and cuts of `top_of_tree`.
+//! and cuts of `top_of_tree`; and a sample without frames.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -235,5 +235,48 @@ fn stored_profile_lists_the_rows_of_the_file() {
         compared >= 90 && inlined_rows >= 100,
         "{compared} sample types, {inlined_rows} inlined rows"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Samples without frames are the root's own value: the table counts them in its total like
+/// `go tool pprof` (a sample without locations), the merged pprof keeps them as such a sample,
+/// and both tables still agree.
+#[test]
+fn samples_without_frames_count_in_the_total() {
+    let dir = std::env::temp_dir().join(format!("ember-query-top-root-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+    b.set_period(("cpu", "nanoseconds"), 10_000_000);
+    b.add_folded_stack(&["main", "work"], &[30_000_000]);
+    b.add_folded_stack(&[], &[10_000_000]);
+    let batch = IngestBatch {
+        profiles: vec![IngestProfile {
+            labels: vec![("service_name".into(), "api".into())],
+            time_nanos: T0,
+            pprof: ember_pprof::encode(&b.build()),
+            what: "profile".into(),
+        }],
+    };
+    store.ingest("t", batch).expect("ingest");
+    let merged = store.merge_stacks("t", &query(Vec::new(), 0, i64::MAX));
+    assert_eq!(merged.self_values[0], 10_000_000, "the root's own value");
+    assert_eq!(merged.total, 40_000_000);
+    let pprof = pprof_profile(&merged);
+    let pprof_total: i64 = pprof.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(
+        pprof_total, merged.total,
+        "the merged pprof keeps every sample"
+    );
+    let table = merged_top(&merged);
+    assert_eq!(table.total, 40_000_000);
+    assert!(
+        table
+            .render()
+            .contains("Showing nodes accounting for 30ms, 75.00% of 40ms total"),
+        "{}",
+        table.render()
+    );
+    check_merged(&merged, "a sample without frames");
     let _ = std::fs::remove_dir_all(&dir);
 }
