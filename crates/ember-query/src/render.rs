@@ -73,8 +73,9 @@ impl Output {
 
 /// A one-sample-type pprof profile of the merged stacks, typed (sample type and period) by
 /// the first profile type of `merged`: a function and a location per frame name, a sample per
-/// frame with a value. Built from the merged frames, so a day of hundreds of thousands of
-/// stacks never becomes strings per frame.
+/// frame with a value (the root's own value, from samples that had no frame, a sample without
+/// locations, so the total is kept). Built from the merged frames, so a day of hundreds of
+/// thousands of stacks never becomes strings per frame.
 pub fn pprof_profile(merged: &Merged) -> ember_pprof::Profile {
     let mut b = typed_builder(merged);
     // Location id of each merged name, made on first use.
