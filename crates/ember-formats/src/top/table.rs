@@ -10,7 +10,7 @@ use crate::units::{percentage, scale, scaled_label};
 use ember_pprof::Profile;
 
 /// Per-node values and names of a table's candidate rows, whichever input they come from (a
-/// profile's call graph, or a call tree by frame name: [`top_of_tree`]).
+/// profile's call graph, or a call tree by frame name: [`top_of_tree`](super::top_of_tree)).
 pub(super) struct Nodes<'a> {
     /// Value of the stacks whose leaf is the node.
     pub(super) flat: Vec<i64>,
@@ -113,7 +113,7 @@ pub(super) struct Summary<'a> {
 }
 
 /// Writes the table of the ranked rows: units, labels, running sums. The one writer of both
-/// [`top`] and [`top_of_tree`], so both say the same of the same values.
+/// [`top`](super::top) and [`top_of_tree`](super::top_of_tree), so both say the same of the same values.
 pub(super) fn write_table(
     nodes: &Nodes<'_>,
     ranking: &Ranking,
