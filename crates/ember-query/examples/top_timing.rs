@@ -136,7 +136,7 @@ fn main() {
             .render()
     });
     println!(
-        "| table from the pprof (top of pprof_profile, the previous path), after the merge | {first:.0} | {best:.0} |"
+        "| table from pprof_profile (previous path), after the merge | {first:.0} | {best:.0} |"
     );
     let Output::Bytes { body, .. } = served else {
         panic!("a top table is text");

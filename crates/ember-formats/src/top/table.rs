@@ -113,7 +113,8 @@ pub(super) struct Summary<'a> {
 }
 
 /// Writes the table of the ranked rows: units, labels, running sums. The one writer of both
-/// [`top`](super::top) and [`top_of_tree`](super::top_of_tree), so both say the same of the same values.
+/// [`top`](super::top) and [`top_of_tree`](super::top_of_tree), so both say the same of the
+/// same values.
 pub(super) fn write_table(
     nodes: &Nodes<'_>,
     ranking: &Ranking,
