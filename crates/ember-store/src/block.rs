@@ -8,10 +8,13 @@
 //!
 //! ```text
 //! "EMBERBLK3\n" section… index trailer
+//! section = gzip'd head, then its gzip'd rollup (`crate::rollup`: per series the sum of
+//!           its profiles as a frame tree)
 //! index   = varint sections, per section: tenant, offset, length, min time, max time,
 //!           profiles, series count, per series: labels, profile count, delta-coded
 //!           times, each profile's total; then the names of the sample labels its
-//!           profiles carry; then the names of the blocks it replaces
+//!           profiles carry and the rollup's offset and length; then the names of the
+//!           blocks it replaces
 //! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK3\n"
 //! ```
 //!
@@ -133,6 +136,9 @@ pub(crate) struct Section {
     pub(crate) series: Vec<IndexedSeries>,
     /// Names of the sample labels the section's profiles carry, sorted.
     pub(crate) sample_keys: Vec<String>,
+    /// Byte range of the section's gzip'd rollup ([`crate::rollup`]); `None` in blocks of
+    /// the second format.
+    pub(crate) rollup: Option<(u64, u64)>,
 }
 
 impl Section {
@@ -153,6 +159,24 @@ impl Section {
             .read_to_end(&mut bytes)
             .map_err(|e| corrupt(&self.key, &e.to_string()))?;
         Ok(bytes)
+    }
+
+    /// Reads and decodes the section's rollup (`None` when the block has none).
+    pub(crate) fn load_rollup(
+        &self,
+        objects: &Objects,
+    ) -> Result<Option<crate::rollup::Rollup>, StoreError> {
+        let Some((at, len)) = self.rollup else {
+            return Ok(None);
+        };
+        let raw = objects.get_range(&self.key, at..at + len)?;
+        let mut bytes = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut bytes)
+            .map_err(|e| corrupt(&self.key, &e.to_string()))?;
+        crate::rollup::Rollup::decode(&bytes, self.series.len())
+            .map(Some)
+            .ok_or_else(|| corrupt(&self.key, "bad rollup"))
     }
 
     /// Reads and decodes the section into a read-only head.
@@ -299,12 +323,18 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
             });
         }
         let mut sample_keys = Vec::new();
+        let mut rollup = None;
         if v3 {
             let n = r.count()?;
             for _ in 0..n {
                 sample_keys.push(r.str()?.to_string());
             }
             sample_keys.sort();
+            let (at, len) = (r.varint()?, r.varint()?);
+            if at < MAGIC.len() as u64 || at.checked_add(len)? > sections_end {
+                return None;
+            }
+            rollup = Some((at, len));
         }
         out.push(Arc::new(Section {
             id: NEXT_SECTION.fetch_add(1, Ordering::Relaxed),
@@ -316,6 +346,7 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
             max_time,
             series,
             sample_keys,
+            rollup,
         }));
     }
     let n = r.count()?;
@@ -366,17 +397,29 @@ impl BlockWriter {
         // Writing to a Vec cannot fail.
         let _ = gz.write_all(&self.encoded);
         self.file = gz.finish().unwrap_or_default();
-        let index = &mut self.index;
-        put_str(index, tenant);
-        put_varint(index, offset);
-        put_varint(index, self.file.len() as u64 - offset);
-        put_signed(index, lo);
-        put_signed(index, hi);
-        put_varint(index, head.profiles);
+        let len = self.file.len() as u64 - offset;
         let series: Vec<_> = head
             .all_series()
             .filter(|s| !s.profiles.is_empty())
             .collect();
+        // The section's rollup, gzip'd on its own right after it.
+        self.encoded.clear();
+        crate::rollup::encode(head, &series, &mut self.encoded);
+        let rollup_at = self.file.len() as u64;
+        let mut gz = flate2::write::GzEncoder::new(
+            std::mem::take(&mut self.file),
+            flate2::Compression::new(6),
+        );
+        let _ = gz.write_all(&self.encoded);
+        self.file = gz.finish().unwrap_or_default();
+        let rollup_len = self.file.len() as u64 - rollup_at;
+        let index = &mut self.index;
+        put_str(index, tenant);
+        put_varint(index, offset);
+        put_varint(index, len);
+        put_signed(index, lo);
+        put_signed(index, hi);
+        put_varint(index, head.profiles);
         put_varint(index, series.len() as u64);
         for s in series {
             put_labels(index, &s.labels);
@@ -391,6 +434,8 @@ impl BlockWriter {
         for k in keys {
             put_str(index, k);
         }
+        put_varint(index, rollup_at);
+        put_varint(index, rollup_len);
         self.sections += 1;
     }
 

@@ -329,6 +329,80 @@ impl Store {
         }
     }
 
+    /// [`Store::for_each_head`] for flame graphs: a block section whose profiles of the
+    /// selected series all lie in the query's range, with no averaged series and no
+    /// sample-label filter among them, is answered from its rollup ([`crate::rollup`]) by
+    /// `from_rollup`, with the selected series' index positions, labels and profile counts;
+    /// every other tier goes to `from_head`.
+    fn for_each_tier(
+        &self,
+        tenant: &str,
+        query: &Query,
+        mut from_head: impl FnMut(&TenantHead),
+        mut from_rollup: impl FnMut(&crate::rollup::Rollup, &[(usize, &Labels, usize)]),
+    ) {
+        let Some(t) = self.tenant(tenant) else {
+            return;
+        };
+        let sel = query.full_selector();
+        let (start, end) = (query.start_nanos, query.end_nanos);
+        // Per section to read: the selected series in range, and whether the rollup serves.
+        type Picked = (Arc<Section>, Vec<usize>, bool);
+        let picked: Vec<Picked> = {
+            let t = t.read().unwrap_or_else(|e| e.into_inner());
+            from_head(&t.head);
+            for (_, h) in &t.frozen {
+                from_head(h);
+            }
+            t.sections
+                .iter()
+                .filter(|s| s.min_time <= end && s.max_time >= start)
+                .filter_map(|s| {
+                    let has = |n: &str| s.has_sample_label(n);
+                    let selected: Vec<usize> = (0..s.series.len())
+                        .filter(|i| {
+                            let x = &s.series[*i];
+                            !x.in_range(start, end).is_empty() && sel.matches_series(&x.labels, has)
+                        })
+                        .collect();
+                    if selected.is_empty() {
+                        return None;
+                    }
+                    let whole = selected.iter().all(|i| {
+                        let x = &s.series[*i];
+                        x.in_range(start, end).len() == x.times.len()
+                            && sel.sample_matchers(&x.labels, has).is_empty()
+                            && !x
+                                .labels
+                                .iter()
+                                .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE)
+                    });
+                    Some((s.clone(), selected, whole && s.rollup.is_some()))
+                })
+                .collect()
+        };
+        for (s, selected, whole) in picked {
+            if whole {
+                match self.cache.rollup(&self.objects, &s) {
+                    Ok(Some(r)) if selected.iter().all(|i| r.has(*i)) => {
+                        let series: Vec<(usize, &Labels, usize)> = selected
+                            .iter()
+                            .map(|i| (*i, &s.series[*i].labels, s.series[*i].times.len()))
+                            .collect();
+                        from_rollup(&r, &series);
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "unreadable rollup; reading the section"),
+                }
+            }
+            match self.cache.get(&self.objects, &s) {
+                Ok(head) => from_head(&head),
+                Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
+            }
+        }
+    }
+
     /// Profile counts in range of the averaged series the query selects, over every tier
     /// (empty, and free, when it selects none).
     fn averaged_counts(&self, tenant: &str, query: &Query) -> HashMap<Labels, i64> {
@@ -358,24 +432,35 @@ impl Store {
     pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
         let query = &self.within_retention(query);
         let averaged = self.averaged_counts(tenant, query);
-        let mut parts = Combiner::default();
-        self.for_each_head(tenant, Some(query), |head| {
-            let mut out = Merged::default();
-            let sums = sum_nodes(head, query, &averaged, &mut out);
-            if out.profiles == 0 {
-                return;
-            }
-            let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
-                NodeSums::Dense(vec![0i64; head.frame_count()])
-            } else {
-                NodeSums::Sparse(crate::head::FastMap::default())
-            };
-            for (n, v) in sums {
-                frames.add(head.frame_of(n), v);
-            }
-            compact_frames(head, frames.into_sorted(), &mut out);
-            parts.add(out);
-        });
+        let parts = std::cell::RefCell::new(Combiner::default());
+        self.for_each_tier(
+            tenant,
+            query,
+            |head| {
+                let mut out = Merged::default();
+                let sums = sum_nodes(head, query, &averaged, &mut out);
+                if out.profiles == 0 {
+                    return;
+                }
+                let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
+                    NodeSums::Dense(vec![0i64; head.frame_count()])
+                } else {
+                    NodeSums::Sparse(crate::head::FastMap::default())
+                };
+                for (n, v) in sums {
+                    frames.add(head.frame_of(n), v);
+                }
+                compact_frames(head, frames.into_sorted(), &mut out);
+                parts.borrow_mut().add(out);
+            },
+            |rollup, series| {
+                let out = rollup.merged(series);
+                if out.profiles > 0 {
+                    parts.borrow_mut().add(out);
+                }
+            },
+        );
+        let parts = parts.into_inner();
         let tiers = parts.parts;
         let mut merged = parts.finish();
         if tiers > 1 {

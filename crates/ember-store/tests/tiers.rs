@@ -327,13 +327,31 @@ fn weeks_of_blocks_open_from_their_index_alone() {
     let q = query("{}", start + 50 * hour, start + 50 * hour);
     assert_eq!(store.merge_stacks("t", &q).profiles, 1);
     assert_eq!(store.cache_stats().0, 1);
-    // A week reads its blocks (42), and the answer is the sum of its hours.
+    // A week covers its 42 blocks whole: it reads their rollups, not their sections, and
+    // the answer is the sum of its hours.
     let week = query("{}", start, start + 7 * 24 * hour - 1);
     let merged = store.merge_stacks("t", &week);
     assert_eq!(merged.profiles, 7 * 24);
     let (held, _, _, misses) = store.cache_stats();
-    assert_eq!(misses, 42, "one decode per block of the week");
-    assert_eq!(held, 42);
+    assert_eq!(
+        misses,
+        1 + 42,
+        "the hour's section, then one rollup per block of the week"
+    );
+    assert_eq!(held, 43);
+    let mut by_hours: BTreeMap<String, i64> = BTreeMap::new();
+    for h in 0..7 * 24 {
+        let hour_q = query("{}", start + h * hour, start + h * hour);
+        for (f, v) in store.merge_stacks("t", &hour_q).stacks() {
+            *by_hours.entry(f.join(";")).or_insert(0) += v;
+        }
+    }
+    let week_stacks: BTreeMap<String, i64> = merged
+        .stacks()
+        .into_iter()
+        .map(|(f, v)| (f.join(";"), v))
+        .collect();
+    assert_eq!(week_stacks, by_hours);
 }
 
 #[test]

@@ -5,6 +5,9 @@ use super::*;
 
 use crate::encoding::{Reader, gcd, put_deltas, put_labels, put_signed, put_str, put_varint};
 
+/// A sample label set as encoded: `(key, value)` string ids.
+type LabelSet = Box<[(u32, u32)]>;
+
 /// Tag of the sample-label part of an encoded head.
 const SAMPLE_LABELS_TAG: u64 = 1;
 
@@ -297,7 +300,7 @@ struct Decoded<'a> {
     series: Vec<(Labels, i64, Vec<StoredProfile>)>,
     /// Sample label sets after the empty set 0 (string ids of `strings`); a profile's
     /// `sets` index this list plus one.
-    label_sets: Vec<Box<[(u32, u32)]>>,
+    label_sets: Vec<LabelSet>,
 }
 
 impl<'a> Decoded<'a> {
@@ -424,25 +427,11 @@ impl<'a> Decoded<'a> {
             }
             series.push((labels, period, profiles));
         }
-        let mut label_sets = Vec::new();
-        if !r.at_end() {
-            if r.varint()? != SAMPLE_LABELS_TAG {
-                return None;
-            }
-            let n = r.count()?;
-            for _ in 0..n {
-                let k = r.count()?;
-                let pairs = r.column(k, |r| Some((string(r.varint()?)?, string(r.varint()?)?)))?;
-                label_sets.push(pairs.into_boxed_slice());
-            }
-            for p in series.iter_mut().flat_map(|s| s.2.iter_mut()) {
-                let k = r.count()?;
-                if k != 0 && k != p.nodes.len() {
-                    return None;
-                }
-                p.sets = r.column(k, |r| r.u32().filter(|x| *x as usize <= n))?;
-            }
-        }
+        let label_sets = if r.at_end() {
+            Vec::new()
+        } else {
+            parse_sample_labels(&mut r, n_strings, &mut series)?
+        };
         r.at_end().then_some(Decoded {
             strings,
             mappings,
@@ -453,6 +442,37 @@ impl<'a> Decoded<'a> {
             label_sets,
         })
     }
+}
+
+/// The sample-label part of an encoded head (see [`TenantHead::encode_sample_labels`]): the
+/// label sets, and each profile's set ids put into `series`.
+fn parse_sample_labels(
+    r: &mut Reader<'_>,
+    n_strings: usize,
+    series: &mut [(Labels, i64, Vec<StoredProfile>)],
+) -> Option<Vec<LabelSet>> {
+    let string = |id: u64| -> Option<u32> {
+        let id = u32::try_from(id).ok()?;
+        ((id as usize) < n_strings).then_some(id)
+    };
+    if r.varint()? != SAMPLE_LABELS_TAG {
+        return None;
+    }
+    let n = r.count()?;
+    let mut label_sets = Vec::with_capacity(n);
+    for _ in 0..n {
+        let k = r.count()?;
+        let pairs = r.column(k, |r| Some((string(r.varint()?)?, string(r.varint()?)?)))?;
+        label_sets.push(pairs.into_boxed_slice());
+    }
+    for p in series.iter_mut().flat_map(|s| s.2.iter_mut()) {
+        let k = r.count()?;
+        if k != 0 && k != p.nodes.len() {
+            return None;
+        }
+        p.sets = r.column(k, |r| r.u32().filter(|x| *x as usize <= n))?;
+    }
+    Some(label_sets)
 }
 
 #[cfg(test)]
