@@ -128,39 +128,59 @@ impl Merged {
 }
 
 /// Adds up merges of the same query over different tiers as they come (one part held at a
-/// time): frames with the same name under the same parent add up. The first part keeps its
-/// frame ids; later parts' new frames are appended after their parents, so parents still
-/// come first.
+/// time): frames with the same name under the same parent add up. The larger of the first two
+/// parts keeps its frame ids; other parts' new frames are appended after their parents, so
+/// parents still come first. The lookup maps are built only once a second part arrives (a
+/// query answered by one tier pays nothing here), sized for both at once.
 #[derive(Default)]
 struct Combiner {
     base: Option<Merged>,
     // Fx hashing: the keys are this query's own frame ids and names, and these maps take a
     // lookup per frame of every tier after the first.
     name_ids: FastMap<String, u32>,
-    frame_ids: FastMap<(u32, u32), u32>,
+    /// Base frame id by `(parent << 32) | name`.
+    frame_ids: FastMap<u64, u32>,
     parts: usize,
 }
 
+fn frame_key(parent: u32, name: u32) -> u64 {
+    u64::from(parent) << 32 | u64::from(name)
+}
+
 impl Combiner {
-    fn add(&mut self, part: Merged) {
+    fn add(&mut self, mut part: Merged) {
         self.parts += 1;
         let Some(base) = &mut self.base else {
-            self.name_ids = part
+            self.base = Some(part);
+            return;
+        };
+        if self.parts == 2 {
+            // The larger part is the base: fewer frames to look up and append.
+            if part.frames.len() > base.frames.len() {
+                std::mem::swap(base, &mut part);
+            }
+            self.name_ids = base
                 .names
                 .iter()
                 .enumerate()
                 .map(|(i, n)| (n.clone(), i as u32))
                 .collect();
-            self.frame_ids = part
-                .frames
-                .iter()
-                .enumerate()
-                .skip(1)
-                .map(|(i, f)| (*f, i as u32))
-                .collect();
-            self.base = Some(part);
-            return;
-        };
+            self.frame_ids = FastMap::with_capacity_and_hasher(
+                base.frames.len() + part.frames.len(),
+                Default::default(),
+            );
+            self.frame_ids.extend(
+                base.frames
+                    .iter()
+                    .enumerate()
+                    .skip(1)
+                    .map(|(i, f)| (frame_key(f.0, f.1), i as u32)),
+            );
+        } else {
+            self.frame_ids.reserve(part.frames.len());
+        }
+        base.frames.reserve(part.frames.len());
+        base.self_values.reserve(part.frames.len());
         let mut names = Vec::with_capacity(part.names.len());
         for n in part.names {
             let id = match self.name_ids.get(&n) {
@@ -177,16 +197,15 @@ impl Combiner {
         let mut ids = vec![0u32; part.frames.len()];
         for (i, &(parent, name)) in part.frames.iter().enumerate().skip(1) {
             let key = (ids[parent as usize], names[name as usize]);
-            let id = match self.frame_ids.get(&key) {
-                Some(&id) => id,
-                None => {
-                    let id = base.frames.len() as u32;
-                    base.frames.push(key);
-                    base.self_values.push(0);
-                    self.frame_ids.insert(key, id);
-                    id
-                }
-            };
+            let next = base.frames.len() as u32;
+            let id = *self
+                .frame_ids
+                .entry(frame_key(key.0, key.1))
+                .or_insert(next);
+            if id == next {
+                base.frames.push(key);
+                base.self_values.push(0);
+            }
             ids[i] = id;
             let v = &mut base.self_values[id as usize];
             *v = v.saturating_add(part.self_values[i]);

@@ -201,6 +201,8 @@ fn compact_frames_with(head: &TenantHead, values: Vec<(u32, i64)>, dense: bool, 
         out.total = out.total.saturating_add(root);
     }
     let mut name_ids: crate::head::FastMap<u32, u32> = crate::head::FastMap::default();
+    out.frames.reserve(kept.len());
+    out.self_values.reserve(kept.len());
     let mut next_value = values.iter().peekable();
     for (i, &f) in kept.iter().enumerate() {
         let (parent, name) = (head.frame_parent(f), head.frame_name(f));
