@@ -39,7 +39,9 @@ pub use folded::{
 };
 pub use input::InputBytes;
 pub use speedscope::{folded_to_speedscope, profile_to_speedscope};
-pub use top::{SortBy, TopOptions, TopRow, TopTable, select_sample_index, top};
+pub use top::{
+    FrameTree, SortBy, TopOptions, TopRow, TopTable, select_sample_index, top, top_of_tree,
+};
 
 /// Errors of reading, detecting and converting profiles.
 #[derive(Debug, thiserror::Error)]

@@ -5,12 +5,22 @@
 //! of its own), a call graph built from the samples without double counting recursion, nodes
 //! whose cumulative value is at most 0.5% of the total dropped (`Dropped N nodes`), ties sorted
 //! by name, and units chosen from the smallest and largest value shown.
+//!
+//! Two inputs, one writer (`table`): [`top`] reads a pprof profile; [`top_of_tree`] reads a call
+//! tree by frame name (a query's merged stacks, which flame graphs are drawn from) and writes
+//! what [`top`] writes of the same stacks as a profile, without making one.
 
 use crate::FormatError;
-use crate::units::{civil_from_days, percentage, scale, scaled_label};
+use crate::units::civil_from_days;
 use ember_pprof::Profile;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
+use table::{Header, Nodes, Summary, write_table};
+
+mod table;
+mod tree;
+
+pub use tree::{FrameTree, top_of_tree};
 
 /// Which column orders the rows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -242,8 +252,6 @@ struct NodeData {
 
 struct Graph {
     data: Vec<NodeData>,
-    /// Nodes with any value, in display order once sorted.
-    order: Vec<usize>,
 }
 
 impl Prepared {
@@ -380,27 +388,7 @@ impl Prepared {
                 data[p].flat = data[p].flat.wrapping_add(w);
             }
         }
-        let order = (0..data.len())
-            .filter(|&n| data[n].cum != 0 || data[n].flat != 0)
-            .collect();
-        Graph { data, order }
-    }
-
-    fn sort(&self, graph: &mut Graph, by: SortBy) {
-        let data = &graph.data;
-        graph.order.sort_by(|&l, &r| {
-            let (dl, dr) = (&data[l], &data[r]);
-            let (first_l, first_r, second_l, second_r) = match by {
-                SortBy::Flat => (dl.flat, dr.flat, dl.cum, dr.cum),
-                SortBy::Cum => (dl.cum, dr.cum, dl.flat, dr.flat),
-            };
-            first_r
-                .wrapping_abs()
-                .cmp(&first_l.wrapping_abs())
-                .then_with(|| self.names[l].cmp(&self.names[r]))
-                .then_with(|| second_r.wrapping_abs().cmp(&second_l.wrapping_abs()))
-                .then_with(|| self.sprints[l].cmp(&self.sprints[r]))
-        });
+        Graph { data }
     }
 }
 
@@ -427,204 +415,52 @@ pub fn top(profile: &Profile, options: &TopOptions) -> Result<TopTable, FormatEr
         .iter()
         .fold(0i64, |acc, (_, v)| acc.wrapping_add(v.wrapping_abs()));
 
-    let mut graph = prepared.graph(None);
-    let total_flat = graph
+    let graph = prepared.graph(None);
+    let nodes = Nodes {
+        flat: graph.data.iter().map(|d| d.flat).collect(),
+        cum: graph.data.iter().map(|d| d.cum).collect(),
+        names: &prepared.names,
+        sprints: &prepared.sprints,
+    };
+    let ranking = nodes.rank(options);
+    // Flat and cumulative values of the nodes kept do not change when the others are left
+    // out, but the call edges do (a frame's caller becomes the nearest kept one), and the
+    // `(inline)` marks are read from the edges of the graph of the nodes kept.
+    let graph = match &ranking.kept {
+        Some(kept) => prepared.graph(Some(kept)),
+        None => graph,
+    };
+    let edge_cutoff = ((ranking.total_flat as f64 * options.edge_fraction) as i64).wrapping_abs();
+    let inline_labels = ranking
         .order
         .iter()
-        .fold(0i64, |acc, &n| acc.wrapping_add(graph.data[n].flat));
-    let node_cutoff = ((total_flat as f64 * options.node_fraction) as i64).wrapping_abs();
-    let edge_cutoff = ((total_flat as f64 * options.edge_fraction) as i64).wrapping_abs();
-    let mut dropped = 0;
-    if node_cutoff > 0 {
-        let mut kept = vec![false; prepared.keys.len()];
-        let mut kept_count = 0;
-        for &n in &graph.order {
-            if graph.data[n].cum.wrapping_abs() >= node_cutoff {
-                kept[n] = true;
-                kept_count += 1;
+        .map(|&n| {
+            let strong = || {
+                graph.data[n]
+                    .callers
+                    .values()
+                    .filter(|(weight, _)| weight.wrapping_abs() >= edge_cutoff)
+            };
+            match (strong().any(|&(_, i)| i), strong().any(|&(_, i)| !i)) {
+                (true, true) => "(partial-inline)",
+                (true, false) => "(inline)",
+                _ => "",
             }
-        }
-        if kept_count != graph.order.len() {
-            dropped = graph.order.len() - kept_count;
-            graph = prepared.graph(Some(&kept));
-        }
-    }
-    let original_count = graph.order.len();
-    prepared.sort(&mut graph, options.sort);
-    if options.node_count > 0 && graph.order.len() > options.node_count {
-        let mut kept = vec![false; prepared.keys.len()];
-        for &n in &graph.order[..options.node_count] {
-            kept[n] = true;
-        }
-        graph = prepared.graph(Some(&kept));
-        prepared.sort(&mut graph, options.sort);
-    }
-    for node in &mut graph.data {
-        node.callers
-            .retain(|_, (weight, _)| weight.wrapping_abs() >= edge_cutoff);
-    }
-
-    let output_unit = select_output_unit(&graph, total, &sample_unit);
-    let format = |v: i64| scaled_label(v, &sample_unit, &output_unit);
-
-    let mut labels = Vec::new();
-    if options.profile_labels {
-        labels.extend(profile_labels(
-            profile,
-            &sample_type,
-            &sample_unit,
+        })
+        .collect();
+    Ok(write_table(
+        &nodes,
+        &ranking,
+        inline_labels,
+        Summary {
             total,
-            &format,
-        ));
-    }
-    let flat_sum = graph
-        .order
-        .iter()
-        .fold(0i64, |acc, &n| acc.wrapping_add(graph.data[n].flat));
-    labels.push(format!(
-        "Showing nodes accounting for {}, {} of {} total",
-        format(flat_sum),
-        percentage(flat_sum, total).trim(),
-        format(total)
-    ));
-    if total != 0 {
-        if dropped > 0 {
-            let cutoff = ((total as f64 * options.node_fraction) as i64).wrapping_abs();
-            let noun = if dropped > 1 { "nodes" } else { "node" };
-            labels.push(format!(
-                "Dropped {dropped} {noun} (cum <= {})",
-                format(cutoff)
-            ));
-        }
-        if !graph.order.is_empty() && graph.order.len() < original_count {
-            labels.push(format!(
-                "Showing top {} nodes out of {original_count}",
-                graph.order.len()
-            ));
-        }
-    }
-
-    let mut rows = Vec::with_capacity(graph.order.len());
-    let mut running = 0i64;
-    for &n in &graph.order {
-        let node = &graph.data[n];
-        let inline = node.callers.values().any(|&(_, inl)| inl);
-        let not_inline = node.callers.values().any(|&(_, inl)| !inl);
-        let inline_label = match (inline, not_inline) {
-            (true, true) => "(partial-inline)",
-            (true, false) => "(inline)",
-            _ => "",
-        };
-        running = running.wrapping_add(node.flat);
-        rows.push(TopRow {
-            name: prepared.names[n].clone(),
-            inline_label,
-            flat: node.flat,
-            cum: node.cum,
-            flat_text: format(node.flat),
-            flat_percent: percentage(node.flat, total),
-            sum_percent: percentage(running, total),
-            cum_text: format(node.cum),
-            cum_percent: percentage(node.cum, total),
-        });
-    }
-    Ok(TopTable {
-        labels,
-        rows,
-        total,
-        sample_index: index,
-        sample_type,
-        sample_unit,
-        output_unit,
-    })
-}
-
-/// Picks the print unit from the smallest non-zero value shown and the total, so that small
-/// rows keep two significant decimals without the total becoming unreadable.
-fn select_output_unit(graph: &Graph, total: i64, sample_unit: &str) -> String {
-    if graph.order.is_empty() {
-        return "minimum".to_owned();
-    }
-    let mut min_value = 0i64;
-    for &n in &graph.order {
-        let mut v = graph.data[n].flat.wrapping_abs();
-        if v == 0 {
-            v = graph.data[n].cum.wrapping_abs();
-        }
-        if v > 0 && (min_value == 0 || v < min_value) {
-            min_value = v;
-        }
-    }
-    let max_value = total;
-    if min_value == 0 {
-        min_value = max_value;
-    }
-    let (_, min_unit) = scale(min_value, sample_unit, "minimum");
-    let (_, max_unit) = scale(max_value, sample_unit, "minimum");
-    let mut unit = min_unit.clone();
-    if min_unit != max_unit && min_value.wrapping_mul(100) < max_value {
-        unit = scale(min_value.wrapping_mul(100), sample_unit, "minimum").1;
-    }
-    if unit.is_empty() {
-        sample_unit.to_owned()
-    } else {
-        unit
-    }
-}
-
-/// The descriptive header lines pprof prints above the summary.
-fn profile_labels(
-    profile: &Profile,
-    sample_type: &str,
-    sample_unit: &str,
-    total: i64,
-    format: &dyn Fn(i64) -> String,
-) -> Vec<String> {
-    let mut labels = Vec::new();
-    if let Some(m) = profile.mapping.first() {
-        let file = string(profile, m.filename);
-        let build_id = string(profile, m.build_id);
-        let file = if build_id.is_empty() && has_url_scheme(file) {
-            ""
-        } else {
-            file
-        };
-        if !file.is_empty() {
-            labels.push(format!("File: {}", go_base(file)));
-        }
-        if !build_id.is_empty() {
-            labels.push(format!("Build ID: {build_id}"));
-        }
-    }
-    for &c in &profile.comment {
-        let c = string(profile, c);
-        if !c.starts_with('#') {
-            labels.push(c.to_owned());
-        }
-    }
-    if !sample_type.is_empty() {
-        labels.push(format!("Type: {sample_type}"));
-    }
-    if profile.time_nanos != 0 {
-        labels.push(format!("Time: {}", format_time_utc(profile.time_nanos)));
-    }
-    if profile.duration_nanos != 0 {
-        let duration = scaled_label(profile.duration_nanos, "nanoseconds", "auto");
-        let (total_nanos, total_unit) = scale(total, sample_unit, "nanoseconds");
-        let ratio = if total_unit == "ns" && total_nanos != 0.0 {
-            format!(
-                "({})",
-                percentage(total_nanos as i64, profile.duration_nanos)
-            )
-        } else {
-            String::new()
-        };
-        labels.push(format!(
-            "Duration: {duration}, Total samples = {} {ratio}",
-            format(total)
-        ));
-    }
-    labels
+            sample_index: index,
+            sample_type,
+            sample_unit,
+            header: options.profile_labels.then(|| Header::of(profile)),
+        },
+        options,
+    ))
 }
 
 /// `Jan 2, 2006 at 3:04pm (UTC)`: Go's layout, always in UTC so output does not depend on the

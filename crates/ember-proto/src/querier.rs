@@ -68,6 +68,31 @@ pub struct SelectRequest {
     pub max_nodes: Option<i64>,
 }
 
+/// `querier.v1.SelectMergeSpanProfileRequest`: a [`SelectRequest`] with the span ids whose
+/// samples to merge (Grafana's "profiles for this span"). The answer is a
+/// [`FlameGraphResponse`].
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SelectMergeSpanProfileRequest {
+    /// Profile type id.
+    #[prost(string, tag = "1")]
+    pub profile_type_id: String,
+    /// Label selector.
+    #[prost(string, tag = "2")]
+    pub label_selector: String,
+    /// Span ids (the pprof sample label `span_id`).
+    #[prost(string, repeated, tag = "3")]
+    pub span_selector: Vec<String>,
+    /// Start, unix ms.
+    #[prost(int64, tag = "4")]
+    pub start: i64,
+    /// End, unix ms.
+    #[prost(int64, tag = "5")]
+    pub end: i64,
+    /// Node limit.
+    #[prost(int64, optional, tag = "6")]
+    pub max_nodes: Option<i64>,
+}
+
 /// `querier.v1.Level`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Level {

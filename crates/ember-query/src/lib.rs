@@ -23,13 +23,15 @@ mod ops;
 pub mod parse;
 mod render;
 mod request;
+mod top;
 mod tree;
 
 pub use ember_store::{Labels, Merged, TimeSeries};
 pub use flamebearer::units;
 pub use ops::{Diff, Querier};
 pub use render::{Format, Output, diff_stacks, folded_text, pprof_profile};
-pub use request::{DEFAULT_MAX_NODES, NameRule, QueryRequest};
+pub use request::{DEFAULT_MAX_NODES, NameRule, QueryRequest, SPAN_ID_LABEL};
+pub use top::{diff_top, merged_top};
 pub use tree::{DiffNode, DiffTree, Node, Tree};
 
 /// Why a query could not be answered. Each variant maps to one client-visible error class
@@ -48,8 +50,8 @@ pub enum QueryError {
     /// Another request argument is invalid (node limit, output format, missing field).
     #[error("{0}")]
     Invalid(String),
-    /// The request uses a filter the store cannot apply yet (span ids, sample labels): it is
-    /// refused rather than silently answered unfiltered.
+    /// The request asks for something this build cannot answer: it is refused rather than
+    /// silently answered another way.
     #[error("{0}")]
     Unsupported(String),
     /// Nothing matches the selection in its time range (only for answers that would be an

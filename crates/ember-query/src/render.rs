@@ -73,15 +73,17 @@ impl Output {
 
 /// A one-sample-type pprof profile of the merged stacks, typed (sample type and period) by
 /// the first profile type of `merged`: a function and a location per frame name, a sample per
-/// frame with a value. Built from the merged frames, so a day of hundreds of thousands of
-/// stacks never becomes strings per frame.
+/// frame with a value (the root's own value, from samples that had no frame, a sample without
+/// locations, so the total is kept). Built from the merged frames, so a day of hundreds of
+/// thousands of stacks never becomes strings per frame.
 pub fn pprof_profile(merged: &Merged) -> ember_pprof::Profile {
     let mut b = typed_builder(merged);
     // Location id of each merged name, made on first use.
     let mut location_of: Vec<u64> = vec![0; merged.names.len()];
     let mut samples = Vec::new();
     for (f, &v) in merged.self_values.iter().enumerate() {
-        if v == 0 || f == 0 {
+        // The root's own value (samples that had no frame) is a sample without locations.
+        if v == 0 {
             continue;
         }
         let mut ids = Vec::new();
@@ -178,13 +180,6 @@ pub(crate) fn diff_profile(
     build_profile(typed, deltas)
 }
 
-/// The top table of `profile`, as text.
-fn top(profile: &ember_pprof::Profile) -> Result<Output, QueryError> {
-    let table = ember_formats::top(profile, &ember_formats::TopOptions::default())
-        .map_err(|e| QueryError::Render(e.to_string()))?;
-    Ok(Output::text(table.render()))
-}
-
 /// An SVG flame graph of `lines` (differential when they carry a second count), titled
 /// `title`, or `default_title` when that is empty.
 fn svg(
@@ -224,7 +219,7 @@ pub(crate) fn merged_file(
     match format {
         Format::Folded => Ok(Output::text(folded_text(merged))),
         Format::Pprof => Ok(Output::pprof(&pprof_profile(merged))),
-        Format::Top => top(&pprof_profile(merged)),
+        Format::Top => Ok(Output::text(crate::top::merged_top(merged).render())),
         Format::Flamebearer => Err(QueryError::Invalid(
             "a flamebearer needs its timeline: ask Querier::render".into(),
         )),
@@ -250,15 +245,21 @@ pub(crate) fn diff_output(
     format: Format,
     title: &str,
 ) -> Result<Output, QueryError> {
-    let (l, r) = (left.stacks(), right.stacks());
+    // The top table reads the call trees; the other formats need the stacks as strings.
+    let stacks = || (left.stacks(), right.stacks());
     match format {
-        Format::Flamebearer => Ok(Output::Json(crate::flamebearer::double(
-            &crate::tree::DiffTree::new(&l, &r),
-            left,
-            right,
-            title,
-        ))),
+        Format::Top => Ok(Output::text(crate::top::diff_top(left, right).render())),
+        Format::Flamebearer => {
+            let (l, r) = stacks();
+            Ok(Output::Json(crate::flamebearer::double(
+                &crate::tree::DiffTree::new(&l, &r),
+                left,
+                right,
+                title,
+            )))
+        }
         Format::Folded => {
+            let (l, r) = stacks();
             let mut out = String::new();
             for (frames, a, b) in diff_stacks(&l, &r) {
                 out.push_str(&frames.join(";"));
@@ -266,9 +267,12 @@ pub(crate) fn diff_output(
             }
             Ok(Output::text(out))
         }
-        Format::Pprof => Ok(Output::pprof(&diff_profile(left, right, &l, &r))),
-        Format::Top => top(&diff_profile(left, right, &l, &r)),
+        Format::Pprof => {
+            let (l, r) = stacks();
+            Ok(Output::pprof(&diff_profile(left, right, &l, &r)))
+        }
         Format::Svg => {
+            let (l, r) = stacks();
             let lines = diff_stacks(&l, &r)
                 .into_iter()
                 .map(|(frames, a, b)| ember_formats::FoldedLine {

@@ -13,6 +13,10 @@ use crate::QueryError;
 /// request that wants everything asks for `0` (no limit).
 pub const DEFAULT_MAX_NODES: usize = 8192;
 
+/// The pprof sample label holding a sample's trace span id: `span_id`, the name
+/// OpenTelemetry's Go profiling wrapper (otel-profiling-go) and Pyroscope's SDKs write.
+pub const SPAN_ID_LABEL: &str = "span_id";
+
 /// How the name written before a selector's braces (`NAME{...}`) is read.
 ///
 /// The two kinds of clients disagree, so the front end says which it speaks.
@@ -52,11 +56,12 @@ pub struct QueryRequest {
     pub group_by: Vec<String>,
     /// Most call-tree nodes of a flame graph ([`DEFAULT_MAX_NODES`]; 0 = no limit).
     pub max_nodes: usize,
-    /// Only samples of these trace span ids. Not supported yet: the store does not keep
-    /// per-sample labels, so a non-empty list is refused ([`QueryError::Unsupported`]).
+    /// Only samples of these trace span ids (the pprof sample label [`SPAN_ID_LABEL`], as
+    /// OpenTelemetry's Go profiling wrapper and Pyroscope's SDKs write it); empty = no span
+    /// filter.
     pub span_ids: Vec<String>,
-    /// Only samples whose pprof labels match. Not supported yet, for the same reason as
-    /// `span_ids`: a non-empty list is refused.
+    /// Only samples whose labels match all of these (a label is looked up in the series
+    /// labels first, then in the sample's pprof labels); empty = no filter.
     pub sample_labels: Vec<Matcher>,
 }
 
@@ -112,23 +117,17 @@ impl QueryRequest {
         ((range / 1000) / ten + 1) * ten
     }
 
-    /// The store query of this request; refuses the filters the store cannot apply.
+    /// The store query of this request: the selector with the span and sample-label
+    /// filters added as matchers (the store applies a matcher on a name a series lacks to
+    /// its samples).
     pub(crate) fn store_query(&self) -> Result<ember_store::Query, QueryError> {
-        if !self.span_ids.is_empty() {
-            return Err(QueryError::Unsupported(
-                "span filters are not supported yet: the store does not keep span ids of samples"
-                    .into(),
-            ));
+        let mut selector = self.selector.clone();
+        if let Some(spans) = Matcher::any_of(SPAN_ID_LABEL, &self.span_ids) {
+            selector.matchers.push(spans);
         }
-        if !self.sample_labels.is_empty() {
-            return Err(QueryError::Unsupported(
-                "sample label filters are not supported yet: the store does not keep pprof \
-                 sample labels"
-                    .into(),
-            ));
-        }
+        selector.matchers.extend(self.sample_labels.iter().cloned());
         Ok(ember_store::Query {
-            selector: self.selector.clone(),
+            selector,
             profile_type: self.profile_type.clone(),
             start_nanos: self.start_nanos,
             end_nanos: self.end_nanos,

@@ -1,5 +1,5 @@
 //! The operations of `ember-query` on a store filled here: merge, diff, top, time series,
-//! group-by, averaging, the node limit and the refused filters, with exact totals.
+//! group-by, averaging, the node limit, span and sample-label filters, with exact totals.
 
 use std::path::PathBuf;
 
@@ -260,7 +260,7 @@ fn averaged_series_contribute_their_mean() {
 }
 
 #[test]
-fn listings_and_refused_filters() {
+fn listings_and_filters_on_unlabelled_profiles() {
     let (store, dir) = filled("listings");
     let q = Querier::new(&store);
     assert_eq!(q.profile_types("t"), vec![CPU.to_string()]);
@@ -279,17 +279,62 @@ fn listings_and_refused_filters() {
             .unwrap()
             .contains(&"pod".to_string())
     );
+    // These profiles carry no sample labels: span and sample-label filters keep nothing.
     let mut spans = all("{}");
     spans.span_ids = vec!["00f067aa0ba902b7".into()];
-    assert!(matches!(
-        q.merge("t", &spans),
-        Err(QueryError::Unsupported(_))
-    ));
+    assert_eq!(q.merge("t", &spans).unwrap().total, 0);
     let mut labels = all("{}");
     labels.sample_labels = vec![ember_store::Matcher::eq("span_name", "GET")];
-    assert!(matches!(
-        q.time_series("t", &labels),
-        Err(QueryError::Unsupported(_))
-    ));
+    assert!(q.time_series("t", &labels).unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Span ids and sample-label matchers select samples of a real Go profile (otel-profiling-go
+/// writes `span_id` on the samples of a traced request): totals equal the source's samples.
+#[test]
+fn span_and_sample_label_filters_select_samples() {
+    let dir = temp_dir("spans");
+    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    let pprof = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+            "../../tests/data/corpora/pyroscope/pkg/pprof/testdata/single_group_with_optional_span_id.pb.gz",
+        ),
+    )
+    .unwrap();
+    let batch = IngestBatch {
+        profiles: vec![IngestProfile {
+            labels: vec![("service_name".into(), "traced".into())],
+            time_nanos: T0,
+            pprof,
+            what: "profile".into(),
+        }],
+    };
+    store.ingest("t", batch).unwrap();
+    let q = Querier::new(&store);
+    let base = all("{service_name=\"traced\"}");
+    assert_eq!(q.merge("t", &base).unwrap().total, 1_320_000_000);
+    // `go tool pprof -tags`: span_id 239 on 710 ms of the 1.32 s.
+    let mut span = base.clone();
+    span.span_ids = vec!["nope".into(), "239".into()];
+    assert_eq!(q.merge("t", &span).unwrap().total, 710_000_000);
+    span.span_ids = vec!["23".into()];
+    assert_eq!(q.merge("t", &span).unwrap().total, 0, "ids match whole");
+    let mut labels = base.clone();
+    labels.sample_labels = vec![ember_store::Matcher::eq("span_id", "239")];
+    let series = q.time_series("t", &labels).unwrap();
+    let total: i64 = series.iter().flat_map(|s| &s.points).map(|p| p.1).sum();
+    assert_eq!(total, 710_000_000);
+    // Grouped by the sample label: the span and the samples outside any span.
+    let mut grouped = base.clone();
+    grouped.group_by = vec!["span_id".into()];
+    let series = q.time_series("t", &grouped).unwrap();
+    let by: Vec<(String, i64)> = series
+        .iter()
+        .map(|s| (s.labels[0].1.clone(), s.points.iter().map(|p| p.1).sum()))
+        .collect();
+    assert_eq!(
+        by,
+        vec![(String::new(), 610_000_000), ("239".into(), 710_000_000)]
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

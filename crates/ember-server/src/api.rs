@@ -3,8 +3,9 @@
 //! [`ember_query::Querier`] operation and encodes the answer.
 //!
 //! Besides the parameters in the crate docs, every selection takes `spanSelector=ID,ID`
-//! (trace span ids); the store does not keep span ids of samples yet, so it is refused with a
-//! 501 `unimplemented` rather than answered unfiltered.
+//! (trace span ids): only the samples whose pprof `span_id` label is one of them count. A
+//! selector matcher on a label a series lacks but samples carry (`{service_name="api",
+//! endpoint="/pay"}`) selects samples the same way.
 
 use std::sync::Arc;
 

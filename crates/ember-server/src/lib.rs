@@ -31,7 +31,7 @@
 //! | `GET /api/v1/series?query=&from=&until=` | label sets of matching series |
 //! | `GET /pyroscope/render-diff?leftQuery=&leftFrom=&leftUntil=&rightQuery=&rightFrom=&rightUntil=` | diff of two selections, flamebearer `double` format |
 //! | `GET /api/v1/diff?leftQuery=&rightQuery=&type=&from=&until=&format=` | diff of the right selection against the left (baseline): `svg` (differential flame graph: widths from the right side, red = grew, blue = shrank), `pprof` (gzip'd, right minus left per stack, like `pprof -diff_base`), `folded` (`stack left right` lines), `top` (of the pprof diff) or `flamebearer` (default, as render-diff). Every `left*`/`right*` key (`leftQuery`, `leftFrom`, `leftUntil`, `leftType`, ...) falls back to the plain key, so `?query=X&leftFrom=..&leftUntil=..&rightFrom=..&rightUntil=..` compares two time ranges of one selection |
-//! | `POST /querier.v1.QuerierService/{method}` | Connect unary (proto or JSON): `ProfileTypes`, `LabelNames`, `LabelValues`, `Series`, `SelectMergeStacktraces`, `SelectMergeProfile` (proto only), `SelectSeries`, `Diff` |
+//! | `POST /querier.v1.QuerierService/{method}` | Connect unary (proto or JSON): `ProfileTypes`, `LabelNames`, `LabelValues`, `Series`, `SelectMergeStacktraces`, `SelectMergeSpanProfile` (samples of trace spans), `SelectMergeProfile` (proto only), `SelectSeries`, `Diff` |
 //!
 //! `query` is a selector `{service_name="api", region=~"eu-.*", pod!="x", x!~"y"}`, optionally
 //! prefixed by a profile type id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}`) or a legacy

@@ -290,6 +290,37 @@ fn select_merge_stacktraces(
     ))
 }
 
+fn select_merge_span_profile(
+    q: &Querier<'_>,
+    tenant: &str,
+    input: &Input<'_>,
+) -> Result<Reply, ApiError> {
+    let r = input.decode(|v| SelectMergeSpanProfileRequest {
+        profile_type_id: jstr(v, &["profileTypeID", "profile_typeID", "profileTypeId"]),
+        label_selector: jstr(v, &["labelSelector", "label_selector"]),
+        span_selector: jstrs(v, &["spanSelector", "span_selector"]),
+        start: jint(v, &["start"]).unwrap_or(0),
+        end: jint(v, &["end"]).unwrap_or(0),
+        max_nodes: jint(v, &["maxNodes", "max_nodes"]),
+    })?;
+    let mut req = select_query(&SelectRequest {
+        profile_type_id: r.profile_type_id,
+        label_selector: r.label_selector,
+        start: r.start,
+        end: r.end,
+        max_nodes: r.max_nodes,
+    })?;
+    req.span_ids = r.span_selector;
+    let fg = flamegraph(&q.call_tree(tenant, &req)?);
+    let j = json!({"flamegraph": flamegraph_json(&fg, false)});
+    Ok(Reply::both(
+        &FlameGraphResponse {
+            flamegraph: Some(fg),
+        },
+        j,
+    ))
+}
+
 fn select_merge_profile(
     q: &Querier<'_>,
     tenant: &str,
@@ -381,6 +412,7 @@ fn call(
         "LabelValues" => label_values,
         "Series" => series,
         "SelectMergeStacktraces" => select_merge_stacktraces,
+        "SelectMergeSpanProfile" => select_merge_span_profile,
         "SelectMergeProfile" => select_merge_profile,
         "SelectSeries" => select_series,
         "Diff" => diff,

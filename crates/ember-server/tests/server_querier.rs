@@ -193,3 +193,89 @@ fn querier_connect_methods() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Grafana's "profiles for this span": `SelectMergeSpanProfile` (protobuf and JSON) and the
+/// render API's `spanSelector` merge only the samples whose pprof `span_id` label is listed,
+/// and a label selector on a sample label selects samples the same way.
+#[test]
+fn span_profiles_select_the_samples_of_a_span() {
+    use ember_proto::querier::SelectMergeSpanProfileRequest;
+    let dir = temp_dir("spans");
+    let server = Server::start(&dir, &[]);
+    // otel-profiling-go output: 1.32 s of CPU, 710 ms of it in span 239.
+    let bytes = std::fs::read(corpus(
+        "pyroscope/pkg/pprof/testdata/single_group_with_optional_span_id.pb.gz",
+    ))
+    .unwrap();
+    let req = push_request(
+        &[("__name__", "process_cpu"), ("service_name", "traced")],
+        &bytes,
+    );
+    let (s, body) = server.push(&req);
+    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&body));
+    let span = |ids: &[&str]| -> i64 {
+        let req = SelectMergeSpanProfileRequest {
+            profile_type_id: CPU.into(),
+            label_selector: "{service_name=\"traced\"}".into(),
+            span_selector: ids.iter().map(|s| s.to_string()).collect(),
+            start: 0,
+            end: 0,
+            max_nodes: None,
+        };
+        let (s, body) = server.request(
+            "POST",
+            "/querier.v1.QuerierService/SelectMergeSpanProfile",
+            &[("Content-Type", "application/proto")],
+            &req.encode_to_vec(),
+        );
+        assert_eq!(s, 200, "{}", String::from_utf8_lossy(&body));
+        FlameGraphResponse::decode(&body[..])
+            .unwrap()
+            .flamegraph
+            .unwrap()
+            .total
+    };
+    assert_eq!(span(&["239"]), 710_000_000);
+    assert_eq!(span(&["0000000000000001", "239"]), 710_000_000);
+    assert_eq!(span(&["0000000000000001"]), 0);
+    let json = post_json(
+        &server,
+        "SelectMergeSpanProfile",
+        serde_json::json!({"profileTypeID": CPU, "labelSelector": "{service_name=\"traced\"}", "spanSelector": ["239"]}),
+    );
+    assert_eq!(
+        json["flamegraph"]["total"].as_i64(),
+        Some(710_000_000),
+        "{json}"
+    );
+    let render = |query: &str, extra: &str| -> i64 {
+        let v = server.get_json(
+            &format!(
+                "/pyroscope/render?query={}&from=0&until=now&format=json{extra}",
+                enc(query)
+            ),
+            &[],
+        );
+        v["flamebearer"]["numTicks"].as_i64().unwrap()
+    };
+    let sel = format!("{CPU}{{service_name=\"traced\"}}");
+    assert_eq!(render(&sel, ""), 1_320_000_000);
+    assert_eq!(render(&sel, "&spanSelector=239"), 710_000_000);
+    // A sample label in the selector itself selects samples too.
+    assert_eq!(
+        render(
+            &format!("{CPU}{{service_name=\"traced\", span_id=\"239\"}}"),
+            ""
+        ),
+        710_000_000
+    );
+    assert_eq!(
+        render(
+            &format!("{CPU}{{service_name=\"traced\", span_id!=\"239\"}}"),
+            ""
+        ),
+        610_000_000
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,7 +2,8 @@
 //! `ember-loadgen --workload realistic --write-dir DIR` (its `index.tsv` gives each file's
 //! labels), then times, single-threaded, (1) decompression alone, (2) decompression and
 //! parsing, (3) `Store::ingest` of every profile (one per batch) into a store under
-//! `EMBER_BENCH_DIR` (default: the system temp dir). Prints CPU ms per profile for each.
+//! `EMBER_BENCH_DIR` (default: the system temp dir). Prints CPU ms per profile for each,
+//! then flushes and prints the block bytes per profile.
 //!
 //! `cargo run -p ember-store --release --example ingest_cpu -- DIR [ROUNDS]`
 
@@ -131,6 +132,16 @@ fn main() {
             (t1 - t0).as_secs_f64() * 1000.0 / n,
         );
     }
+    let stats = store.head_stats();
+    let (c0, t0) = (cpu(), Instant::now());
+    store.flush().expect("flush");
+    let (blocks, bytes, _) = store.disk_usage();
+    println!(
+        "head before the flush: {stats:?}; flush {:.2} s CPU ({:.2} wall): {blocks} block(s), {:.0} bytes per profile",
+        cpu() - c0,
+        t0.elapsed().as_secs_f64(),
+        bytes as f64 / (n * rounds as f64),
+    );
     store.close();
     let _ = std::fs::remove_dir_all(&data);
 }

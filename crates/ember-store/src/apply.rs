@@ -55,14 +55,20 @@ pub(crate) fn apply_to(
     let per_type = stacks_of(head, profile);
     let n = label_sets.len();
     for (labels, mut entries) in label_sets.into_iter().zip(per_type) {
-        entries.retain(|(_, v)| *v != 0);
+        entries.retain(|e| e.2 != 0);
         entries.sort_unstable();
+        let labelled = entries.iter().any(|e| e.1 != 0);
         head.insert_with_period(
             labels,
             StoredProfile {
                 time_nanos: time,
                 nodes: entries.iter().map(|e| e.0).collect(),
-                values: entries.iter().map(|e| e.1).collect(),
+                values: entries.iter().map(|e| e.2).collect(),
+                sets: if labelled {
+                    entries.iter().map(|e| e.1).collect()
+                } else {
+                    Vec::new()
+                },
             },
             profile.period,
         );
@@ -71,10 +77,10 @@ pub(crate) fn apply_to(
 }
 
 /// Interns the profile's mappings, functions and locations, then every sample's stack into
-/// the head's stack tree, and sums values per leaf node: one `(node, value)` list per
-/// sample type (unsorted, may hold zeros).
-fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, i64)>> {
-    let locations = intern_symbols(head, profile);
+/// the head's stack tree and its labels into a label set, and sums values per leaf node and
+/// label set: one `(node, label set, value)` list per sample type (unsorted, may hold zeros).
+fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, u32, i64)>> {
+    let (locations, mut strings) = intern_symbols(head, profile);
     let n_types = profile.sample_type.len();
     // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
     // each distinct stack is interned once. `distinct[k]` is the range of `flat` holding the
@@ -108,40 +114,60 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
     }
     // All at once: the lookups in the head's (large) stack table do not wait on each other.
     let leaves = head.stacks(distinct.iter().map(|r| &flat[r.clone()]));
-    let mut sums: head::FastMap<u32, usize> =
+    let mut sums: head::FastMap<(u32, u32), usize> =
         head::FastMap::with_capacity_and_hasher(distinct.len(), Default::default());
-    let mut out: Vec<Vec<(u32, i64)>> = (0..n_types)
+    let mut out: Vec<Vec<(u32, u32, i64)>> = (0..n_types)
         .map(|_| Vec::with_capacity(distinct.len()))
         .collect();
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
     for (sample, k) in profile.sample.iter().zip(of_sample) {
         let Some(&node) = k.and_then(|k| leaves.get(k)) else {
             continue;
         };
+        let set = if sample.label.is_empty() {
+            0
+        } else {
+            pairs.clear();
+            for l in profile
+                .sample_labels
+                .get(sample.label.clone())
+                .unwrap_or(&[])
+            {
+                let value = if l.str != 0 {
+                    strings.id(head, profile, l.str)
+                } else {
+                    // A numeric label (Go heap profiles' `bytes`) is kept as its decimal text.
+                    head.intern(&l.num.to_string())
+                };
+                pairs.push((strings.id(head, profile, l.key), value));
+            }
+            head.label_set(&mut pairs)
+        };
         let (_, values) = profile.sample_data(sample);
-        // Samples with the same stack (differing only in labels) add up.
-        let slot = *sums.entry(node).or_insert_with(|| {
+        // Samples with the same stack and labels add up.
+        let slot = *sums.entry((node, set)).or_insert_with(|| {
             for o in out.iter_mut() {
-                o.push((node, 0));
+                o.push((node, set, 0));
             }
             out.first().map_or(0, |o| o.len() - 1)
         });
         for (i, v) in values.iter().enumerate().take(n_types) {
             if let Some(e) = out.get_mut(i).and_then(|o| o.get_mut(slot)) {
-                e.1 = e.1.saturating_add(*v);
+                e.2 = e.2.saturating_add(*v);
             }
         }
     }
     out
 }
 
-/// Interns the profile's strings, mappings, functions and locations into `head`; returns the
-/// head's location id for each location of the profile, by table position.
-fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<u32> {
-    // Each string of the profile's table is interned at most once: functions share file
-    // names, and `system_name` is usually `name`.
-    let mut interned: Vec<u32> = vec![u32::MAX; profile.string_count()];
-    let mut s = |head: &mut TenantHead, i: i64| -> u32 {
-        match usize::try_from(i).ok().and_then(|i| interned.get_mut(i)) {
+/// The head's string id of each string of one profile's table, interned on first use: a
+/// profile's functions share file names, `system_name` is usually `name`, and its samples
+/// repeat label keys.
+struct StringIds(Vec<u32>);
+
+impl StringIds {
+    fn id(&mut self, head: &mut TenantHead, profile: &ProfileView<'_>, i: i64) -> u32 {
+        match usize::try_from(i).ok().and_then(|i| self.0.get_mut(i)) {
             Some(slot) if *slot != u32::MAX => *slot,
             Some(slot) => {
                 *slot = head.intern(&profile.string(i));
@@ -149,7 +175,15 @@ fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<u32> 
             }
             None => head.intern(""),
         }
-    };
+    }
+}
+
+/// Interns the profile's strings, mappings, functions and locations into `head`; returns the
+/// head's location id for each location of the profile, by table position, and the string
+/// ids interned so far.
+fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> (Vec<u32>, StringIds) {
+    let mut strings = StringIds(vec![u32::MAX; profile.string_count()]);
+    let mut s = |head: &mut TenantHead, i: i64| -> u32 { strings.id(head, profile, i) };
     // Interned ids by table position (the view resolves pprof ids to positions).
     let mappings: Vec<u32> = profile
         .mapping
@@ -205,5 +239,5 @@ fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<u32> 
             .unwrap_or(0);
         locations.push(head.location_of(mapping, loc.address, &lines, loc.is_folded));
     }
-    locations
+    (locations, strings)
 }

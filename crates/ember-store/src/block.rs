@@ -7,11 +7,15 @@
 //! then a fixed-size trailer:
 //!
 //! ```text
-//! "EMBERBLK2\n" section… index trailer
+//! "EMBERBLK3\n" section… index trailer
+//! section = gzip'd head, then its gzip'd rollup (`crate::rollup`: per series the sum of
+//!           its profiles as a frame tree)
 //! index   = varint sections, per section: tenant, offset, length, min time, max time,
 //!           profiles, series count, per series: labels, profile count, delta-coded
-//!           times, each profile's total; then the names of the blocks it replaces
-//! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK2\n"
+//!           times, each profile's total; then the names of the sample labels its
+//!           profiles carry and the rollup's offset and length; then the names of the
+//!           blocks it replaces
+//! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK3\n"
 //! ```
 //!
 //! Opening a store reads only trailers and indexes (two ranged reads per block, through
@@ -35,7 +39,8 @@
 //! deleting its segments never double-counts); the times let retention delete whole files
 //! without opening them. Blocks of the first format (`EMBERBLK1`: one gzip stream of every
 //! tenant's head, read whole at start) are rewritten in this format the first time a store
-//! opens them.
+//! opens them; blocks of the second (`EMBERBLK2`, before sample labels were kept) are read
+//! as they are.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -50,7 +55,10 @@ use crate::objects::{Listed, Objects};
 use crate::{Labels, StoreError};
 
 const MAGIC_V1: &[u8] = b"EMBERBLK1\n";
-const MAGIC: &[u8] = b"EMBERBLK2\n";
+/// The second format: as this one without the sample label names in the index (its
+/// sections have no sample labels).
+const MAGIC_V2: &[u8] = b"EMBERBLK2\n";
+const MAGIC: &[u8] = b"EMBERBLK3\n";
 const TRAILER: u64 = 16 + 10;
 
 /// Gives every section a process-unique id (the cache's key).
@@ -126,6 +134,20 @@ pub(crate) struct Section {
     pub(crate) max_time: i64,
     /// Series with their profiles' times and totals.
     pub(crate) series: Vec<IndexedSeries>,
+    /// Names of the sample labels the section's profiles carry, sorted.
+    pub(crate) sample_keys: Vec<String>,
+    /// Byte range of the section's gzip'd rollup ([`crate::rollup`]); `None` in blocks of
+    /// the second format.
+    pub(crate) rollup: Option<(u64, u64)>,
+}
+
+impl Section {
+    /// Whether some sample of the section carries a label named `name`.
+    pub(crate) fn has_sample_label(&self, name: &str) -> bool {
+        self.sample_keys
+            .binary_search_by(|k| k.as_str().cmp(name))
+            .is_ok()
+    }
 }
 
 impl Section {
@@ -137,6 +159,24 @@ impl Section {
             .read_to_end(&mut bytes)
             .map_err(|e| corrupt(&self.key, &e.to_string()))?;
         Ok(bytes)
+    }
+
+    /// Reads and decodes the section's rollup (`None` when the block has none).
+    pub(crate) fn load_rollup(
+        &self,
+        objects: &Objects,
+    ) -> Result<Option<crate::rollup::Rollup>, StoreError> {
+        let Some((at, len)) = self.rollup else {
+            return Ok(None);
+        };
+        let raw = objects.get_range(&self.key, at..at + len)?;
+        let mut bytes = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut bytes)
+            .map_err(|e| corrupt(&self.key, &e.to_string()))?;
+        crate::rollup::Rollup::decode(&bytes, self.series.len())
+            .map(Some)
+            .ok_or_else(|| corrupt(&self.key, "bad rollup"))
     }
 
     /// Reads and decodes the section into a read-only head.
@@ -228,7 +268,8 @@ fn open_one(objects: &Objects, name: BlockName, listed: &Listed) -> Result<Block
         return Err(corrupt(key, "too short"));
     }
     let trailer = objects.get_range(key, listed.size - TRAILER..listed.size)?;
-    if &trailer[16..] != MAGIC {
+    let v3 = &trailer[16..] == MAGIC;
+    if !v3 && &trailer[16..] != MAGIC_V2 {
         return Err(corrupt(key, "no index trailer"));
     }
     let word = |at: usize| u64::from_le_bytes(trailer[at..at + 8].try_into().unwrap_or([0; 8]));
@@ -239,7 +280,7 @@ fn open_one(objects: &Objects, name: BlockName, listed: &Listed) -> Result<Block
         .ok_or_else(|| corrupt(key, "index out of range"))?;
     let index = objects.get_range(key, index_at..end)?;
     let (sections, replaces) =
-        read_index(&index, key, index_at).ok_or_else(|| corrupt(key, "bad index"))?;
+        read_index(&index, key, index_at, v3).ok_or_else(|| corrupt(key, "bad index"))?;
     Ok(Block {
         name,
         key: key.clone(),
@@ -252,7 +293,8 @@ fn open_one(objects: &Objects, name: BlockName, listed: &Listed) -> Result<Block
 /// The sections and the names of replaced blocks an index lists.
 type Index = (Vec<Arc<Section>>, Vec<String>);
 
-fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64) -> Option<Index> {
+/// `v3`: the index lists each section's sample label names (see the module's format).
+fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Option<Index> {
     let mut r = Reader::new(bytes);
     let n = r.count()?;
     let mut out = Vec::with_capacity(n);
@@ -280,6 +322,20 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64) -> Option<Index> {
                 totals,
             });
         }
+        let mut sample_keys = Vec::new();
+        let mut rollup = None;
+        if v3 {
+            let n = r.count()?;
+            for _ in 0..n {
+                sample_keys.push(r.str()?.to_string());
+            }
+            sample_keys.sort();
+            let (at, len) = (r.varint()?, r.varint()?);
+            if at < MAGIC.len() as u64 || at.checked_add(len)? > sections_end {
+                return None;
+            }
+            rollup = Some((at, len));
+        }
         out.push(Arc::new(Section {
             id: NEXT_SECTION.fetch_add(1, Ordering::Relaxed),
             key: key.clone(),
@@ -289,6 +345,8 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64) -> Option<Index> {
             min_time,
             max_time,
             series,
+            sample_keys,
+            rollup,
         }));
     }
     let n = r.count()?;
@@ -339,17 +397,29 @@ impl BlockWriter {
         // Writing to a Vec cannot fail.
         let _ = gz.write_all(&self.encoded);
         self.file = gz.finish().unwrap_or_default();
-        let index = &mut self.index;
-        put_str(index, tenant);
-        put_varint(index, offset);
-        put_varint(index, self.file.len() as u64 - offset);
-        put_signed(index, lo);
-        put_signed(index, hi);
-        put_varint(index, head.profiles);
+        let len = self.file.len() as u64 - offset;
         let series: Vec<_> = head
             .all_series()
             .filter(|s| !s.profiles.is_empty())
             .collect();
+        // The section's rollup, gzip'd on its own right after it.
+        self.encoded.clear();
+        crate::rollup::encode(head, &series, &mut self.encoded);
+        let rollup_at = self.file.len() as u64;
+        let mut gz = flate2::write::GzEncoder::new(
+            std::mem::take(&mut self.file),
+            flate2::Compression::new(6),
+        );
+        let _ = gz.write_all(&self.encoded);
+        self.file = gz.finish().unwrap_or_default();
+        let rollup_len = self.file.len() as u64 - rollup_at;
+        let index = &mut self.index;
+        put_str(index, tenant);
+        put_varint(index, offset);
+        put_varint(index, len);
+        put_signed(index, lo);
+        put_signed(index, hi);
+        put_varint(index, head.profiles);
         put_varint(index, series.len() as u64);
         for s in series {
             put_labels(index, &s.labels);
@@ -359,6 +429,13 @@ impl BlockWriter {
                 put_signed(index, p.total());
             }
         }
+        let keys: std::collections::BTreeSet<&str> = head.sample_label_names().collect();
+        put_varint(index, keys.len() as u64);
+        for k in keys {
+            put_str(index, k);
+        }
+        put_varint(index, rollup_at);
+        put_varint(index, rollup_len);
         self.sections += 1;
     }
 
@@ -396,7 +473,7 @@ impl BlockWriter {
         file.extend_from_slice(MAGIC);
         let size = file.len() as u64;
         let (sections, replaces) =
-            read_index(&index, &key, index_at).ok_or_else(|| corrupt(&key, "index"))?;
+            read_index(&index, &key, index_at, true).ok_or_else(|| corrupt(&key, "index"))?;
         objects.put(&key, file)?;
         Ok(Some(Block {
             name,

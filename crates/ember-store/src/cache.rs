@@ -4,7 +4,8 @@
 //! service is hundreds of milliseconds), keeping it costs memory. Recently used sections stay
 //! decoded until the budget ([`crate::StoreOptions::cache_bytes`]) is spent, then the least
 //! recently used go. A section larger than the whole budget is decoded for the query that
-//! needs it and dropped after. Sizes are [`TenantHead::approx_bytes`] estimates.
+//! needs it and dropped after. Sizes are [`TenantHead::approx_bytes`] estimates. Section
+//! rollups ([`crate::rollup`]) are cached the same way, beside the heads.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,13 +14,26 @@ use crate::StoreError;
 use crate::block::Section;
 use crate::head::TenantHead;
 use crate::objects::Objects;
+use crate::rollup::Rollup;
 
-/// A decoded section and what it costs.
+/// A decoded section or rollup.
+#[derive(Debug, Clone)]
+enum Decoded {
+    Head(Arc<TenantHead>),
+    Rollup(Arc<Rollup>),
+}
+
+/// A decoded section or rollup and what it costs.
 #[derive(Debug)]
 struct Entry {
-    head: Arc<TenantHead>,
+    value: Decoded,
     bytes: usize,
     used: u64,
+}
+
+/// Cache key of a section's head (`rollup` false) or rollup.
+fn key(section: &Section, rollup: bool) -> u64 {
+    section.id << 1 | u64::from(rollup)
 }
 
 #[derive(Debug, Default)]
@@ -31,7 +45,7 @@ struct State {
     misses: u64,
 }
 
-/// Decoded sections by section id, least recently used evicted first.
+/// Decoded sections and rollups by section id, least recently used evicted first.
 #[derive(Debug)]
 pub(crate) struct BlockCache {
     budget: usize,
@@ -47,6 +61,21 @@ impl BlockCache {
         }
     }
 
+    /// The cached value under `key`, counting a hit or a miss.
+    fn lookup(&self, key: u64) -> Option<Decoded> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.clock += 1;
+        let now = st.clock;
+        if let Some(e) = st.entries.get_mut(&key) {
+            e.used = now;
+            let value = e.value.clone();
+            st.hits += 1;
+            return Some(value);
+        }
+        st.misses += 1;
+        None
+    }
+
     /// The decoded head of `section`, from the cache or read now. Two queries missing the
     /// same section at once may both decode it; the second result replaces the first.
     pub(crate) fn get(
@@ -54,38 +83,53 @@ impl BlockCache {
         objects: &Objects,
         section: &Section,
     ) -> Result<Arc<TenantHead>, StoreError> {
-        {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.clock += 1;
-            let now = st.clock;
-            if let Some(e) = st.entries.get_mut(&section.id) {
-                e.used = now;
-                let head = e.head.clone();
-                st.hits += 1;
-                return Ok(head);
-            }
-            st.misses += 1;
+        if let Some(Decoded::Head(head)) = self.lookup(key(section, false)) {
+            return Ok(head);
         }
         // Decoded outside the lock: other queries keep using the cache meanwhile.
         let head = Arc::new(section.load(objects)?);
-        self.keep(section, head.clone());
+        self.keep(key(section, false), Decoded::Head(head.clone()));
         Ok(head)
+    }
+
+    /// The decoded rollup of `section` (`None` when its block has none), from the cache or
+    /// read now.
+    pub(crate) fn rollup(
+        &self,
+        objects: &Objects,
+        section: &Section,
+    ) -> Result<Option<Arc<Rollup>>, StoreError> {
+        if section.rollup.is_none() {
+            return Ok(None);
+        }
+        if let Some(Decoded::Rollup(r)) = self.lookup(key(section, true)) {
+            return Ok(Some(r));
+        }
+        let Some(r) = section.load_rollup(objects)? else {
+            return Ok(None);
+        };
+        let r = Arc::new(r);
+        self.keep(key(section, true), Decoded::Rollup(r.clone()));
+        Ok(Some(r))
     }
 
     /// Caches `head` as the decoded `section` (a flush hands over the head it just wrote).
     pub(crate) fn insert(&self, section: &Section, head: TenantHead) {
-        self.keep(section, Arc::new(head));
+        self.keep(key(section, false), Decoded::Head(Arc::new(head)));
     }
 
-    /// Adds an entry and evicts the least recently used beyond the budget; a head larger
+    /// Adds an entry and evicts the least recently used beyond the budget; a value larger
     /// than the whole budget is not kept.
-    fn keep(&self, section: &Section, head: Arc<TenantHead>) {
-        let bytes = head.approx_bytes();
+    fn keep(&self, key: u64, value: Decoded) {
+        let bytes = match &value {
+            Decoded::Head(h) => h.approx_bytes(),
+            Decoded::Rollup(r) => r.approx_bytes(),
+        };
         if bytes <= self.budget {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             st.clock += 1;
             let used = st.clock;
-            if let Some(old) = st.entries.insert(section.id, Entry { head, bytes, used }) {
+            if let Some(old) = st.entries.insert(key, Entry { value, bytes, used }) {
                 st.bytes -= old.bytes;
             }
             st.bytes += bytes;
@@ -103,12 +147,14 @@ impl BlockCache {
     /// Forgets `section` (its block was deleted or compacted away).
     pub(crate) fn forget(&self, section: &Section) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = st.entries.remove(&section.id) {
-            st.bytes -= e.bytes;
+        for k in [key(section, false), key(section, true)] {
+            if let Some(e) = st.entries.remove(&k) {
+                st.bytes -= e.bytes;
+            }
         }
     }
 
-    /// `(sections held, their estimated bytes, hits, misses)`.
+    /// `(sections and rollups held, their estimated bytes, hits, misses)`.
     pub(crate) fn stats(&self) -> (usize, usize, u64, u64) {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         (st.entries.len(), st.bytes, st.hits, st.misses)

@@ -29,20 +29,33 @@ pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 pub type Labels = Vec<(String, String)>;
 
 /// One stored profile of one series (one sample type).
-#[derive(Debug, Clone)]
+///
+/// A profile is a list of `(stack node, sample label set, value)` entries sorted by node then
+/// label set; a profile none of whose samples has labels keeps `sets` empty (every entry is
+/// in set 0, the empty set), so unlabelled data costs nothing for the feature.
+#[derive(Debug, Clone, Default)]
 pub struct StoredProfile {
     /// Timestamp, unix nanoseconds.
     pub time_nanos: i64,
-    /// Leaf nodes of the shared stack tree, sorted ascending.
+    /// Leaf nodes of the shared stack tree, ascending (a node repeats when its samples carry
+    /// different label sets).
     pub nodes: Vec<u32>,
-    /// Value per node, same order.
+    /// Value per entry, same order.
     pub values: Vec<i64>,
+    /// Sample label set per entry ([`TenantHead::label_set_pairs`]), same order; empty when
+    /// every entry is in the empty set 0.
+    pub sets: Vec<u32>,
 }
 
 impl StoredProfile {
     /// Sum of the values.
     pub fn total(&self) -> i64 {
         self.values.iter().fold(0i64, |a, v| a.saturating_add(*v))
+    }
+
+    /// The sample label set of entry `i` (0, the empty set, when the profile has none).
+    pub fn set(&self, i: usize) -> u32 {
+        self.sets.get(i).copied().unwrap_or(0)
     }
 }
 
@@ -213,6 +226,10 @@ pub struct TenantHead {
     /// Frame-name tree: (parent frame node, name string id); frame node 0 is the root.
     frames: Vec<(u32, u32)>,
     frame_ids: FastMap<(u32, u32), u32>,
+    /// Sample label sets: sorted `(key, value)` string-id pairs; set 0 is the empty set.
+    label_sets: Interner<Box<[(u32, u32)]>>,
+    /// String ids of every key used in a sample label set, sorted.
+    sample_keys: Vec<u32>,
     series: Vec<Series>,
     series_ids: HashMap<Labels, u32>,
     /// Label index: name → value → series ids.
@@ -244,6 +261,8 @@ impl TenantHead {
             node_frame: vec![0],
             frames: vec![(0, 0)],
             frame_ids: FastMap::default(),
+            label_sets: Interner::new(),
+            sample_keys: Vec::new(),
             series: Vec::new(),
             series_ids: HashMap::new(),
             postings: BTreeMap::new(),
@@ -251,7 +270,51 @@ impl TenantHead {
         };
         // String 0 is "", as in pprof, so absent fields need no special case.
         h.intern("");
+        // Label set 0 is the empty set: a sample without labels.
+        h.label_sets.intern(Box::new([]));
         h
+    }
+
+    /// Interns a sample label set of `(key, value)` string ids (sorted and de-duplicated
+    /// here); returns its id, 0 for the empty set.
+    pub fn label_set(&mut self, pairs: &mut Vec<(u32, u32)>) -> u32 {
+        if pairs.is_empty() {
+            return 0;
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        if let Some(&id) = self.label_sets.ids.get(&pairs[..]) {
+            return id;
+        }
+        for (k, _) in pairs.iter() {
+            if let Err(at) = self.sample_keys.binary_search(k) {
+                self.sample_keys.insert(at, *k);
+            }
+        }
+        self.label_sets.intern(pairs[..].into()).0
+    }
+
+    /// The `(key, value)` string-id pairs of sample label set `id` (empty when unknown).
+    pub fn label_set_pairs(&self, id: u32) -> &[(u32, u32)] {
+        self.label_sets
+            .items
+            .get(id as usize)
+            .map_or(&[], |s| &s[..])
+    }
+
+    /// Number of sample label sets (dense ids `0..label_set_count`, 0 the empty set).
+    pub fn label_set_count(&self) -> usize {
+        self.label_sets.items.len()
+    }
+
+    /// Names of the sample labels any profile of the head carries, sorted by string id.
+    pub fn sample_label_names(&self) -> impl Iterator<Item = &str> {
+        self.sample_keys.iter().map(|k| self.string(*k))
+    }
+
+    /// Whether some sample of the head carries a label named `name`.
+    pub fn has_sample_label(&self, name: &str) -> bool {
+        self.sample_label_names().any(|k| k == name)
     }
 
     /// Interns a string.
@@ -532,12 +595,18 @@ impl TenantHead {
     }
 
     /// Series matching the selector, using the label index for equality matchers.
+    ///
+    /// A matcher on a name the series lacks but some sample of this head carries as a sample
+    /// label is not decided here: it selects samples, not series (see
+    /// [`crate::Selector::matches_series`]), and the reads apply it per sample.
     pub fn select(&self, selector: &Selector) -> Vec<&Series> {
         use crate::selector::MatchOp;
+        let sample_key = |name: &str| self.has_sample_label(name);
         let mut candidates: Option<BTreeSet<u32>> = None;
         for m in &selector.matchers {
             if let MatchOp::Eq(v) = &m.op
                 && !v.is_empty()
+                && !sample_key(&m.name)
             {
                 let ids: BTreeSet<u32> = self
                     .postings
@@ -555,12 +624,12 @@ impl TenantHead {
             Some(ids) => ids
                 .into_iter()
                 .map(|id| &self.series[id as usize])
-                .filter(|s| selector.matches(&s.labels))
+                .filter(|s| selector.matches_series(&s.labels, sample_key))
                 .collect(),
             None => self
                 .series
                 .iter()
-                .filter(|s| selector.matches(&s.labels))
+                .filter(|s| selector.matches_series(&s.labels, sample_key))
                 .collect(),
         }
     }
@@ -644,14 +713,26 @@ impl TenantHead {
             + map(&self.stack_leaves)
             + self.node_frame.capacity() * 4
             + self.frames.capacity() * 8
-            + map(&self.frame_ids);
+            + map(&self.frame_ids)
+            + map(&self.label_sets.ids)
+            + self
+                .label_sets
+                .items
+                .iter()
+                .map(|s| s.len() * 8 + 16)
+                .sum::<usize>();
         let profiles: usize = self
             .series
             .iter()
             .map(|s| {
                 s.profiles
                     .iter()
-                    .map(|p| p.nodes.capacity() * 4 + p.values.capacity() * 8 + 56)
+                    .map(|p| {
+                        p.nodes.capacity() * 4
+                            + p.values.capacity() * 8
+                            + p.sets.capacity() * 4
+                            + 80
+                    })
                     .sum::<usize>()
                     + s.labels
                         .iter()
@@ -674,6 +755,7 @@ impl TenantHead {
         self.node_ids = FastMap::default();
         self.stack_leaves = FastMap::default();
         self.frame_ids = FastMap::default();
+        self.label_sets.ids = FastMap::default();
         self.nodes.shrink_to_fit();
         self.node_frame.shrink_to_fit();
         self.frames.shrink_to_fit();

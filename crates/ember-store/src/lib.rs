@@ -38,6 +38,7 @@ mod objects;
 mod pprof_out;
 mod read;
 mod retention;
+mod rollup;
 pub mod selector;
 mod tenant;
 pub mod wal;

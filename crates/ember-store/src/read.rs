@@ -19,6 +19,7 @@ use crate::{
     TYPE_LABEL, TenantHead, pprof_out,
 };
 
+mod samples;
 mod sums;
 
 use sums::{NodeSums, SPARSE_RATIO, compact_frames, in_range, sum_nodes};
@@ -127,39 +128,59 @@ impl Merged {
 }
 
 /// Adds up merges of the same query over different tiers as they come (one part held at a
-/// time): frames with the same name under the same parent add up. The first part keeps its
-/// frame ids; later parts' new frames are appended after their parents, so parents still
-/// come first.
+/// time): frames with the same name under the same parent add up. The larger of the first two
+/// parts keeps its frame ids; other parts' new frames are appended after their parents, so
+/// parents still come first. The lookup maps are built only once a second part arrives (a
+/// query answered by one tier pays nothing here), sized for both at once.
 #[derive(Default)]
 struct Combiner {
     base: Option<Merged>,
     // Fx hashing: the keys are this query's own frame ids and names, and these maps take a
     // lookup per frame of every tier after the first.
     name_ids: FastMap<String, u32>,
-    frame_ids: FastMap<(u32, u32), u32>,
+    /// Base frame id by `(parent << 32) | name`.
+    frame_ids: FastMap<u64, u32>,
     parts: usize,
 }
 
+fn frame_key(parent: u32, name: u32) -> u64 {
+    u64::from(parent) << 32 | u64::from(name)
+}
+
 impl Combiner {
-    fn add(&mut self, part: Merged) {
+    fn add(&mut self, mut part: Merged) {
         self.parts += 1;
         let Some(base) = &mut self.base else {
-            self.name_ids = part
+            self.base = Some(part);
+            return;
+        };
+        if self.parts == 2 {
+            // The larger part is the base: fewer frames to look up and append.
+            if part.frames.len() > base.frames.len() {
+                std::mem::swap(base, &mut part);
+            }
+            self.name_ids = base
                 .names
                 .iter()
                 .enumerate()
                 .map(|(i, n)| (n.clone(), i as u32))
                 .collect();
-            self.frame_ids = part
-                .frames
-                .iter()
-                .enumerate()
-                .skip(1)
-                .map(|(i, f)| (*f, i as u32))
-                .collect();
-            self.base = Some(part);
-            return;
-        };
+            self.frame_ids = FastMap::with_capacity_and_hasher(
+                base.frames.len() + part.frames.len(),
+                Default::default(),
+            );
+            self.frame_ids.extend(
+                base.frames
+                    .iter()
+                    .enumerate()
+                    .skip(1)
+                    .map(|(i, f)| (frame_key(f.0, f.1), i as u32)),
+            );
+        } else {
+            self.frame_ids.reserve(part.frames.len());
+        }
+        base.frames.reserve(part.frames.len());
+        base.self_values.reserve(part.frames.len());
         let mut names = Vec::with_capacity(part.names.len());
         for n in part.names {
             let id = match self.name_ids.get(&n) {
@@ -176,16 +197,15 @@ impl Combiner {
         let mut ids = vec![0u32; part.frames.len()];
         for (i, &(parent, name)) in part.frames.iter().enumerate().skip(1) {
             let key = (ids[parent as usize], names[name as usize]);
-            let id = match self.frame_ids.get(&key) {
-                Some(&id) => id,
-                None => {
-                    let id = base.frames.len() as u32;
-                    base.frames.push(key);
-                    base.self_values.push(0);
-                    self.frame_ids.insert(key, id);
-                    id
-                }
-            };
+            let next = base.frames.len() as u32;
+            let id = *self
+                .frame_ids
+                .entry(frame_key(key.0, key.1))
+                .or_insert(next);
+            if id == next {
+                base.frames.push(key);
+                base.self_values.push(0);
+            }
             ids[i] = id;
             let v = &mut base.self_values[id as usize];
             *v = v.saturating_add(part.self_values[i]);
@@ -235,6 +255,47 @@ fn average(sum: i64, count: i64) -> i64 {
     }
 }
 
+/// Takes a series' (or a sample-label group's) `(time, total)` points.
+type AddPoints<'a> = dyn FnMut(&Labels, &mut dyn Iterator<Item = (i64, i64)>) + 'a;
+
+/// Feeds `add` the `(time, total)` points of every series of `head` that `selector` picks,
+/// keyed by the series labels plus, when `group_by` names sample labels, their values.
+fn head_totals(
+    head: &TenantHead,
+    selector: &Selector,
+    query: &Query,
+    group_by: &[String],
+    add: &mut AddPoints<'_>,
+) {
+    let mut filter = samples::SampleFilter::new(head, selector);
+    for series in head.select(selector) {
+        let pass = filter.for_series(series);
+        match samples::SampleGroups::new(head, series, group_by) {
+            None => {
+                let mut points = in_range(series, query).map(|p| {
+                    let total = match pass {
+                        None => p.total(),
+                        Some(_) => {
+                            samples::entries(p, pass).fold(0i64, |a, (_, v)| a.saturating_add(v))
+                        }
+                    };
+                    (p.time_nanos, total)
+                });
+                add(&series.labels, &mut points);
+            }
+            Some(mut groups) => {
+                for p in in_range(series, query) {
+                    for (group, total) in groups.totals(p, pass) {
+                        let mut labels = series.labels.clone();
+                        labels.extend(group);
+                        add(&labels, &mut std::iter::once((p.time_nanos, total)));
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Store {
     /// `query` without what retention has expired: a kept block may still hold older
     /// profiles next to fresh ones, and they must not be served.
@@ -271,7 +332,7 @@ impl Store {
                             && s.max_time >= q.start_nanos
                             && s.series.iter().any(|x| {
                                 !x.in_range(q.start_nanos, q.end_nanos).is_empty()
-                                    && sel.matches(&x.labels)
+                                    && sel.matches_series(&x.labels, |n| s.has_sample_label(n))
                             })
                     }
                     _ => true,
@@ -282,6 +343,80 @@ impl Store {
         for s in sections {
             match self.cache.get(&self.objects, &s) {
                 Ok(head) => f(&head),
+                Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
+            }
+        }
+    }
+
+    /// [`Store::for_each_head`] for flame graphs: a block section whose profiles of the
+    /// selected series all lie in the query's range, with no averaged series and no
+    /// sample-label filter among them, is answered from its rollup ([`crate::rollup`]) by
+    /// `from_rollup`, with the selected series' index positions, labels and profile counts;
+    /// every other tier goes to `from_head`.
+    fn for_each_tier(
+        &self,
+        tenant: &str,
+        query: &Query,
+        mut from_head: impl FnMut(&TenantHead),
+        mut from_rollup: impl FnMut(&crate::rollup::Rollup, &[(usize, &Labels, usize)]),
+    ) {
+        let Some(t) = self.tenant(tenant) else {
+            return;
+        };
+        let sel = query.full_selector();
+        let (start, end) = (query.start_nanos, query.end_nanos);
+        // Per section to read: the selected series in range, and whether the rollup serves.
+        type Picked = (Arc<Section>, Vec<usize>, bool);
+        let picked: Vec<Picked> = {
+            let t = t.read().unwrap_or_else(|e| e.into_inner());
+            from_head(&t.head);
+            for (_, h) in &t.frozen {
+                from_head(h);
+            }
+            t.sections
+                .iter()
+                .filter(|s| s.min_time <= end && s.max_time >= start)
+                .filter_map(|s| {
+                    let has = |n: &str| s.has_sample_label(n);
+                    let selected: Vec<usize> = (0..s.series.len())
+                        .filter(|i| {
+                            let x = &s.series[*i];
+                            !x.in_range(start, end).is_empty() && sel.matches_series(&x.labels, has)
+                        })
+                        .collect();
+                    if selected.is_empty() {
+                        return None;
+                    }
+                    let whole = selected.iter().all(|i| {
+                        let x = &s.series[*i];
+                        x.in_range(start, end).len() == x.times.len()
+                            && sel.sample_matchers(&x.labels, has).is_empty()
+                            && !x
+                                .labels
+                                .iter()
+                                .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE)
+                    });
+                    Some((s.clone(), selected, whole && s.rollup.is_some()))
+                })
+                .collect()
+        };
+        for (s, selected, whole) in picked {
+            if whole {
+                match self.cache.rollup(&self.objects, &s) {
+                    Ok(Some(r)) if selected.iter().all(|i| r.has(*i)) => {
+                        let series: Vec<(usize, &Labels, usize)> = selected
+                            .iter()
+                            .map(|i| (*i, &s.series[*i].labels, s.series[*i].times.len()))
+                            .collect();
+                        from_rollup(&r, &series);
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "unreadable rollup; reading the section"),
+                }
+            }
+            match self.cache.get(&self.objects, &s) {
+                Ok(head) => from_head(&head),
                 Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
             }
         }
@@ -316,24 +451,35 @@ impl Store {
     pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
         let query = &self.within_retention(query);
         let averaged = self.averaged_counts(tenant, query);
-        let mut parts = Combiner::default();
-        self.for_each_head(tenant, Some(query), |head| {
-            let mut out = Merged::default();
-            let sums = sum_nodes(head, query, &averaged, &mut out);
-            if out.profiles == 0 {
-                return;
-            }
-            let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
-                NodeSums::Dense(vec![0i64; head.frame_count()])
-            } else {
-                NodeSums::Sparse(crate::head::FastMap::default())
-            };
-            for (n, v) in sums {
-                frames.add(head.frame_of(n), v);
-            }
-            compact_frames(head, frames.into_sorted(), &mut out);
-            parts.add(out);
-        });
+        let parts = std::cell::RefCell::new(Combiner::default());
+        self.for_each_tier(
+            tenant,
+            query,
+            |head| {
+                let mut out = Merged::default();
+                let sums = sum_nodes(head, query, &averaged, &mut out);
+                if out.profiles == 0 {
+                    return;
+                }
+                let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
+                    NodeSums::Dense(vec![0i64; head.frame_count()])
+                } else {
+                    NodeSums::Sparse(crate::head::FastMap::default())
+                };
+                for (n, v) in sums {
+                    frames.add(head.frame_of(n), v);
+                }
+                compact_frames(head, frames.into_sorted(), &mut out);
+                parts.borrow_mut().add(out);
+            },
+            |rollup, series| {
+                let out = rollup.merged(series);
+                if out.profiles > 0 {
+                    parts.borrow_mut().add(out);
+                }
+            },
+        );
+        let parts = parts.into_inner();
         let tiers = parts.parts;
         let mut merged = parts.finish();
         if tiers > 1 {
@@ -453,20 +599,35 @@ impl Store {
                 e.1 += 1;
             }
         };
-        // Heads in memory, then blocks from their index: totals never decode a block.
+        // Heads in memory, then blocks from their index: totals decode a block only when
+        // sample labels select or group its profiles.
+        let mut decode: Vec<Arc<Section>> = Vec::new();
         if let Some(t) = self.tenant(tenant) {
             let t = t.read().unwrap_or_else(|e| e.into_inner());
             for h in std::iter::once(&t.head).chain(t.frozen.iter().map(|(_, h)| h)) {
-                for series in h.select(&selector) {
-                    let mut points = in_range(series, query).map(|p| (p.time_nanos, p.total()));
-                    add(&series.labels, &mut points);
-                }
+                head_totals(h, &selector, query, group_by, &mut add);
             }
             for s in &t.sections {
                 if s.min_time > query.end_nanos || s.max_time < query.start_nanos {
                     continue;
                 }
-                for x in s.series.iter().filter(|x| selector.matches(&x.labels)) {
+                let has = |n: &str| s.has_sample_label(n);
+                let selected: Vec<_> = s
+                    .series
+                    .iter()
+                    .filter(|x| selector.matches_series(&x.labels, has))
+                    .collect();
+                let by_samples = selected.iter().any(|x| {
+                    !selector.sample_matchers(&x.labels, has).is_empty()
+                        || group_by
+                            .iter()
+                            .any(|g| has(g) && !x.labels.iter().any(|(n, _)| n == g))
+                });
+                if by_samples {
+                    decode.push(s.clone());
+                    continue;
+                }
+                for x in selected {
                     let r = x.in_range(query.start_nanos, query.end_nanos);
                     let mut points = x.times[r.clone()]
                         .iter()
@@ -474,6 +635,12 @@ impl Store {
                         .zip(x.totals[r].iter().copied());
                     add(&x.labels, &mut points);
                 }
+            }
+        }
+        for s in decode {
+            match self.cache.get(&self.objects, &s) {
+                Ok(head) => head_totals(&head, &selector, query, group_by, &mut add),
+                Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
             }
         }
         let mut groups: BTreeMap<Labels, BTreeMap<i64, i64>> = BTreeMap::new();
@@ -540,7 +707,7 @@ impl Store {
                     .iter()
                     .filter(|x| {
                         query.is_none_or(|q| !x.in_range(q.start_nanos, q.end_nanos).is_empty())
-                            && selector.matches(&x.labels)
+                            && selector.matches_series(&x.labels, |n| s.has_sample_label(n))
                     })
                     .map(|x| x.labels.clone()),
             );

@@ -38,6 +38,21 @@ impl Matcher {
         }
     }
 
+    /// A matcher accepting exactly the values `values` (`name=~"v1|v2|…"` with each value
+    /// taken literally); `None` when the list is empty.
+    pub fn any_of(name: &str, values: &[String]) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        let alternatives: Vec<String> = values.iter().map(|v| regex::escape(v)).collect();
+        // Escaped literals joined by `|` always form a valid expression.
+        let re = Regex::new(&format!("^(?:{})$", alternatives.join("|"))).ok()?;
+        Some(Matcher {
+            name: name.to_string(),
+            op: MatchOp::Re(re),
+        })
+    }
+
     /// Whether `value` (empty when the label is absent) satisfies the matcher.
     pub fn matches(&self, value: &str) -> bool {
         match &self.op {
@@ -71,6 +86,60 @@ impl Selector {
             m.matches(v)
         })
     }
+}
+
+impl Selector {
+    /// Whether the series labels pass the matchers that are decided per series: every
+    /// matcher but those on a name `labels` lacks and `is_sample_key` says samples carry.
+    /// Those select samples instead ([`Selector::sample_matchers`]): in
+    /// `{service_name="api", span_id="7f"}` the first picks series, the second the samples
+    /// of the request.
+    pub fn matches_series(
+        &self,
+        labels: &[(String, String)],
+        is_sample_key: impl Fn(&str) -> bool,
+    ) -> bool {
+        self.matchers.iter().all(|m| {
+            match labels.iter().find(|(n, _)| *n == m.name) {
+                Some((_, v)) => m.matches(v),
+                // Absent: "" as in Prometheus, unless samples may carry it.
+                None => is_sample_key(&m.name) || m.matches(""),
+            }
+        })
+    }
+
+    /// The matchers that a series with `labels` leaves to its samples (see
+    /// [`Selector::matches_series`]).
+    pub fn sample_matchers(
+        &self,
+        labels: &[(String, String)],
+        is_sample_key: impl Fn(&str) -> bool,
+    ) -> Vec<&Matcher> {
+        self.matchers
+            .iter()
+            .filter(|m| is_sample_key(&m.name) && !labels.iter().any(|(n, _)| *n == m.name))
+            .collect()
+    }
+}
+
+/// Whether a sample with the label `pairs` passes every matcher of `matchers`. A label may
+/// repeat with several values in pprof: `=` and `=~` need one value to match, `!=` and `!~`
+/// need every value to; a label the sample lacks is the empty string.
+pub fn sample_matches<'a>(
+    matchers: &[&Matcher],
+    pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+) -> bool {
+    matchers.iter().all(|m| {
+        let mut values = pairs.clone().filter(|(k, _)| *k == m.name).map(|(_, v)| v);
+        let Some(first) = values.next() else {
+            return m.matches("");
+        };
+        let mut all = std::iter::once(first).chain(values);
+        match m.op {
+            MatchOp::Eq(_) | MatchOp::Re(_) => all.any(|v| m.matches(v)),
+            MatchOp::NotEq(_) | MatchOp::NotRe(_) => all.all(|v| m.matches(v)),
+        }
+    })
 }
 
 fn err(msg: impl Into<String>) -> StoreError {

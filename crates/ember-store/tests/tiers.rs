@@ -64,7 +64,39 @@ fn profile(rng: &mut Rng) -> Vec<u8> {
             .collect();
         b.add_folded_stack(&frames, &[(1 + rng.below(50) as i64) * 10_000_000]);
     }
-    ember_pprof::encode(&b.build())
+    let mut p = b.build();
+    // Sample labels as a traced service has them: most samples in a span, some with an
+    // endpoint, a few carrying a label twice.
+    let string = |p: &mut ember_pprof::Profile, s: &str| -> i64 {
+        match p.string_table.iter().position(|x| x == s) {
+            Some(i) => i as i64,
+            None => {
+                p.string_table.push(s.to_string());
+                p.string_table.len() as i64 - 1
+            }
+        }
+    };
+    for i in 0..p.sample.len() {
+        let mut labels = Vec::new();
+        if rng.below(3) != 0 {
+            labels.push(("span_id", format!("s{}", rng.below(5))));
+        }
+        if rng.below(2) == 0 {
+            labels.push(("endpoint", ["/a", "/b"][rng.below(2) as usize].to_string()));
+        }
+        if rng.below(8) == 0 {
+            labels.push(("endpoint", "/c".to_string()));
+        }
+        for (k, v) in labels {
+            let label = ember_pprof::Label {
+                key: string(&mut p, k),
+                str: string(&mut p, &v),
+                ..Default::default()
+            };
+            p.sample[i].label.push(label);
+        }
+    }
+    ember_pprof::encode(&p)
 }
 
 fn batch(pprof: Vec<u8>, service: &str, pod: &str, time_nanos: i64) -> IngestBatch {
@@ -103,10 +135,11 @@ fn answers(store: &Store, q: &Query) -> String {
         (folded, m.total, m.profiles, m.series)
     });
     let totals = store.series_totals("t", q, 7_000, &["pod".to_string()]);
+    let by_span = store.series_totals("t", q, 7_000, &["span_id".to_string()]);
     let series = store.series("t", Some(q));
     let pods = store.label_values("t", "pod", Some(q));
     format!(
-        "stacks {stacks:?}\ntotal {} profiles {} series {}\npprof {pprof:?}\ntotals {totals:?}\nseries {series:?}\npods {pods:?}",
+        "stacks {stacks:?}\ntotal {} profiles {} series {}\npprof {pprof:?}\ntotals {totals:?}\nby span {by_span:?}\nseries {series:?}\npods {pods:?}",
         merged.total, merged.profiles, merged.series
     )
 }
@@ -118,6 +151,10 @@ fn queries() -> Vec<Query> {
         query("{service_name=\"db\", pod=\"p1\"}", 10_000, 40_000),
         query("{pod=~\"p[02]\"}", 25_000, 25_000),
         query("{service_name=\"none\"}", 0, i64::MAX),
+        query("{span_id=\"s1\"}", 0, i64::MAX),
+        query("{service_name=\"api\", endpoint=\"/a\"}", 5_000, 50_000),
+        query("{span_id!=\"s2\", endpoint!~\"/[ab]\"}", 0, i64::MAX),
+        query("{pod=\"p1\", span_id=~\"s[13]\"}", 0, i64::MAX),
     ]
 }
 
@@ -290,13 +327,31 @@ fn weeks_of_blocks_open_from_their_index_alone() {
     let q = query("{}", start + 50 * hour, start + 50 * hour);
     assert_eq!(store.merge_stacks("t", &q).profiles, 1);
     assert_eq!(store.cache_stats().0, 1);
-    // A week reads its blocks (42), and the answer is the sum of its hours.
+    // A week covers its 42 blocks whole: it reads their rollups, not their sections, and
+    // the answer is the sum of its hours.
     let week = query("{}", start, start + 7 * 24 * hour - 1);
     let merged = store.merge_stacks("t", &week);
     assert_eq!(merged.profiles, 7 * 24);
     let (held, _, _, misses) = store.cache_stats();
-    assert_eq!(misses, 42, "one decode per block of the week");
-    assert_eq!(held, 42);
+    assert_eq!(
+        misses,
+        1 + 42,
+        "the hour's section, then one rollup per block of the week"
+    );
+    assert_eq!(held, 43);
+    let mut by_hours: BTreeMap<String, i64> = BTreeMap::new();
+    for h in 0..7 * 24 {
+        let hour_q = query("{}", start + h * hour, start + h * hour);
+        for (f, v) in store.merge_stacks("t", &hour_q).stacks() {
+            *by_hours.entry(f.join(";")).or_insert(0) += v;
+        }
+    }
+    let week_stacks: BTreeMap<String, i64> = merged
+        .stacks()
+        .into_iter()
+        .map(|(f, v)| (f.join(";"), v))
+        .collect();
+    assert_eq!(week_stacks, by_hours);
 }
 
 #[test]
@@ -380,7 +435,7 @@ fn first_format_blocks_are_rewritten_and_answer_the_same() {
     }
     let bytes = std::fs::read(dir.join("blocks").join(name)).unwrap();
     assert!(
-        bytes.starts_with(b"EMBERBLK2\n"),
+        bytes.starts_with(b"EMBERBLK3\n"),
         "rewritten in the current format"
     );
 }

@@ -5,6 +5,12 @@ use super::*;
 
 use crate::encoding::{Reader, gcd, put_deltas, put_labels, put_signed, put_str, put_varint};
 
+/// A sample label set as encoded: `(key, value)` string ids.
+type LabelSet = Box<[(u32, u32)]>;
+
+/// Tag of the sample-label part of an encoded head.
+const SAMPLE_LABELS_TAG: u64 = 1;
+
 impl TenantHead {
     /// Columnar encoding of the whole head: string table; mapping, function and location
     /// tables as one column per field; stack-tree parent and location columns; then per
@@ -76,6 +82,31 @@ impl TenantHead {
                 }
             }
         }
+        self.encode_sample_labels(out);
+    }
+
+    /// The optional sample-label part, after the series (a head without sample labels
+    /// writes nothing, so its encoding is what it was before sample labels were kept):
+    /// tag 1; the label sets after the empty set 0, each a pair count and `(key, value)`
+    /// string ids; then for every profile in series order its entries' set ids, or 0 when
+    /// it has none.
+    fn encode_sample_labels(&self, out: &mut Vec<u8>) {
+        if self.label_sets.items.len() <= 1 {
+            return;
+        }
+        put_varint(out, SAMPLE_LABELS_TAG);
+        put_varint(out, self.label_sets.items.len() as u64 - 1);
+        for set in &self.label_sets.items[1..] {
+            put_varint(out, set.len() as u64);
+            for (k, v) in set.iter() {
+                put_varint(out, u64::from(*k));
+                put_varint(out, u64::from(*v));
+            }
+        }
+        for p in self.series.iter().flat_map(|s| &s.profiles) {
+            put_varint(out, p.sets.len() as u64);
+            p.sets.iter().for_each(|x| put_varint(out, u64::from(*x)));
+        }
     }
 
     /// Adds everything of an [`TenantHead::encode`]d head to this one (symbols re-interned).
@@ -128,18 +159,35 @@ impl TenantHead {
             };
             nodes.push(node);
         }
+        // This head's id of each block set id (0, the empty set, stays 0).
+        let mut sets: Vec<u32> = Vec::with_capacity(d.label_sets.len() + 1);
+        sets.push(0);
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for set in &d.label_sets {
+            pairs.clear();
+            for (k, v) in set.iter() {
+                pairs.push((sid(*k)?, sid(*v)?));
+            }
+            sets.push(self.label_set(&mut pairs));
+        }
         for (labels, period, profiles) in d.series {
             for mut p in profiles {
-                let mut pairs: Vec<(u32, i64)> = p
-                    .nodes
-                    .iter()
-                    .map(|n| nodes[*n as usize])
-                    .zip(p.values.iter().copied())
+                let mut entries: Vec<(u32, u32, i64)> = (0..p.nodes.len())
+                    .map(|i| {
+                        (
+                            nodes[p.nodes[i] as usize],
+                            sets[p.set(i) as usize],
+                            p.values[i],
+                        )
+                    })
                     .collect();
                 // Remapped ids lose the block's order; sorted ids keep the deltas small.
-                pairs.sort_unstable();
-                p.nodes = pairs.iter().map(|x| x.0).collect();
-                p.values = pairs.iter().map(|x| x.1).collect();
+                entries.sort_unstable();
+                p.nodes = entries.iter().map(|x| x.0).collect();
+                p.values = entries.iter().map(|x| x.2).collect();
+                if !p.sets.is_empty() {
+                    p.sets = entries.iter().map(|x| x.1).collect();
+                }
                 self.insert_with_period(labels.clone(), p, period);
             }
         }
@@ -219,6 +267,15 @@ impl TenantHead {
         }
         h.frame_ids = FastMap::default();
         h.string_ids = FastMap::default();
+        let mut keys: Vec<u32> = d
+            .label_sets
+            .iter()
+            .flat_map(|s| s.iter().map(|p| p.0))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        h.sample_keys = keys;
+        h.label_sets.items.extend(d.label_sets);
         for (labels, period, profiles) in d.series {
             for p in profiles {
                 h.insert_with_period(labels.clone(), p, period);
@@ -241,6 +298,9 @@ struct Decoded<'a> {
     nodes: Vec<(u32, u32)>,
     /// Labels, period and profiles (node ids of `nodes`, ascending) of each series.
     series: Vec<(Labels, i64, Vec<StoredProfile>)>,
+    /// Sample label sets after the empty set 0 (string ids of `strings`); a profile's
+    /// `sets` index this list plus one.
+    label_sets: Vec<LabelSet>,
 }
 
 impl<'a> Decoded<'a> {
@@ -362,10 +422,16 @@ impl<'a> Decoded<'a> {
                     time_nanos,
                     nodes: nodes_of,
                     values,
+                    sets: Vec::new(),
                 });
             }
             series.push((labels, period, profiles));
         }
+        let label_sets = if r.at_end() {
+            Vec::new()
+        } else {
+            parse_sample_labels(&mut r, n_strings, &mut series)?
+        };
         r.at_end().then_some(Decoded {
             strings,
             mappings,
@@ -373,8 +439,40 @@ impl<'a> Decoded<'a> {
             locations,
             nodes,
             series,
+            label_sets,
         })
     }
+}
+
+/// The sample-label part of an encoded head (see [`TenantHead::encode_sample_labels`]): the
+/// label sets, and each profile's set ids put into `series`.
+fn parse_sample_labels(
+    r: &mut Reader<'_>,
+    n_strings: usize,
+    series: &mut [(Labels, i64, Vec<StoredProfile>)],
+) -> Option<Vec<LabelSet>> {
+    let string = |id: u64| -> Option<u32> {
+        let id = u32::try_from(id).ok()?;
+        ((id as usize) < n_strings).then_some(id)
+    };
+    if r.varint()? != SAMPLE_LABELS_TAG {
+        return None;
+    }
+    let n = r.count()?;
+    let mut label_sets = Vec::with_capacity(n);
+    for _ in 0..n {
+        let k = r.count()?;
+        let pairs = r.column(k, |r| Some((string(r.varint()?)?, string(r.varint()?)?)))?;
+        label_sets.push(pairs.into_boxed_slice());
+    }
+    for p in series.iter_mut().flat_map(|s| s.2.iter_mut()) {
+        let k = r.count()?;
+        if k != 0 && k != p.nodes.len() {
+            return None;
+        }
+        p.sets = r.column(k, |r| r.u32().filter(|x| *x as usize <= n))?;
+    }
+    Some(label_sets)
 }
 
 #[cfg(test)]
@@ -438,18 +536,32 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            let mut entries: Vec<(u32, i64)> = stacks
+            // The second series' samples carry sample labels (one stack in two spans).
+            let (span, a, b) = (h.intern("span_id"), h.intern("a1"), h.intern("b2"));
+            let sets = [
+                h.label_set(&mut vec![(span, a)]),
+                h.label_set(&mut vec![(span, b)]),
+            ];
+            let mut entries: Vec<(u32, u32, i64)> = stacks
                 .iter()
                 .enumerate()
-                .map(|(j, s)| (h.stack(s), (i * 10 + j + 1) as i64))
+                .map(|(j, s)| (h.stack(s), sets[j % 2], (i * 10 + j + 1) as i64))
                 .collect();
+            if i == 1 {
+                entries.push((h.stack(&stacks[0]), sets[1], 7));
+            }
             entries.sort_unstable();
             h.insert_with_period(
                 labels,
                 StoredProfile {
                     time_nanos: 5 + i as i64,
                     nodes: entries.iter().map(|e| e.0).collect(),
-                    values: entries.iter().map(|e| e.1).collect(),
+                    values: entries.iter().map(|e| e.2).collect(),
+                    sets: if i == 1 {
+                        entries.iter().map(|e| e.1).collect()
+                    } else {
+                        Vec::new()
+                    },
                 },
                 10,
             );
@@ -457,18 +569,26 @@ mod tests {
         h
     }
 
-    /// `(frame names, value)` of each stored entry.
-    type Stacks = Vec<(Vec<String>, i64)>;
+    /// `(frame names, sample labels, value)` of each stored entry.
+    type Stacks = Vec<(Vec<String>, Vec<(String, String)>, i64)>;
 
-    /// Every profile's stacks as frame names, per series.
+    /// Every profile's stacks as frame names with their sample labels, per series.
     fn view(h: &TenantHead) -> Vec<(Labels, Stacks)> {
         h.all_series()
             .map(|s| {
                 let mut stacks: Stacks = s
                     .profiles
                     .iter()
-                    .flat_map(|p| p.nodes.iter().zip(&p.values))
-                    .map(|(n, v)| (h.path(*n).iter().map(|x| x.to_string()).collect(), *v))
+                    .flat_map(|p| (0..p.nodes.len()).map(move |i| (p, i)))
+                    .map(|(p, i)| {
+                        let labels = h
+                            .label_set_pairs(p.set(i))
+                            .iter()
+                            .map(|(k, v)| (h.string(*k).to_string(), h.string(*v).to_string()))
+                            .collect();
+                        let frames = h.path(p.nodes[i]).iter().map(|x| x.to_string()).collect();
+                        (frames, labels, p.values[i])
+                    })
                     .collect();
                 stacks.sort();
                 (s.labels.clone(), stacks)

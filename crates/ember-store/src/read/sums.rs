@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::samples::{SampleFilter, entries as passing};
 use super::{Merged, Query, average, is_averaged};
 use crate::{Labels, PROFILE_TYPE_LABEL, Series, StoredProfile, TenantHead};
 
@@ -34,9 +35,11 @@ pub(crate) fn sum_nodes(
     } else {
         NodeSums::Sparse(crate::head::FastMap::default())
     };
+    let mut filter = SampleFilter::new(head, &selector);
     for series in selected {
         let mut used = false;
         let averaged = is_averaged(series);
+        let pass = filter.for_series(series);
         // Per node sums of this series alone, only needed when it is averaged.
         let mut own: BTreeMap<u32, i64> = BTreeMap::new();
         let mut count = 0i64;
@@ -45,9 +48,13 @@ pub(crate) fn sum_nodes(
             out.profiles += 1;
             count += 1;
             if averaged {
-                for (n, v) in p.nodes.iter().zip(&p.values) {
-                    let e = own.entry(*n).or_insert(0);
-                    *e = e.saturating_add(*v);
+                for (n, v) in passing(p, pass) {
+                    let e = own.entry(n).or_insert(0);
+                    *e = e.saturating_add(v);
+                }
+            } else if pass.is_some() {
+                for (n, v) in passing(p, pass) {
+                    sums.add(n, v);
                 }
             } else {
                 sums.add_all(&p.nodes, &p.values);
@@ -194,6 +201,8 @@ fn compact_frames_with(head: &TenantHead, values: Vec<(u32, i64)>, dense: bool, 
         out.total = out.total.saturating_add(root);
     }
     let mut name_ids: crate::head::FastMap<u32, u32> = crate::head::FastMap::default();
+    out.frames.reserve(kept.len());
+    out.self_values.reserve(kept.len());
     let mut next_value = values.iter().peekable();
     for (i, &f) in kept.iter().enumerate() {
         let (parent, name) = (head.frame_parent(f), head.frame_name(f));

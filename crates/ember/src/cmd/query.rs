@@ -56,7 +56,8 @@ magnitude), `now`, or `now-<N><s|m|h|d|w>`.")]
 pub struct Args {
     /// Label selector, e.g. '{service_name="api", region=~"eu-.*", pod!="x"}'. It may start
     /// with a profile type id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}`) or a
-    /// Pyroscope app name (`api.cpu{...}`).
+    /// Pyroscope app name (`api.cpu{...}`). A matcher on a pprof sample label the series do
+    /// not carry (`span_id`, `endpoint`, `thread_name`) selects the samples that have it.
     #[arg(default_value = "{}")]
     pub selector: String,
     /// Profile type: a full id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds`) or a sample type

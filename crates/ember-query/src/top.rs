@@ -1,0 +1,121 @@
+//! Top tables of a merged selection and of a diff, from the merged call tree by frame name (the
+//! one flame graphs are drawn from) rather than from a pprof profile made of it: the table is
+//! the same (`ember_formats::top_of_tree` writes what `ember_formats::top` writes of
+//! [`pprof_profile`](crate::pprof_profile)), at the cost of one walk of the tree.
+
+use ember_formats::{FrameTree, TopOptions, TopTable, top_of_tree};
+use ember_store::Merged;
+use rustc_hash::FxHashMap;
+
+use crate::flamebearer::type_parts;
+
+/// The top table of `merged`, typed by its first profile type.
+pub fn merged_top(merged: &Merged) -> TopTable {
+    let [_, sample_type, sample_unit, _, _] = type_parts(merged);
+    let tree = FrameTree {
+        frames: &merged.frames,
+        self_values: &merged.self_values,
+        names: &merged.names,
+        sample_type: &sample_type,
+        sample_unit: &sample_unit,
+    };
+    top_of_tree(&tree, &TopOptions::default())
+}
+
+/// The top table of the diff `right` minus `left` per stack, typed by the right side (the
+/// left when the right is empty): the table of the diff's pprof (`pprof -diff_base=left
+/// right`), with negative values where the right side spends less.
+pub fn diff_top(left: &Merged, right: &Merged) -> TopTable {
+    let typed = if right.profiles > 0 { right } else { left };
+    let [_, sample_type, sample_unit, _, _] = type_parts(typed);
+    let diff = DiffFrames::new(left, right);
+    let tree = FrameTree {
+        frames: &diff.frames,
+        self_values: &diff.deltas,
+        names: &diff.names,
+        sample_type: &sample_type,
+        sample_unit: &sample_unit,
+    };
+    top_of_tree(&tree, &TopOptions::default())
+}
+
+/// Both sides' call trees as one: a frame per distinct path of names, parents first, with
+/// each stack's value right minus left (saturating, as the diff's pprof subtracts).
+struct DiffFrames {
+    frames: Vec<(u32, u32)>,
+    deltas: Vec<i64>,
+    names: Vec<String>,
+}
+
+impl DiffFrames {
+    fn new(left: &Merged, right: &Merged) -> DiffFrames {
+        let mut union = Union::default();
+        let mut l = union.add(left);
+        let r = union.add(right);
+        // Frames only the right side has were added after the left side's values.
+        l.resize(r.len(), 0);
+        let deltas = l
+            .iter()
+            .zip(&r)
+            .map(|(&l, &r)| r.saturating_sub(l))
+            .collect();
+        DiffFrames {
+            frames: union.frames,
+            deltas,
+            names: union.names.into_iter().map(str::to_owned).collect(),
+        }
+    }
+}
+
+/// Call trees added up by path of names.
+struct Union<'a> {
+    frames: Vec<(u32, u32)>,
+    names: Vec<&'a str>,
+    // Fx hashing: a lookup per frame of both sides (millions for a day), keyed by this
+    // union's own ids and the sides' names.
+    name_ids: FxHashMap<&'a str, u32>,
+    frame_ids: FxHashMap<(u32, u32), u32>,
+}
+
+impl Default for Union<'_> {
+    fn default() -> Self {
+        Union {
+            frames: vec![(0, 0)],
+            names: vec![""],
+            name_ids: FxHashMap::from_iter([("", 0)]),
+            frame_ids: FxHashMap::default(),
+        }
+    }
+}
+
+impl<'a> Union<'a> {
+    /// Adds `side`'s frames (those new to the union after their parents) and returns its own
+    /// values by union frame, summed where two of its frames have one path (saturating, as
+    /// the stacks of a side are summed), for every frame of the union so far.
+    fn add(&mut self, side: &'a Merged) -> Vec<i64> {
+        let mut ids = vec![0u32; side.frames.len()];
+        let mut values = vec![0i64; self.frames.len()];
+        for (f, &(parent, name)) in side.frames.iter().enumerate() {
+            let own = side.self_values.get(f).copied().unwrap_or(0);
+            if f != 0 {
+                let text = side.names.get(name as usize).map_or("", String::as_str);
+                let name = *self.name_ids.entry(text).or_insert_with(|| {
+                    self.names.push(text);
+                    self.names.len() as u32 - 1
+                });
+                // Parents come first, so the parent's union id is known (a frame that breaks
+                // the rule hangs from the root).
+                let key = (ids.get(parent as usize).copied().unwrap_or(0), name);
+                let id = *self.frame_ids.entry(key).or_insert_with(|| {
+                    self.frames.push(key);
+                    values.push(0);
+                    self.frames.len() as u32 - 1
+                });
+                ids[f] = id;
+            }
+            let v = &mut values[ids[f] as usize];
+            *v = v.saturating_add(own);
+        }
+        values
+    }
+}

@@ -1,0 +1,304 @@
+//! Pre-merged flame graphs of a block section: per series, the sum of all its profiles folded
+//! onto frame names, written next to the section when the block is written.
+//!
+//! Owns the one shortcut of wide reads. A flame graph of a day reads every profile of the day
+//! (8,640 profiles of ~650 stacks for one service) and folds their stacks onto frames; a
+//! block's rollup has done that once, at flush or compaction, per series. A query whose time
+//! range covers all of a section's profiles of the series it selects reads the rollup instead
+//! of decoding the section: one frame tree and one `(frame, value)` list per series. The
+//! answer is the same sum, added in another order (see `tests/tiers.rs`).
+//!
+//! A rollup is not used for what it cannot answer: part of a section's time range, averaged
+//! series (their value is a mean over the query's profiles), sample-label filters (it sums
+//! every sample), and pprof output (it keeps frame names, not locations).
+//!
+//! ```text
+//! rollup = names: count, strings; frames after the root: count, then each frame's distance
+//!          to its parent (frames come parents first), then each frame's name index;
+//!          per series of the section's index, in order: 0 (no rollup: averaged) or 1 +
+//!          entry count, frame index deltas, values (zigzag)
+//! ```
+
+use crate::encoding::{Reader, put_signed, put_str, put_varint};
+use crate::head::{Series, TenantHead};
+use crate::read::Merged;
+use crate::{AGGREGATION_LABEL, AVERAGE, PROFILE_TYPE_LABEL};
+
+/// A section's rollup, decoded.
+#[derive(Debug)]
+pub(crate) struct Rollup {
+    /// Frame names; `names[0]` is "".
+    names: Vec<String>,
+    /// `(parent, name)` of each frame, parents first; frame 0 is the root.
+    frames: Vec<(u32, u32)>,
+    /// Per series of the section's index: `(frame, value)` sorted by frame, `None` for an
+    /// averaged series.
+    series: Vec<Option<Vec<(u32, i64)>>>,
+}
+
+fn is_averaged(series: &Series) -> bool {
+    series
+        .labels
+        .iter()
+        .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE)
+}
+
+/// Encodes the rollup of `series` (the section's series, in index order) of `head`.
+pub(crate) fn encode(head: &TenantHead, series: &[&Series], out: &mut Vec<u8>) {
+    let mut node_sums = vec![0i64; head.node_count()];
+    let mut touched: Vec<u32> = Vec::new();
+    let mut per_series: Vec<Option<Vec<(u32, i64)>>> = Vec::with_capacity(series.len());
+    let mut used = vec![false; head.frame_count()];
+    for s in series {
+        if is_averaged(s) {
+            per_series.push(None);
+            continue;
+        }
+        touched.clear();
+        for p in &s.profiles {
+            for (n, v) in p.nodes.iter().zip(&p.values) {
+                let e = &mut node_sums[*n as usize];
+                if *e == 0 {
+                    touched.push(*n);
+                }
+                *e = e.saturating_add(*v);
+            }
+        }
+        let mut frames: Vec<(u32, i64)> = Vec::with_capacity(touched.len());
+        for &n in &touched {
+            let v = std::mem::take(&mut node_sums[n as usize]);
+            if v != 0 {
+                frames.push((head.frame_of(n), v));
+            }
+        }
+        frames.sort_unstable();
+        frames.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 = kept.1.saturating_add(later.1);
+            }
+            same
+        });
+        frames.retain(|f| f.1 != 0);
+        for (f, _) in &frames {
+            used[*f as usize] = true;
+        }
+        per_series.push(Some(frames));
+    }
+    // Ancestors of used frames, then dense ids in head order (parents come first there).
+    for f in (1..used.len()).rev() {
+        if used[f] {
+            used[head.frame_parent(f as u32) as usize] = true;
+        }
+    }
+    let mut new_id = vec![0u32; used.len()];
+    let mut kept: Vec<u32> = Vec::new();
+    for f in 1..used.len() {
+        if used[f] {
+            kept.push(f as u32);
+            new_id[f] = kept.len() as u32;
+        }
+    }
+    let mut name_id: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    let mut names: Vec<u32> = vec![0];
+    name_id.insert(0, 0);
+    let frame_names: Vec<u32> = kept
+        .iter()
+        .map(|f| {
+            let n = head.frame_name(*f);
+            *name_id.entry(n).or_insert_with(|| {
+                names.push(n);
+                names.len() as u32 - 1
+            })
+        })
+        .collect();
+    put_varint(out, names.len() as u64);
+    for n in &names {
+        put_str(out, head.string(*n));
+    }
+    put_varint(out, kept.len() as u64);
+    for (i, f) in kept.iter().enumerate() {
+        let parent = new_id[head.frame_parent(*f) as usize];
+        put_varint(out, u64::from(i as u32 + 1 - parent));
+    }
+    for n in &frame_names {
+        put_varint(out, u64::from(*n));
+    }
+    for s in &per_series {
+        match s {
+            None => put_varint(out, 0),
+            Some(frames) => {
+                put_varint(out, 1 + frames.len() as u64);
+                let mut last = 0u32;
+                for (f, _) in frames {
+                    let id = new_id[*f as usize];
+                    put_varint(out, u64::from(id - last));
+                    last = id;
+                }
+                for (_, v) in frames {
+                    put_signed(out, *v);
+                }
+            }
+        }
+    }
+}
+
+impl Rollup {
+    /// Decodes a rollup of a section with `n_series` indexed series; `None` when malformed.
+    pub(crate) fn decode(bytes: &[u8], n_series: usize) -> Option<Rollup> {
+        let mut r = Reader::new(bytes);
+        let n = r.count()?;
+        let names: Vec<String> = r.column(n, |r| Some(r.str()?.to_string()))?;
+        if names.first().is_none_or(|n| !n.is_empty()) {
+            return None;
+        }
+        let n_frames = r.count()?;
+        let mut frames = Vec::with_capacity(n_frames + 1);
+        frames.push((0u32, 0u32));
+        let parents = r.column(n_frames, |r| r.u32())?;
+        for (i, d) in parents.into_iter().enumerate() {
+            let id = i as u32 + 1;
+            // Parents come first: the distance is at least 1 and reaches at most the root.
+            frames.push((id.checked_sub(d).filter(|_| d >= 1)?, 0));
+        }
+        for f in frames.iter_mut().skip(1) {
+            f.1 = r.u32().filter(|n| (*n as usize) < names.len())?;
+        }
+        let mut series = Vec::with_capacity(n_series);
+        for _ in 0..n_series {
+            let k = r.count()?;
+            if k == 0 {
+                series.push(None);
+                continue;
+            }
+            let mut last = 0u32;
+            let ids = r.column(k - 1, |r| {
+                last = last.checked_add(r.u32()?)?;
+                ((last as usize) < frames.len()).then_some(last)
+            })?;
+            let values = r.column(k - 1, |r| r.signed())?;
+            series.push(Some(ids.into_iter().zip(values).collect()));
+        }
+        r.at_end().then_some(Rollup {
+            names,
+            frames,
+            series,
+        })
+    }
+
+    /// Approximate heap bytes (for the cache's budget).
+    pub(crate) fn approx_bytes(&self) -> usize {
+        self.names.iter().map(|n| n.len() + 24).sum::<usize>()
+            + self.frames.capacity() * 8
+            + self
+                .series
+                .iter()
+                .map(|s| s.as_ref().map_or(0, |v| v.capacity() * 16) + 24)
+                .sum::<usize>()
+    }
+
+    /// Whether series `i` of the index has a rollup (it is not averaged).
+    pub(crate) fn has(&self, i: usize) -> bool {
+        matches!(self.series.get(i), Some(Some(_)))
+    }
+
+    /// The merge of the series `selected` (index positions, with their labels and profile
+    /// counts) as [`crate::Store::merge_stacks`] builds it from the profiles.
+    pub(crate) fn merged(&self, selected: &[(usize, &crate::Labels, usize)]) -> Merged {
+        let mut out = Merged::default();
+        let mut values = vec![0i64; self.frames.len()];
+        for &(i, labels, profiles) in selected {
+            let Some(Some(frames)) = self.series.get(i) else {
+                continue;
+            };
+            for (f, v) in frames {
+                let e = &mut values[*f as usize];
+                *e = e.saturating_add(*v);
+            }
+            if profiles > 0 {
+                out.profiles += profiles;
+                out.series += 1;
+                if let Some((_, v)) = labels.iter().find(|(n, _)| n == PROFILE_TYPE_LABEL) {
+                    out.profile_types.insert(v.clone());
+                }
+            }
+        }
+        // Frames with a value and their ancestors, renumbered in order.
+        let mut keep: Vec<bool> = values.iter().map(|v| *v != 0).collect();
+        for f in (1..keep.len()).rev() {
+            if keep[f] {
+                keep[self.frames[f].0 as usize] = true;
+            }
+        }
+        out.self_values[0] = values[0];
+        out.total = values[0];
+        let mut new_id = vec![0u32; self.frames.len()];
+        let mut name_ids: Vec<u32> = vec![u32::MAX; self.names.len()];
+        name_ids[0] = 0;
+        out.frames.reserve(keep.iter().filter(|k| **k).count());
+        out.self_values.reserve(out.frames.capacity());
+        for f in 1..self.frames.len() {
+            if !keep[f] {
+                continue;
+            }
+            let (parent, name) = self.frames[f];
+            let slot = &mut name_ids[name as usize];
+            if *slot == u32::MAX {
+                out.names.push(self.names[name as usize].clone());
+                *slot = out.names.len() as u32 - 1;
+            }
+            new_id[f] = out.frames.len() as u32;
+            out.frames.push((new_id[parent as usize], *slot));
+            out.self_values.push(values[f]);
+            out.total = out.total.saturating_add(values[f]);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_what_it_encodes_and_refuses_corrupt_bytes() {
+        let mut head = TenantHead::new();
+        for (i, service) in ["a", "b"].iter().enumerate() {
+            let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+            b.add_folded_stack(&["main", "work"], &[10 + i as i64]);
+            b.add_folded_stack(&["main", "idle"], &[5]);
+            let bytes = ember_pprof::encode(&b.build());
+            let raw =
+                ember_pprof::decompress(&bytes, &ember_pprof::DecodeLimits::default()).unwrap();
+            let view = ember_pprof::ProfileView::parse(&raw).unwrap();
+            let labels = vec![vec![("service_name".to_string(), service.to_string())]];
+            crate::apply::apply_to(&mut head, 1 + i as i64, 0, &view, labels);
+        }
+        let series: Vec<&Series> = head.all_series().collect();
+        let mut bytes = Vec::new();
+        encode(&head, &series, &mut bytes);
+        let r = Rollup::decode(&bytes, series.len()).unwrap();
+        let both: Vec<(usize, &crate::Labels, usize)> = series
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, &s.labels, 1))
+            .collect();
+        let m = r.merged(&both);
+        let stacks: Vec<(String, i64)> = m
+            .stacks()
+            .into_iter()
+            .map(|(f, v)| (f.join(";"), v))
+            .collect();
+        assert_eq!(
+            stacks,
+            vec![("main;idle".to_string(), 10), ("main;work".to_string(), 21)]
+        );
+        assert_eq!((m.total, m.profiles, m.series), (31, 2, 2));
+        let one = r.merged(&both[1..]);
+        assert_eq!(one.total, 16);
+        for cut in [0, 1, bytes.len() / 2, bytes.len() - 1] {
+            assert!(Rollup::decode(&bytes[..cut], series.len()).is_none());
+        }
+        assert!(Rollup::decode(&bytes, series.len() + 1).is_none());
+    }
+}
