@@ -133,6 +133,13 @@ round() {
   record "RSS after restart and query, MiB" "$(rss)"
   stored=$(( $(field "$warm" ok) + $(field "$ingest" ok) + $(field "$backfill" ok) ))
   local input=$(( $(field "$warm" profile_bytes) + $(field "$ingest" profile_bytes) + $(field "$backfill" profile_bytes) ))
+  if (( week > 0 )); then
+    # The week's days are stored too: count them, or bytes per profile come out 6x too high.
+    local weekly
+    weekly="$(cat "$work/week.json")"
+    stored=$(( stored + $(field "$weekly" ok) ))
+    input=$(( input + $(field "$weekly" profile_bytes) ))
+  fi
   stop_server
   local bytes
   bytes=$(du -sb "$data" | cut -f1)

@@ -153,7 +153,12 @@ impl Section {
 impl Section {
     /// The section's encoded head, read and gunzipped.
     fn raw(&self, objects: &Objects) -> Result<Vec<u8>, StoreError> {
-        let raw = objects.get_range(&self.key, self.offset..self.offset + self.len)?;
+        self.gunzip(objects, self.offset, self.len)
+    }
+
+    /// The `len` bytes at `at` of the block, gunzipped.
+    fn gunzip(&self, objects: &Objects, at: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+        let raw = objects.get_range(&self.key, at..at + len)?;
         let mut bytes = Vec::new();
         flate2::read::GzDecoder::new(&raw[..])
             .read_to_end(&mut bytes)
@@ -169,11 +174,7 @@ impl Section {
         let Some((at, len)) = self.rollup else {
             return Ok(None);
         };
-        let raw = objects.get_range(&self.key, at..at + len)?;
-        let mut bytes = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..])
-            .read_to_end(&mut bytes)
-            .map_err(|e| corrupt(&self.key, &e.to_string()))?;
+        let bytes = self.gunzip(objects, at, len)?;
         crate::rollup::Rollup::decode(&bytes, self.series.len())
             .map(Some)
             .ok_or_else(|| corrupt(&self.key, "bad rollup"))
@@ -389,15 +390,7 @@ impl BlockWriter {
         self.range = Some(self.range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
         self.encoded.clear();
         head.encode(&mut self.encoded);
-        let offset = self.file.len() as u64;
-        let mut gz = flate2::write::GzEncoder::new(
-            std::mem::take(&mut self.file),
-            flate2::Compression::new(6),
-        );
-        // Writing to a Vec cannot fail.
-        let _ = gz.write_all(&self.encoded);
-        self.file = gz.finish().unwrap_or_default();
-        let len = self.file.len() as u64 - offset;
+        let (offset, len) = self.append_gzipped();
         let series: Vec<_> = head
             .all_series()
             .filter(|s| !s.profiles.is_empty())
@@ -405,14 +398,7 @@ impl BlockWriter {
         // The section's rollup, gzip'd on its own right after it.
         self.encoded.clear();
         crate::rollup::encode(head, &series, &mut self.encoded);
-        let rollup_at = self.file.len() as u64;
-        let mut gz = flate2::write::GzEncoder::new(
-            std::mem::take(&mut self.file),
-            flate2::Compression::new(6),
-        );
-        let _ = gz.write_all(&self.encoded);
-        self.file = gz.finish().unwrap_or_default();
-        let rollup_len = self.file.len() as u64 - rollup_at;
+        let (rollup_at, rollup_len) = self.append_gzipped();
         let index = &mut self.index;
         put_str(index, tenant);
         put_varint(index, offset);
@@ -437,6 +423,19 @@ impl BlockWriter {
         put_varint(index, rollup_at);
         put_varint(index, rollup_len);
         self.sections += 1;
+    }
+
+    /// Appends `encoded`, gzip'd, to the file; returns where it starts and its length.
+    fn append_gzipped(&mut self) -> (u64, u64) {
+        let at = self.file.len() as u64;
+        let mut gz = flate2::write::GzEncoder::new(
+            std::mem::take(&mut self.file),
+            flate2::Compression::new(6),
+        );
+        // Writing to a Vec cannot fail.
+        let _ = gz.write_all(&self.encoded);
+        self.file = gz.finish().unwrap_or_default();
+        (at, self.file.len() as u64 - at)
     }
 
     /// Writes the block as covering log segments up to `covered`; `None` when every head

@@ -112,6 +112,14 @@ impl Merged {
         out
     }
 
+    /// [`Merged::stacks`] with each stack's frames joined by `;` (folded text's stacks).
+    pub fn folded(&self) -> Vec<(String, i64)> {
+        self.stacks()
+            .into_iter()
+            .map(|(f, v)| (f.join(";"), v))
+            .collect()
+    }
+
     /// Frame names from the root's child down to `frame`.
     pub fn path(&self, mut frame: u32) -> Vec<String> {
         let mut out = Vec::new();

@@ -284,11 +284,7 @@ mod tests {
             .map(|(i, s)| (i, &s.labels, 1))
             .collect();
         let m = r.merged(&both);
-        let stacks: Vec<(String, i64)> = m
-            .stacks()
-            .into_iter()
-            .map(|(f, v)| (f.join(";"), v))
-            .collect();
+        let stacks = m.folded();
         assert_eq!(
             stacks,
             vec![("main;idle".to_string(), 10), ("main;work".to_string(), 21)]

@@ -95,11 +95,7 @@ fn has(p: &ember_pprof::Profile, s: &ember_pprof::Sample, key: &str, value: &str
 
 fn stored_stacks(store: &Store, selector: &str) -> BTreeMap<String, i64> {
     let merged = store.merge_stacks("t", &query(selector));
-    merged
-        .stacks()
-        .into_iter()
-        .map(|(f, v)| (f.join(";"), v))
-        .collect()
+    merged.folded().into_iter().collect()
 }
 
 /// Every label value of both sources, selected alone, negated, and as a group-by: the
@@ -302,11 +298,7 @@ fn blocks_written_before_sample_labels_still_read() {
     let source = ember_pprof::decode(&std::fs::read(testdata(SOURCES[0].1)).unwrap()).unwrap();
     let merged = store.merge_stacks("anonymous", &query("{service_name=\"v2svc\"}"));
     let want = source_stacks(&source, |_| true);
-    let got: BTreeMap<String, i64> = merged
-        .stacks()
-        .into_iter()
-        .map(|(f, v)| (f.join(";"), v))
-        .collect();
+    let got: BTreeMap<String, i64> = merged.folded().into_iter().collect();
     assert_eq!(got, want);
     // That build dropped sample labels: its profiles have none to select by.
     let span = store.merge_stacks(

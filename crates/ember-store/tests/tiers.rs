@@ -125,11 +125,7 @@ fn query(selector: &str, start: i64, end: i64) -> Query {
 /// Everything a read can say about `q`, in comparable form.
 fn answers(store: &Store, q: &Query) -> String {
     let merged = store.merge_stacks("t", q);
-    let stacks: Vec<(String, i64)> = merged
-        .stacks()
-        .into_iter()
-        .map(|(f, v)| (f.join(";"), v))
-        .collect();
+    let stacks: Vec<(String, i64)> = merged.folded().into_iter().collect();
     let pprof = store.merge_profile("t", q).map(|(p, m)| {
         let folded: BTreeMap<String, i64> = ember_pprof::folded_stacks(&p, 0).into_iter().collect();
         (folded, m.total, m.profiles, m.series)
@@ -346,11 +342,7 @@ fn weeks_of_blocks_open_from_their_index_alone() {
             *by_hours.entry(f.join(";")).or_insert(0) += v;
         }
     }
-    let week_stacks: BTreeMap<String, i64> = merged
-        .stacks()
-        .into_iter()
-        .map(|(f, v)| (f.join(";"), v))
-        .collect();
+    let week_stacks: BTreeMap<String, i64> = merged.folded().into_iter().collect();
     assert_eq!(week_stacks, by_hours);
 }
 
@@ -415,11 +407,7 @@ fn first_format_blocks_are_rewritten_and_answer_the_same() {
                 i64::MAX,
             );
             let merged = store.merge_stacks(tenant, &q);
-            let mut got: Vec<(String, i64)> = merged
-                .stacks()
-                .into_iter()
-                .map(|(f, v)| (f.join(";"), v))
-                .collect();
+            let mut got: Vec<(String, i64)> = merged.folded().into_iter().collect();
             got.sort();
             if merged.profiles == 0 {
                 continue;

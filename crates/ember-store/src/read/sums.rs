@@ -306,11 +306,7 @@ mod tests {
         }
         let mut all = Merged::default();
         compact_frames_with(&head, frames, false, &mut all);
-        let stacks: Vec<(String, i64)> = all
-            .stacks()
-            .into_iter()
-            .map(|(f, v)| (f.join(";"), v))
-            .collect();
+        let stacks = all.folded();
         // Sums over the three rounds: value (i+1) * (1+2+3).
         assert_eq!(
             stacks,
