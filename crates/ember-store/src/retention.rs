@@ -17,6 +17,13 @@ const DAY_NANOS: i64 = 86_400 * 1_000_000_000;
 /// How many blocks of one size class [`Store::compact`] merges at once (and waits for).
 const COMPACT_FAN_IN: usize = 4;
 
+/// A UTC day counts as closed once the store holds profiles this long after its end; its
+/// blocks are then merged into one (late data for it starts a new block, merged in the same way).
+const DAY_CLOSED_AFTER_NANOS: i64 = 3_600 * 1_000_000_000;
+
+/// A closed day's blocks are merged into one only up to this total size.
+const DAY_BLOCK_MAX_BYTES: u64 = 256 << 20;
+
 /// Size class of a block for compaction: 0 below 1 MiB, 1 below 4 MiB, 2 below 16 MiB.
 fn size_class(bytes: u64) -> u32 {
     let mut class = 0;
@@ -125,8 +132,10 @@ impl Store {
     /// 16 MiB), the four oldest are merged into one, and again until no class holds four
     /// (a block spanning two days is left alone). A flush every five minutes thus ends in a
     /// few blocks a day instead of 288, while each profile is rewritten only about once per
-    /// class. The merged block is swapped in for queries before the inputs are deleted.
-    /// Returns the number of blocks removed.
+    /// class. Once a day is closed (the store holds profiles from an hour after its end),
+    /// its blocks are merged into one, up to 256 MiB: a query over whole days then reads
+    /// one rollup a day. The merged block is swapped in for queries before the inputs are
+    /// deleted. Returns the number of blocks removed.
     pub fn compact(&self) -> Result<usize, StoreError> {
         let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut removed = 0;
@@ -154,7 +163,7 @@ impl Store {
                         c.sort_by_key(|b| (b.name.min_time, b.name.covered));
                         c.into_iter().take(COMPACT_FAN_IN).cloned().collect()
                     })
-                    .unwrap_or_default()
+                    .unwrap_or_else(|| closed_day(&blocks))
             };
             if group.len() < 2 {
                 return Ok(removed);
@@ -249,4 +258,29 @@ impl Store {
         }
         (n, b, w)
     }
+}
+
+/// The blocks of the oldest closed UTC day that still has several (each within the day,
+/// together at most [`DAY_BLOCK_MAX_BYTES`]); empty when there is none.
+fn closed_day(blocks: &[Block]) -> Vec<Block> {
+    let Some(latest) = blocks.iter().map(|b| b.name.max_time).max() else {
+        return Vec::new();
+    };
+    let mut by_day: std::collections::BTreeMap<i64, Vec<&Block>> = Default::default();
+    for b in blocks {
+        let day = b.name.min_time.div_euclid(DAY_NANOS);
+        if b.name.max_time.div_euclid(DAY_NANOS) == day {
+            by_day.entry(day).or_default().push(b);
+        }
+    }
+    by_day
+        .into_iter()
+        .find(|(day, group)| {
+            let end = (day + 1).saturating_mul(DAY_NANOS);
+            group.len() >= 2
+                && latest >= end.saturating_add(DAY_CLOSED_AFTER_NANOS)
+                && group.iter().map(|b| b.size).sum::<u64>() <= DAY_BLOCK_MAX_BYTES
+        })
+        .map(|(_, group)| group.into_iter().cloned().collect())
+        .unwrap_or_default()
 }

@@ -427,3 +427,63 @@ fn first_format_blocks_are_rewritten_and_answer_the_same() {
         "rewritten in the current format"
     );
 }
+
+#[test]
+fn a_closed_day_compacts_into_one_block_with_the_same_answers() {
+    let dir = temp_dir("closed-day");
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let hour = 3_600_000_000_000i64;
+    // A UTC midnight.
+    let day0 = 1_700_006_400_000_000_000i64;
+    let mut rng = Rng(21);
+    for i in 0..3 {
+        for h in 0..4 {
+            let t = day0 + (i * 8 + h) * hour;
+            store
+                .ingest("t", batch(profile(&mut rng), "api", "p", t))
+                .unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let queries = [
+        query("{}", day0, day0 + 24 * hour - 1),
+        query("{}", day0 + 9 * hour, day0 + 9 * hour),
+        query("{span_id=\"s1\"}", day0, day0 + 24 * hour - 1),
+    ];
+    let before: Vec<String> = queries.iter().map(|q| answers(&store, q)).collect();
+    // Still the newest day: three small blocks stay as they are.
+    store.compact().unwrap();
+    assert_eq!(store.disk_usage().0, 3);
+    // Data of the next day, less than an hour past midnight: not closed yet.
+    store
+        .ingest(
+            "t",
+            batch(profile(&mut rng), "api", "p", day0 + 24 * hour + 1),
+        )
+        .unwrap();
+    store.flush().unwrap();
+    store.compact().unwrap();
+    assert_eq!(store.disk_usage().0, 4);
+    // Two hours into the next day: the first day's three blocks become one.
+    store
+        .ingest("t", batch(profile(&mut rng), "api", "p", day0 + 26 * hour))
+        .unwrap();
+    store.flush().unwrap();
+    assert_eq!(
+        store.compact().unwrap(),
+        3,
+        "its three blocks replaced by one"
+    );
+    assert_eq!(
+        store.disk_usage().0,
+        3,
+        "one block for the closed day, two for the next"
+    );
+    let after: Vec<String> = queries.iter().map(|q| answers(&store, q)).collect();
+    assert_eq!(after, before);
+    store.close();
+    drop(store);
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let reopened: Vec<String> = queries.iter().map(|q| answers(&store, q)).collect();
+    assert_eq!(reopened, before);
+}
