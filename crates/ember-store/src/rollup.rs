@@ -296,5 +296,20 @@ mod tests {
             assert!(Rollup::decode(&bytes[..cut], series.len()).is_none());
         }
         assert!(Rollup::decode(&bytes, series.len() + 1).is_none());
+        // Flipped bytes: an error or a rollup that reads without a panic, never a panic.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..3000 {
+            let mut b = bytes.clone();
+            for _ in 0..1 + x % 4 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x as usize) % b.len();
+                b[at] = (x >> 32) as u8;
+            }
+            if let Some(r) = Rollup::decode(&b, series.len()) {
+                let _ = r.merged(&both).folded();
+            }
+        }
     }
 }

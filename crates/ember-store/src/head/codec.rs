@@ -608,6 +608,26 @@ mod tests {
         assert_eq!(view(&merged), view(&original));
         // One address, one frame name: the two mappings' 0x1234 share a frame node.
         assert_eq!(read_only.frame_count(), merged.frame_count());
+        // Flipped bytes (sample-label part included): refused or read, never a panic, and
+        // a head that decodes answers reads.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..3000 {
+            let mut b = bytes.clone();
+            for _ in 0..1 + x % 4 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x as usize) % b.len();
+                b[at] = (x >> 32) as u8;
+            }
+            if let Some(h) = TenantHead::decode_read_only(&b) {
+                let _ = view(&h);
+            }
+            let mut m = TenantHead::new();
+            if m.merge_encoded(&b).is_some() {
+                let _ = view(&m);
+            }
+        }
         // Corrupt input is refused, never a panic.
         for cut in [1, bytes.len() / 3, bytes.len() - 1] {
             assert!(TenantHead::decode_read_only(&bytes[..cut]).is_none());
