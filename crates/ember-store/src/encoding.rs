@@ -138,3 +138,25 @@ pub(crate) fn put_deltas(out: &mut Vec<u8>, values: impl IntoIterator<Item = i64
         prev = v;
     }
 }
+
+/// `rounds` copies of `bytes`, each with one to four bytes overwritten at seeded random
+/// places: corrupt input for the decoders' tests.
+#[cfg(test)]
+pub(crate) fn flipped(
+    bytes: &[u8],
+    mut seed: u64,
+    rounds: usize,
+) -> impl Iterator<Item = Vec<u8>> + '_ {
+    (0..rounds).map(move |_| {
+        let mut b = bytes.to_vec();
+        for _ in 0..1 + seed % 4 {
+            // xorshift64
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let at = (seed as usize) % b.len();
+            b[at] = (seed >> 32) as u8;
+        }
+        b
+    })
+}

@@ -239,12 +239,20 @@ pub struct TimeSeries {
     pub points: Vec<(i64, i64)>,
 }
 
-/// Whether the series' profiles are averaged over time rather than summed.
-fn is_averaged(series: &Series) -> bool {
-    series
-        .labels
+/// A series a rollup answers for: its position in the section's index, its labels and its
+/// profile count.
+type RolledSeries<'a> = (usize, &'a Labels, usize);
+
+/// Whether a series with these labels is averaged over time rather than summed.
+pub(crate) fn averaged_labels(labels: &[(String, String)]) -> bool {
+    labels
         .iter()
         .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE)
+}
+
+/// Whether the series' profiles are averaged over time rather than summed.
+fn is_averaged(series: &Series) -> bool {
+    averaged_labels(&series.labels)
 }
 
 /// `sum / count` rounded to the nearest integer (half away from zero); `sum` when `count` is
@@ -316,57 +324,31 @@ impl Store {
         q
     }
 
-    /// Runs `f` on every head of `tenant` that may hold profiles of `query` (all of them
-    /// when `None`): the open and frozen heads under the tenant's read lock, then each block
-    /// section whose index has a matching series in the time range, decoded through the
-    /// cache after the lock is released (ingest is not held up by a decode). A section that
-    /// cannot be read is logged and skipped.
-    fn for_each_head(&self, tenant: &str, query: Option<&Query>, mut f: impl FnMut(&TenantHead)) {
-        let Some(t) = self.tenant(tenant) else {
-            return;
-        };
-        let selector = query.map(Query::full_selector);
-        let sections: Vec<Arc<Section>> = {
-            let t = t.read().unwrap_or_else(|e| e.into_inner());
-            f(&t.head);
-            for (_, h) in &t.frozen {
-                f(h);
-            }
-            t.sections
-                .iter()
-                .filter(|s| match (query, &selector) {
-                    (Some(q), Some(sel)) => {
-                        s.min_time <= q.end_nanos
-                            && s.max_time >= q.start_nanos
-                            && s.series.iter().any(|x| {
-                                !x.in_range(q.start_nanos, q.end_nanos).is_empty()
-                                    && sel.matches_series(&x.labels, |n| s.has_sample_label(n))
-                            })
-                    }
-                    _ => true,
-                })
-                .cloned()
-                .collect()
-        };
-        for s in sections {
-            match self.cache.get(&self.objects, &s) {
-                Ok(head) => f(&head),
-                Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
-            }
-        }
+    /// Runs `f` on every head of `tenant` that may hold profiles of `query`: the open and
+    /// frozen heads under the tenant's read lock, then each block section whose index has a
+    /// matching series in the time range, decoded through the cache after the lock is
+    /// released (ingest is not held up by a decode). A section that cannot be read is logged
+    /// and skipped.
+    fn for_each_head(&self, tenant: &str, query: &Query, f: impl FnMut(&TenantHead)) {
+        self.for_each_tier(
+            tenant,
+            query,
+            f,
+            None::<fn(&crate::rollup::Rollup, &[RolledSeries<'_>])>,
+        );
     }
 
-    /// [`Store::for_each_head`] for flame graphs: a block section whose profiles of the
-    /// selected series all lie in the query's range, with no averaged series and no
-    /// sample-label filter among them, is answered from its rollup ([`crate::rollup`]) by
-    /// `from_rollup`, with the selected series' index positions, labels and profile counts;
-    /// every other tier goes to `from_head`.
+    /// [`Store::for_each_head`], and with `from_rollup` (flame graphs) a block section whose
+    /// profiles of the selected series all lie in the query's range, with no averaged series
+    /// and no sample-label filter among them, is answered from its rollup
+    /// ([`crate::rollup`]) by `from_rollup`, with the selected series' index positions,
+    /// labels and profile counts; every other tier goes to `from_head`.
     fn for_each_tier(
         &self,
         tenant: &str,
         query: &Query,
         mut from_head: impl FnMut(&TenantHead),
-        mut from_rollup: impl FnMut(&crate::rollup::Rollup, &[(usize, &Labels, usize)]),
+        mut from_rollup: Option<impl FnMut(&crate::rollup::Rollup, &[RolledSeries<'_>])>,
     ) {
         let Some(t) = self.tenant(tenant) else {
             return;
@@ -399,12 +381,10 @@ impl Store {
                         let x = &s.series[*i];
                         x.in_range(start, end).len() == x.times.len()
                             && sel.sample_matchers(&x.labels, has).is_empty()
-                            && !x
-                                .labels
-                                .iter()
-                                .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE)
+                            && !averaged_labels(&x.labels)
                     });
-                    Some((s.clone(), selected, whole && s.rollup.is_some()))
+                    let rolled = whole && s.rollup.is_some() && from_rollup.is_some();
+                    Some((s.clone(), selected, rolled))
                 })
                 .collect()
         };
@@ -412,11 +392,13 @@ impl Store {
             if whole {
                 match self.cache.rollup(&self.objects, &s) {
                     Ok(Some(r)) if selected.iter().all(|i| r.has(*i)) => {
-                        let series: Vec<(usize, &Labels, usize)> = selected
+                        let series: Vec<RolledSeries<'_>> = selected
                             .iter()
                             .map(|i| (*i, &s.series[*i].labels, s.series[*i].times.len()))
                             .collect();
-                        from_rollup(&r, &series);
+                        if let Some(f) = from_rollup.as_mut() {
+                            f(&r, &series);
+                        }
                         continue;
                     }
                     Ok(_) => {}
@@ -434,13 +416,13 @@ impl Store {
     /// (empty, and free, when it selects none).
     fn averaged_counts(&self, tenant: &str, query: &Query) -> HashMap<Labels, i64> {
         let selector = query.full_selector();
-        let any = self.series(tenant, Some(query)).iter().any(|l| {
-            l.iter()
-                .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE)
-        });
+        let any = self
+            .series(tenant, Some(query))
+            .iter()
+            .any(|l| averaged_labels(l));
         let mut counts: HashMap<Labels, i64> = HashMap::new();
         if any {
-            self.for_each_head(tenant, Some(query), |head| {
+            self.for_each_head(tenant, query, |head| {
                 for s in head
                     .select(&selector)
                     .into_iter()
@@ -480,12 +462,14 @@ impl Store {
                 compact_frames(head, frames.into_sorted(), &mut out);
                 parts.borrow_mut().add(out);
             },
-            |rollup, series| {
-                let out = rollup.merged(series);
-                if out.profiles > 0 {
-                    parts.borrow_mut().add(out);
-                }
-            },
+            Some(
+                |rollup: &crate::rollup::Rollup, series: &[RolledSeries<'_>]| {
+                    let out = rollup.merged(series);
+                    if out.profiles > 0 {
+                        parts.borrow_mut().add(out);
+                    }
+                },
+            ),
         );
         let parts = parts.into_inner();
         let tiers = parts.parts;
@@ -512,7 +496,7 @@ impl Store {
         let mut first: Option<(Labels, i64)> = None;
         let mut samples: Vec<ember_pprof::Sample> = Vec::new();
         let mut heads = 0usize;
-        self.for_each_head(tenant, Some(query), |head| {
+        self.for_each_head(tenant, query, |head| {
             let profiles_before = merged.profiles;
             let sums = sum_nodes(head, query, &averaged, &mut merged);
             if merged.profiles == profiles_before {
@@ -664,9 +648,7 @@ impl Store {
                     (g.clone(), v)
                 })
                 .collect();
-            let averaged = labels
-                .iter()
-                .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE);
+            let averaged = averaged_labels(&labels);
             let points = groups.entry(key).or_default();
             for (bucket, (sum, count)) in buckets {
                 let v = if averaged { average(sum, count) } else { sum };

@@ -19,10 +19,10 @@
 //!          entry count, frame index deltas, values (zigzag)
 //! ```
 
+use crate::PROFILE_TYPE_LABEL;
 use crate::encoding::{Reader, put_signed, put_str, put_varint};
 use crate::head::{Series, TenantHead};
 use crate::read::Merged;
-use crate::{AGGREGATION_LABEL, AVERAGE, PROFILE_TYPE_LABEL};
 
 /// A section's rollup, decoded.
 #[derive(Debug)]
@@ -36,13 +36,6 @@ pub(crate) struct Rollup {
     series: Vec<Option<Vec<(u32, i64)>>>,
 }
 
-fn is_averaged(series: &Series) -> bool {
-    series
-        .labels
-        .iter()
-        .any(|(n, v)| n == AGGREGATION_LABEL && v == AVERAGE)
-}
-
 /// Encodes the rollup of `series` (the section's series, in index order) of `head`.
 pub(crate) fn encode(head: &TenantHead, series: &[&Series], out: &mut Vec<u8>) {
     let mut node_sums = vec![0i64; head.node_count()];
@@ -50,7 +43,7 @@ pub(crate) fn encode(head: &TenantHead, series: &[&Series], out: &mut Vec<u8>) {
     let mut per_series: Vec<Option<Vec<(u32, i64)>>> = Vec::with_capacity(series.len());
     let mut used = vec![false; head.frame_count()];
     for s in series {
-        if is_averaged(s) {
+        if crate::read::averaged_labels(&s.labels) {
             per_series.push(None);
             continue;
         }
@@ -297,16 +290,7 @@ mod tests {
         }
         assert!(Rollup::decode(&bytes, series.len() + 1).is_none());
         // Flipped bytes: an error or a rollup that reads without a panic, never a panic.
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..3000 {
-            let mut b = bytes.clone();
-            for _ in 0..1 + x % 4 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let at = (x as usize) % b.len();
-                b[at] = (x >> 32) as u8;
-            }
+        for b in crate::encoding::flipped(&bytes, 0x9e37_79b9_7f4a_7c15, 3000) {
             if let Some(r) = Rollup::decode(&b, series.len()) {
                 let _ = r.merged(&both).folded();
             }

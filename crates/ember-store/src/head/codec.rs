@@ -610,16 +610,7 @@ mod tests {
         assert_eq!(read_only.frame_count(), merged.frame_count());
         // Flipped bytes (sample-label part included): refused or read, never a panic, and
         // a head that decodes answers reads.
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..3000 {
-            let mut b = bytes.clone();
-            for _ in 0..1 + x % 4 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let at = (x as usize) % b.len();
-                b[at] = (x >> 32) as u8;
-            }
+        for b in crate::encoding::flipped(&bytes, 0x2545_f491_4f6c_dd1d, 3000) {
             if let Some(h) = TenantHead::decode_read_only(&b) {
                 let _ = view(&h);
             }
