@@ -44,7 +44,9 @@ impl<'s> Querier<'s> {
 
     /// The merged call tree of the selection, truncated to `req.max_nodes`.
     pub fn call_tree(&self, tenant: &str, req: &QueryRequest) -> Result<Tree, QueryError> {
-        let merged = self.merge(tenant, req)?;
+        let merged = self
+            .store
+            .merge_stacks_heavy(tenant, &req.store_query()?, req.max_nodes);
         Ok(Tree::from_merged_cut(&merged, req.max_nodes))
     }
 
@@ -57,7 +59,7 @@ impl<'s> Querier<'s> {
         title: &str,
     ) -> Result<Value, QueryError> {
         let q = req.store_query()?;
-        let merged = self.store.merge_stacks(tenant, &q);
+        let merged = self.store.merge_stacks_heavy(tenant, &q, req.max_nodes);
         let tree = Tree::from_merged_cut(&merged, req.max_nodes);
         let step = req.step_nanos();
         let buckets = ((q.end_nanos - q.start_nanos) / step + 1).clamp(1, MAX_TIMELINE_BUCKETS);

@@ -19,6 +19,7 @@ use crate::{
     TYPE_LABEL, TenantHead, pprof_out,
 };
 
+mod heavy;
 mod samples;
 mod sums;
 
@@ -75,6 +76,11 @@ pub struct Merged {
     pub series: usize,
     /// Profile type ids of the contributing series.
     pub profile_types: BTreeSet<String>,
+    /// Per frame, the total of its descendants that this merge left out; empty when nothing
+    /// was left out. Only [`Store::merge_stacks_heavy`] leaves frames out (those too light
+    /// for its node limit): a call tree adds each frame's `rest` to its total and to its
+    /// `other` child, and [`Merged::stacks`] lists only the frames held.
+    pub rest: Vec<i64>,
 }
 
 impl Default for Merged {
@@ -87,6 +93,7 @@ impl Default for Merged {
             profiles: 0,
             series: 0,
             profile_types: BTreeSet::new(),
+            rest: Vec::new(),
         }
     }
 }
@@ -94,7 +101,7 @@ impl Default for Merged {
 impl Merged {
     /// Whether no stack has a non-zero value.
     pub fn is_empty(&self) -> bool {
-        self.self_values.iter().all(|v| *v == 0)
+        self.self_values.iter().chain(&self.rest).all(|v| *v == 0)
     }
 
     /// `(frames root→leaf, value)`, one entry per distinct stack with a non-zero value,
@@ -334,7 +341,7 @@ impl Store {
             tenant,
             query,
             f,
-            None::<fn(&crate::rollup::Rollup, &[RolledSeries<'_>])>,
+            None::<fn(&Arc<crate::rollup::Rollup>, &[RolledSeries<'_>])>,
         );
     }
 
@@ -348,7 +355,7 @@ impl Store {
         tenant: &str,
         query: &Query,
         mut from_head: impl FnMut(&TenantHead),
-        mut from_rollup: Option<impl FnMut(&crate::rollup::Rollup, &[RolledSeries<'_>])>,
+        mut from_rollup: Option<impl FnMut(&Arc<crate::rollup::Rollup>, &[RolledSeries<'_>])>,
     ) {
         let Some(t) = self.tenant(tenant) else {
             return;
@@ -412,6 +419,43 @@ impl Store {
         }
     }
 
+    /// [`Store::for_each_tier`] for merges: each tier in range as a [`heavy::Part`], a head
+    /// or a section without a usable rollup summed onto frames, a section's rollup as it is.
+    /// Tiers without profiles of the selection are skipped.
+    fn for_each_part(&self, tenant: &str, query: &Query, f: impl FnMut(heavy::Part)) {
+        let averaged = self.averaged_counts(tenant, query);
+        let f = std::cell::RefCell::new(f);
+        self.for_each_tier(
+            tenant,
+            query,
+            |head| {
+                let mut out = Merged::default();
+                let sums = sum_nodes(head, query, &averaged, &mut out);
+                if out.profiles == 0 {
+                    return;
+                }
+                let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
+                    NodeSums::Dense(vec![0i64; head.frame_count()])
+                } else {
+                    NodeSums::Sparse(crate::head::FastMap::default())
+                };
+                for (n, v) in sums {
+                    frames.add(head.frame_of(n), v);
+                }
+                compact_frames(head, frames.into_sorted(), &mut out);
+                (f.borrow_mut())(heavy::Part::Merged(out));
+            },
+            Some(
+                |rollup: &Arc<crate::rollup::Rollup>, series: &[RolledSeries<'_>]| {
+                    let part = heavy::Part::rollup(rollup, series);
+                    if part.profiles() > 0 {
+                        (f.borrow_mut())(part);
+                    }
+                },
+            ),
+        );
+    }
+
     /// Profile counts in range of the averaged series the query selects, over every tier
     /// (empty, and free, when it selects none).
     fn averaged_counts(&self, tenant: &str, query: &Query) -> HashMap<Labels, i64> {
@@ -440,38 +484,8 @@ impl Store {
     /// (stacks that differ only in addresses or mappings add up).
     pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
         let query = &self.within_retention(query);
-        let averaged = self.averaged_counts(tenant, query);
-        let parts = std::cell::RefCell::new(Combiner::default());
-        self.for_each_tier(
-            tenant,
-            query,
-            |head| {
-                let mut out = Merged::default();
-                let sums = sum_nodes(head, query, &averaged, &mut out);
-                if out.profiles == 0 {
-                    return;
-                }
-                let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
-                    NodeSums::Dense(vec![0i64; head.frame_count()])
-                } else {
-                    NodeSums::Sparse(crate::head::FastMap::default())
-                };
-                for (n, v) in sums {
-                    frames.add(head.frame_of(n), v);
-                }
-                compact_frames(head, frames.into_sorted(), &mut out);
-                parts.borrow_mut().add(out);
-            },
-            Some(
-                |rollup: &crate::rollup::Rollup, series: &[RolledSeries<'_>]| {
-                    let out = rollup.merged(series);
-                    if out.profiles > 0 {
-                        parts.borrow_mut().add(out);
-                    }
-                },
-            ),
-        );
-        let parts = parts.into_inner();
+        let mut parts = Combiner::default();
+        self.for_each_part(tenant, query, |part| parts.add(part.into_merged()));
         let tiers = parts.parts;
         let mut merged = parts.finish();
         if tiers > 1 {

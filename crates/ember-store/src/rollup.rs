@@ -19,7 +19,6 @@
 //!          entry count, frame index deltas, values (zigzag)
 //! ```
 
-use crate::PROFILE_TYPE_LABEL;
 use crate::encoding::{Reader, put_signed, put_str, put_varint};
 use crate::head::{Series, TenantHead};
 use crate::read::Merged;
@@ -190,17 +189,21 @@ impl Rollup {
                 .sum::<usize>()
     }
 
-    /// Whether series `i` of the index has a rollup (it is not averaged).
-    pub(crate) fn has(&self, i: usize) -> bool {
-        matches!(self.series.get(i), Some(Some(_)))
+    /// `(parent, name)` of each frame, parents first; frame 0 is the root.
+    pub(crate) fn frames(&self) -> &[(u32, u32)] {
+        &self.frames
     }
 
-    /// The merge of the series `selected` (index positions, with their labels and profile
-    /// counts) as [`crate::Store::merge_stacks`] builds it from the profiles.
-    pub(crate) fn merged(&self, selected: &[(usize, &crate::Labels, usize)]) -> Merged {
-        let mut out = Merged::default();
+    /// Frame names; `names()[0]` is "".
+    pub(crate) fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The value of the samples ending at each frame, summed over the series at the index
+    /// positions `selected` (those without a rollup add nothing).
+    pub(crate) fn selves(&self, selected: impl IntoIterator<Item = usize>) -> Vec<i64> {
         let mut values = vec![0i64; self.frames.len()];
-        for &(i, labels, profiles) in selected {
+        for i in selected {
             let Some(Some(frames)) = self.series.get(i) else {
                 continue;
             };
@@ -208,14 +211,20 @@ impl Rollup {
                 let e = &mut values[*f as usize];
                 *e = e.saturating_add(*v);
             }
-            if profiles > 0 {
-                out.profiles += profiles;
-                out.series += 1;
-                if let Some((_, v)) = labels.iter().find(|(n, _)| n == PROFILE_TYPE_LABEL) {
-                    out.profile_types.insert(v.clone());
-                }
-            }
         }
+        values
+    }
+
+    /// Whether series `i` of the index has a rollup (it is not averaged).
+    pub(crate) fn has(&self, i: usize) -> bool {
+        matches!(self.series.get(i), Some(Some(_)))
+    }
+
+    /// The frames of `values` (per frame of this rollup, from [`Rollup::selves`]) as a
+    /// merge: frames with a value and their ancestors, renumbered in order, with the names
+    /// they use. Profile and series counts are the caller's.
+    pub(crate) fn merged_values(&self, values: Vec<i64>) -> Merged {
+        let mut out = Merged::default();
         // Frames with a value and their ancestors, renumbered in order.
         let mut keep: Vec<bool> = values.iter().map(|v| *v != 0).collect();
         for f in (1..keep.len()).rev() {
@@ -271,19 +280,14 @@ mod tests {
         let mut bytes = Vec::new();
         encode(&head, &series, &mut bytes);
         let r = Rollup::decode(&bytes, series.len()).unwrap();
-        let both: Vec<(usize, &crate::Labels, usize)> = series
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i, &s.labels, 1))
-            .collect();
-        let m = r.merged(&both);
+        let m = r.merged_values(r.selves([0, 1]));
         let stacks = m.folded();
         assert_eq!(
             stacks,
             vec![("main;idle".to_string(), 10), ("main;work".to_string(), 21)]
         );
-        assert_eq!((m.total, m.profiles, m.series), (31, 2, 2));
-        let one = r.merged(&both[1..]);
+        assert_eq!(m.total, 31);
+        let one = r.merged_values(r.selves([1]));
         assert_eq!(one.total, 16);
         for cut in [0, 1, bytes.len() / 2, bytes.len() - 1] {
             assert!(Rollup::decode(&bytes[..cut], series.len()).is_none());
@@ -292,7 +296,7 @@ mod tests {
         // Flipped bytes: an error or a rollup that reads without a panic, never a panic.
         for b in crate::encoding::flipped(&bytes, 0x9e37_79b9_7f4a_7c15, 3000) {
             if let Some(r) = Rollup::decode(&b, series.len()) {
-                let _ = r.merged(&both).folded();
+                let _ = r.merged_values(r.selves([0, 1])).folded();
             }
         }
     }
