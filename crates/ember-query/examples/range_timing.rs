@@ -24,6 +24,16 @@ fn peak_rss_mib() -> u64 {
         .map_or(0, |k| k / 1024)
 }
 
+/// User plus system CPU seconds of this process so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the command name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: range_timing DATA_DIR END_UNIX_SECONDS [ROUNDS]";
@@ -61,6 +71,7 @@ fn main() {
         )
         .expect("request");
         let mut flame_ms = Vec::new();
+        let cpu = cpu_seconds();
         for _ in 0..rounds {
             let t = Instant::now();
             let v = querier.flamebearer("anonymous", &req, "t").expect("flame");
@@ -68,9 +79,15 @@ fn main() {
             std::hint::black_box(v);
         }
         let flame_rss = peak_rss_mib();
-        let mut merge_ms = Vec::new();
+        let flame_cpu = (cpu_seconds() - cpu) * 1000.0 / rounds as f64;
+        let mut merge_ms = vec![0.0];
         let mut frames = 0;
-        for _ in 0..rounds {
+        let full_rounds = if std::env::var_os("NO_FULL").is_some() {
+            0
+        } else {
+            rounds
+        };
+        for _ in 0..full_rounds {
             let t = Instant::now();
             let m = querier.merge("anonymous", &req).expect("merge");
             merge_ms.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -95,7 +112,7 @@ fn main() {
         }
         let best = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
         println!(
-            "{name}: flame graph first {:.0} ms best {:.0} ms, peak RSS {flame_rss} MiB; full merge ({frames} frames) first {:.0} ms best {:.0} ms, peak RSS {} MiB",
+            "{name}: flame graph first {:.0} ms best {:.0} ms, CPU {flame_cpu:.0} ms per run, peak RSS {flame_rss} MiB; full merge ({frames} frames) first {:.0} ms best {:.0} ms, peak RSS {} MiB",
             flame_ms[0],
             best(&flame_ms),
             merge_ms[0],

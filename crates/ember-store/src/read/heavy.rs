@@ -239,44 +239,100 @@ impl Candidates {
     }
 }
 
-/// The candidates of `parts` for a cut to `max_nodes` (> 0), with exact values; `None` when
-/// a part holds a negative value (the bound does not hold).
-fn merge_heavy(parts: &[Part], max_nodes: usize) -> Option<Merged> {
-    let mut order: Vec<usize> = (0..parts.len()).collect();
-    order.sort_by_key(|i| std::cmp::Reverse(parts[*i].frames().len()));
-    let k = parts.len().max(1) as i64;
-    let mut cands = Candidates::new();
-    let mut part_names: Vec<Vec<u32>> = vec![Vec::new(); parts.len()];
-    let mut bound = 0i64;
-    for &i in &order {
-        let part = &parts[i];
+/// A node-limited merge under way: pass 1 runs on each part as it arrives, pass 2 at the end.
+struct HeavyMerge {
+    max_nodes: usize,
+    /// Tiers the query may read (the bound is divided among them).
+    tiers: i64,
+    bound: i64,
+    cands: Candidates,
+    /// Per part received, its names' shared ids.
+    part_names: Vec<Vec<u32>>,
+    /// A part held a negative value: the bound does not hold.
+    negative: bool,
+}
+
+impl HeavyMerge {
+    fn new(max_nodes: usize) -> Self {
+        HeavyMerge {
+            max_nodes,
+            tiers: 1,
+            bound: 0,
+            cands: Candidates::new(),
+            part_names: Vec::new(),
+            negative: false,
+        }
+    }
+
+    /// Pass 1 on one part: raise the bound, offer the part's frames above `bound / tiers`.
+    fn offer(&mut self, part: &Part) {
+        let names = self.cands.name_ids(part.names());
+        self.part_names.push(names);
+        if self.negative {
+            return;
+        }
         let selves = part.selves();
         if selves.iter().any(|v| *v < 0) {
-            return None;
+            self.negative = true;
+            return;
         }
         let totals = totals(part.frames(), &selves);
-        bound = bound.max(nth_largest_floor(&totals, max_nodes));
-        part_names[i] = cands.name_ids(part.names());
-        cands.offer(part.frames(), &part_names[i], &totals, (bound / k).max(1));
+        self.bound = self.bound.max(nth_largest_floor(&totals, self.max_nodes));
+        let names = self.part_names.last().map_or(&[][..], Vec::as_slice);
+        let threshold = (self.bound / self.tiers).max(1);
+        self.cands.offer(part.frames(), names, &totals, threshold);
     }
-    let mut exact = vec![(0i64, 0i64); cands.frames.len()];
-    for (i, part) in parts.iter().enumerate() {
-        let selves = part.selves();
-        let totals = totals(part.frames(), &selves);
-        cands.add_exact(part.frames(), &part_names[i], &selves, &totals, &mut exact);
+
+    /// Pass 2 over `parts` (those offered, in order), on two threads: the candidates with
+    /// exact values; `None` when a part held a negative value or more parts came than tiers.
+    fn finish(self, parts: &[Part]) -> Option<Merged> {
+        if self.negative || parts.len() as i64 > self.tiers {
+            return None;
+        }
+        let cands = &self.cands;
+        let part_names = &self.part_names;
+        let exact_of = |range: std::ops::Range<usize>| {
+            let mut exact = vec![(0i64, 0i64); cands.frames.len()];
+            for i in range {
+                let part = &parts[i];
+                let selves = part.selves();
+                let totals = totals(part.frames(), &selves);
+                cands.add_exact(part.frames(), &part_names[i], &selves, &totals, &mut exact);
+            }
+            exact
+        };
+        // Two halves of about equal frames, one per thread.
+        let all: usize = parts.iter().map(|p| p.frames().len()).sum();
+        let (mut half, mut seen) = (0, 0);
+        while half < parts.len() && seen * 2 < all {
+            seen += parts[half].frames().len();
+            half += 1;
+        }
+        let exact = std::thread::scope(|scope| {
+            let second = scope.spawn(|| exact_of(half..parts.len()));
+            let mut first = exact_of(0..half);
+            let second = second
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            for (a, b) in first.iter_mut().zip(second) {
+                a.0 = a.0.saturating_add(b.0);
+                a.1 = a.1.saturating_add(b.1);
+            }
+            first
+        });
+        let mut rest: Vec<i64> = exact.iter().map(|(s, t)| t.saturating_sub(*s)).collect();
+        for (c, &(parent, _)) in self.cands.frames.iter().enumerate().skip(1) {
+            let r = &mut rest[parent as usize];
+            *r = r.saturating_sub(exact[c].1);
+        }
+        let mut out = Merged::default();
+        out.total = exact[0].1;
+        out.self_values = exact.into_iter().map(|e| e.0).collect();
+        out.frames = self.cands.frames;
+        out.names = self.cands.names;
+        out.rest = rest;
+        Some(out)
     }
-    let mut out = Merged::default();
-    let mut rest: Vec<i64> = exact.iter().map(|(s, t)| t.saturating_sub(*s)).collect();
-    for (c, &(parent, _)) in cands.frames.iter().enumerate().skip(1) {
-        let r = &mut rest[parent as usize];
-        *r = r.saturating_sub(exact[c].1);
-    }
-    out.total = exact[0].1;
-    out.self_values = exact.iter().map(|e| e.0).collect();
-    out.frames = cands.frames;
-    out.names = cands.names;
-    out.rest = rest;
-    Some(out)
 }
 
 impl Store {
@@ -292,11 +348,21 @@ impl Store {
         }
         let query = &self.within_retention(query);
         let mut parts = Vec::new();
-        self.for_each_part(tenant, query, |p| parts.push(p));
+        let heavy = std::cell::RefCell::new(HeavyMerge::new(max_nodes));
+        self.for_each_part(
+            tenant,
+            query,
+            |tiers| heavy.borrow_mut().tiers = tiers.max(1) as i64,
+            |p| {
+                heavy.borrow_mut().offer(&p);
+                parts.push(p);
+            },
+        );
+        let heavy = heavy.into_inner();
         let mut merged = match parts.len() {
             0 => return Merged::default(),
             1 => return parts.pop().map(Part::into_merged).unwrap_or_default(),
-            _ => match merge_heavy(&parts, max_nodes) {
+            _ => match heavy.finish(&parts) {
                 Some(m) => m,
                 None => {
                     let mut all = Combiner::default();
