@@ -325,13 +325,14 @@ impl HeavyMerge {
             let r = &mut rest[parent as usize];
             *r = r.saturating_sub(exact[c].1);
         }
-        let mut out = Merged::default();
-        out.total = exact[0].1;
-        out.self_values = exact.into_iter().map(|e| e.0).collect();
-        out.frames = self.cands.frames;
-        out.names = self.cands.names;
-        out.rest = rest;
-        Some(out)
+        Some(Merged {
+            total: exact[0].1,
+            self_values: exact.into_iter().map(|e| e.0).collect(),
+            frames: self.cands.frames,
+            names: self.cands.names,
+            rest,
+            ..Merged::default()
+        })
     }
 }
 
