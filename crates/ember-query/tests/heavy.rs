@@ -167,3 +167,44 @@ fn heavy_merges_cut_like_full_merges() {
     }
     assert_eq!(compared, 6 * 5 * 8);
 }
+
+/// Negative values (a diff written as a profile) break the bound the candidates rest on:
+/// the merge then takes every frame, and still cuts like the full merge.
+#[test]
+fn negative_values_fall_back_to_the_full_merge() {
+    let dir = temp_dir("negative");
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let stacks: [(&[&str], i64); 4] = [
+        (&["main", "a", "b"], 50),
+        (&["main", "a", "c"], -30),
+        (&["main", "d"], 20),
+        (&["main", "d", "e"], -45),
+    ];
+    for (i, (frames, value)) in stacks.iter().enumerate() {
+        let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+        b.add_folded_stack(frames, &[*value]);
+        b.add_folded_stack(&["main", "f"], &[5]);
+        let batch = IngestBatch {
+            profiles: vec![IngestProfile {
+                labels: vec![("service_name".into(), "api".into())],
+                time_nanos: 1_000 * (i as i64 + 1),
+                pprof: ember_pprof::encode(&b.build()),
+                what: "profile".into(),
+            }],
+        };
+        store.ingest("t", batch).unwrap();
+        store.flush().unwrap();
+    }
+    let q = query("{}", 0, i64::MAX);
+    let full = store.merge_stacks("t", &q);
+    assert!(full.self_values.iter().any(|v| *v < 0), "negative values kept");
+    for max_nodes in [1, 2, 3, 5] {
+        let heavy = store.merge_stacks_heavy("t", &q, max_nodes);
+        assert!(heavy.rest.is_empty(), "{max_nodes} nodes: a full merge");
+        let want = Tree::from_merged(&full).truncate(max_nodes);
+        let got = Tree::from_merged_cut(&heavy, max_nodes);
+        assert_eq!(shape(&got), shape(&want), "{max_nodes} nodes");
+    }
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -22,7 +22,6 @@
 //! full merge: everything outside has a total below `L ≤ τ`. Negative values (diffs) break
 //! the bound: then the tiers are merged in full.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::head::FastMap;
@@ -108,26 +107,28 @@ impl Part {
         }
     }
 
-    /// The value of the samples ending at each frame.
-    fn selves(&self) -> Cow<'_, [i64]> {
-        match self {
-            Part::Merged(m) => Cow::Borrowed(&m.self_values),
-            Part::Rollup { rollup, series, .. } => {
-                Cow::Owned(rollup.selves(series.iter().copied()))
+    /// Per frame, the value of the samples ending at it or below it; `None` when a sample's
+    /// value is negative (then totals do not shrink going down, and the cut's bound fails).
+    fn totals(&self) -> Option<Vec<i64>> {
+        let mut t = match self {
+            Part::Merged(m) => {
+                let mut t = m.self_values.clone();
+                t.resize(m.frames.len(), 0);
+                t
             }
+            Part::Rollup { rollup, series, .. } => rollup.selves(series.iter().copied()),
+        };
+        if t.iter().any(|v| *v < 0) {
+            return None;
         }
+        // Parents come first: one reverse pass folds every value into its parent.
+        let frames = self.frames();
+        for f in (1..frames.len()).rev() {
+            let p = frames[f].0 as usize;
+            t[p] = t[p].saturating_add(t[f]);
+        }
+        Some(t)
     }
-}
-
-/// Totals per frame: its own value plus its descendants'.
-fn totals(frames: &[(u32, u32)], selves: &[i64]) -> Vec<i64> {
-    let mut t = selves.to_vec();
-    t.resize(frames.len(), 0);
-    for f in (1..frames.len()).rev() {
-        let p = frames[f].0 as usize;
-        t[p] = t[p].saturating_add(t[f]);
-    }
-    t
 }
 
 /// A lower bound of the `n`-th largest total of the frames after the root (0 when there are
@@ -206,37 +207,37 @@ impl Candidates {
         }
     }
 
-    /// Adds a part's exact values to the candidates it holds.
-    fn add_exact(
-        &self,
-        frames: &[(u32, u32)],
-        names: &[u32],
-        selves: &[i64],
-        totals: &[i64],
-        exact: &mut [(i64, i64)],
-    ) {
+    /// Adds a part's totals to the candidates it holds: per candidate, its own total and
+    /// the totals of all its children in the part (candidates or not). A frame's self value
+    /// is its total less its children's, so the two give exact selves and what is left out.
+    fn add_exact(&self, frames: &[(u32, u32)], names: &[u32], totals: &[i64], exact: &mut [Exact]) {
         let mut ids = vec![NONE; frames.len()];
         ids[0] = 0;
-        for (f, &(parent, name)) in frames.iter().enumerate() {
-            let id = if f == 0 {
-                0
-            } else {
-                let p = ids[parent as usize];
-                if p == NONE {
-                    continue;
-                }
-                let key = u64::from(p) << 32 | u64::from(names[name as usize]);
-                match self.ids.get(&key) {
-                    Some(id) => *id,
-                    None => continue,
-                }
-            };
-            ids[f] = id;
-            let e = &mut exact[id as usize];
-            e.0 = e.0.saturating_add(selves.get(f).copied().unwrap_or(0));
-            e.1 = e.1.saturating_add(totals[f]);
+        if let Some(t) = totals.first() {
+            exact[0].total = exact[0].total.saturating_add(*t);
+        }
+        for (f, &(parent, name)) in frames.iter().enumerate().skip(1) {
+            let p = ids[parent as usize];
+            if p == NONE {
+                continue;
+            }
+            let c = &mut exact[p as usize].children;
+            *c = c.saturating_add(totals[f]);
+            let key = u64::from(p) << 32 | u64::from(names[name as usize]);
+            if let Some(&id) = self.ids.get(&key) {
+                ids[f] = id;
+                let e = &mut exact[id as usize].total;
+                *e = e.saturating_add(totals[f]);
+            }
         }
     }
+}
+
+/// A candidate's merged total, and the merged total of all its children.
+#[derive(Clone, Copy, Default)]
+struct Exact {
+    total: i64,
+    children: i64,
 }
 
 /// A node-limited merge under way: pass 1 runs on each part as it arrives, pass 2 at the end.
@@ -271,12 +272,10 @@ impl HeavyMerge {
         if self.negative {
             return;
         }
-        let selves = part.selves();
-        if selves.iter().any(|v| *v < 0) {
+        let Some(totals) = part.totals() else {
             self.negative = true;
             return;
-        }
-        let totals = totals(part.frames(), &selves);
+        };
         self.bound = self.bound.max(nth_largest_floor(&totals, self.max_nodes));
         let names = self.part_names.last().map_or(&[][..], Vec::as_slice);
         let threshold = (self.bound / self.tiers).max(1);
@@ -292,12 +291,12 @@ impl HeavyMerge {
         let cands = &self.cands;
         let part_names = &self.part_names;
         let exact_of = |range: std::ops::Range<usize>| {
-            let mut exact = vec![(0i64, 0i64); cands.frames.len()];
+            let mut exact = vec![Exact::default(); cands.frames.len()];
             for i in range {
                 let part = &parts[i];
-                let selves = part.selves();
-                let totals = totals(part.frames(), &selves);
-                cands.add_exact(part.frames(), &part_names[i], &selves, &totals, &mut exact);
+                if let Some(totals) = part.totals() {
+                    cands.add_exact(part.frames(), &part_names[i], &totals, &mut exact);
+                }
             }
             exact
         };
@@ -315,19 +314,23 @@ impl HeavyMerge {
                 .join()
                 .unwrap_or_else(|e| std::panic::resume_unwind(e));
             for (a, b) in first.iter_mut().zip(second) {
-                a.0 = a.0.saturating_add(b.0);
-                a.1 = a.1.saturating_add(b.1);
+                a.total = a.total.saturating_add(b.total);
+                a.children = a.children.saturating_add(b.children);
             }
             first
         });
-        let mut rest: Vec<i64> = exact.iter().map(|(s, t)| t.saturating_sub(*s)).collect();
+        // What a candidate's children hold outside the candidates.
+        let mut rest: Vec<i64> = exact.iter().map(|e| e.children).collect();
         for (c, &(parent, _)) in self.cands.frames.iter().enumerate().skip(1) {
             let r = &mut rest[parent as usize];
-            *r = r.saturating_sub(exact[c].1);
+            *r = r.saturating_sub(exact[c].total);
         }
         Some(Merged {
-            total: exact[0].1,
-            self_values: exact.into_iter().map(|e| e.0).collect(),
+            total: exact[0].total,
+            self_values: exact
+                .iter()
+                .map(|e| e.total.saturating_sub(e.children))
+                .collect(),
             frames: self.cands.frames,
             names: self.cands.names,
             rest,
