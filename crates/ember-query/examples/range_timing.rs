@@ -4,8 +4,10 @@
 //!
 //! For each range (1 h, 24 h and 7 d ending at `END`), prints the merged frames, the merge
 //! time (`Store::merge_stacks`), the flame graph time (`Querier::flamebearer` at the default
-//! node limit: merge, cut, timeline, JSON), first run (cold) and best of ROUNDS (warm), and
-//! the process's peak resident memory.
+//! node limit: merge, cut, timeline, JSON) and the top table (`Format::Top`), first run
+//! (cold) and best of ROUNDS (warm), and the process's peak resident memory. `CHECK=1` also
+//! checks the node-limited merge cuts like the full merge; `NO_FULL=1` skips timing the full
+//! merge; `RANGES=1h,7d` picks ranges.
 //!
 //! `cargo run -p ember-query --release --example range_timing -- DATA_DIR END_UNIX_SECONDS [ROUNDS]`
 
@@ -80,6 +82,13 @@ fn main() {
         }
         let flame_rss = peak_rss_mib();
         let flame_cpu = (cpu_seconds() - cpu) * 1000.0 / rounds as f64;
+        let mut top_ms = Vec::new();
+        for _ in 0..rounds {
+            let t = Instant::now();
+            let out = querier.render("anonymous", &req, ember_query::Format::Top, "t");
+            top_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            std::hint::black_box(out.ok());
+        }
         let mut merge_ms = vec![0.0];
         let mut frames = 0;
         let full_rounds = if std::env::var_os("NO_FULL").is_some() {
@@ -112,9 +121,11 @@ fn main() {
         }
         let best = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
         println!(
-            "{name}: flame graph first {:.0} ms best {:.0} ms, CPU {flame_cpu:.0} ms per run, peak RSS {flame_rss} MiB; full merge ({frames} frames) first {:.0} ms best {:.0} ms, peak RSS {} MiB",
+            "{name}: flame graph first {:.0} ms best {:.0} ms, CPU {flame_cpu:.0} ms per run, peak RSS {flame_rss} MiB; top first {:.0} ms best {:.0} ms; full merge ({frames} frames) first {:.0} ms best {:.0} ms, peak RSS {} MiB",
             flame_ms[0],
             best(&flame_ms),
+            top_ms[0],
+            best(&top_ms),
             merge_ms[0],
             best(&merge_ms),
             peak_rss_mib()

@@ -93,6 +93,12 @@ impl<'s> Querier<'s> {
         if format == Format::Flamebearer {
             return self.flamebearer(tenant, req, title).map(Output::Json);
         }
+        if format == Format::Top {
+            let top = crate::top::selection_top(self.store, tenant, &req.store_query()?);
+            return top.map(|t| Output::text(t.render())).ok_or_else(|| {
+                QueryError::NotFound("no profiles match the query in the time range".into())
+            });
+        }
         let merged = self.merge(tenant, req)?;
         if merged.profiles == 0 || merged.is_empty() {
             return Err(QueryError::NotFound(

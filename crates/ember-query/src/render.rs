@@ -56,7 +56,7 @@ pub enum Output {
 }
 
 impl Output {
-    fn text(body: String) -> Output {
+    pub(crate) fn text(body: String) -> Output {
         Output::Bytes {
             content_type: "text/plain; charset=utf-8",
             body: body.into_bytes(),

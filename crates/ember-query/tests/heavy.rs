@@ -197,7 +197,10 @@ fn negative_values_fall_back_to_the_full_merge() {
     }
     let q = query("{}", 0, i64::MAX);
     let full = store.merge_stacks("t", &q);
-    assert!(full.self_values.iter().any(|v| *v < 0), "negative values kept");
+    assert!(
+        full.self_values.iter().any(|v| *v < 0),
+        "negative values kept"
+    );
     for max_nodes in [1, 2, 3, 5] {
         let heavy = store.merge_stacks_heavy("t", &q, max_nodes);
         assert!(heavy.rest.is_empty(), "{max_nodes} nodes: a full merge");

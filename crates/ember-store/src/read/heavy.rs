@@ -340,6 +340,15 @@ impl HeavyMerge {
 }
 
 impl Store {
+    /// Hands each tier's merge of the selection to `f`, one at a time, in no set order: the
+    /// open head, sections read in full, section rollups. Their sum is
+    /// [`Store::merge_stacks`]; for sums that add up tier by tier (a top table's function
+    /// sums) this spares merging the tiers, and holds one tier at a time.
+    pub fn for_each_tier_merge(&self, tenant: &str, query: &Query, mut f: impl FnMut(Merged)) {
+        let query = &self.within_retention(query);
+        self.for_each_part(tenant, query, |_| {}, |p| f(p.into_merged()));
+    }
+
     /// Like [`Store::merge_stacks`], for a call tree cut to `max_nodes` nodes (0 = no limit:
     /// then exactly `merge_stacks`): holds every frame that cut can keep, with its exact
     /// self value, and in [`Merged::rest`] what each frame has below it that is left out.
