@@ -177,6 +177,31 @@ fn top_table_ranks_the_heaviest_function() {
 }
 
 #[test]
+fn top_json_lists_every_function_with_raw_values() {
+    let (store, dir) = filled("top-json");
+    let q = Querier::new(&store);
+    let Output::Json(top) = q.render("t", &all("{}"), Format::TopJson, "").unwrap() else {
+        panic!("top-json is JSON");
+    };
+    let merged = q.merge("t", &all("{}")).unwrap();
+    assert_eq!(top["total"].as_i64(), Some(merged.total), "{top}");
+    let rows = top["rows"].as_array().expect("rows");
+    assert_eq!(rows[0]["name"], "scan", "{top}");
+    // Self values add up to the total: no function is cut off by its share.
+    let selfs: i64 = rows.iter().map(|r| r["self"].as_i64().unwrap()).sum();
+    assert_eq!(selfs, merged.total, "{top}");
+    for r in rows {
+        assert!(r["total"].as_i64() >= r["self"].as_i64(), "{r}");
+    }
+    assert!(matches!(
+        q.render("t", &all("{service_name=\"nope\"}"), Format::TopJson, ""),
+        Err(QueryError::NotFound(_))
+    ));
+    assert_eq!(Format::parse(Some("top-json")).unwrap(), Format::TopJson);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn diff_compares_two_time_ranges_per_stack() {
     let (store, dir) = filled("diff");
     let q = Querier::new(&store);

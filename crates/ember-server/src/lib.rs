@@ -23,7 +23,7 @@
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
 //! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
 //! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline; `maxNodes` defaults to 8,192 (`ember_query::DEFAULT_MAX_NODES`, also the default of `/api/v1/query` and `querier.v1`; 0 = no limit) |
-//! | `GET /api/v1/query?query=&type=&from=&until=&format=` | merged profile as `pprof` (gzip'd), `folded`, `svg`, `top` or `flamebearer` (default) |
+//! | `GET /api/v1/query?query=&type=&from=&until=&format=` | merged profile as `pprof` (gzip'd), `folded`, `svg`, `top`, `top-json` (every function with raw self and total values, for the web UI) or `flamebearer` (default) |
 //! | `GET /api/v1/timeseries?query=&type=&from=&until=&step=&groupBy=a,b` | totals per `step` seconds, grouped by labels |
 //! | `GET /api/v1/labels?query=&from=&until=` | label names |
 //! | `GET /api/v1/label/{name}/values?query=&from=&until=` | values of one label |
