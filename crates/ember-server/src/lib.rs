@@ -18,6 +18,7 @@
 //!
 //! | Route | What |
 //! |---|---|
+//! | `GET /`, `GET /ui/{file}` | the web UI (crate `ember-ui`, feature `ui`, on by default): static files, no token needed |
 //! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed |
 //! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums |
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
@@ -517,7 +518,7 @@ fn flush_and_expire(s: &AppState) {
 }
 
 fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/ready", get(ready))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -539,7 +540,12 @@ fn router(state: Arc<AppState>) -> Router {
         .route(
             "/querier.v1.QuerierService/{method}",
             post(querier::querier),
-        )
+        );
+    // The web UI (`GET /`, `GET /ui/{file}`): static files, open like `/ready` (they hold no
+    // data; the page's API calls carry the tenant and token).
+    #[cfg(feature = "ui")]
+    let routes = routes.merge(ember_ui::router());
+    routes
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state)
 }

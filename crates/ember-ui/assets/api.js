@@ -1,0 +1,54 @@
+// The one way the UI talks to the server: GET requests to the JSON API of the page's own
+// origin, with the tenant header, cancellation of superseded requests, and errors turned
+// into readable messages.
+
+// An API answer that was not a success: `status` and the server's message.
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+export class Api {
+  // `tenant()` returns the tenant to send as X-Scope-OrgID ("" = none).
+  constructor(tenant) {
+    this.tenant = tenant;
+    this.inflight = new Map();
+  }
+
+  // A URL of the API for `path` with `params` (empty values left out).
+  url(path, params = {}) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== "") q.set(k, v);
+    const s = q.toString();
+    return path + (s ? "?" + s : "");
+  }
+
+  // GETs `path` as JSON. A newer request under the same `key` aborts this one (its promise
+  // then rejects with an AbortError, which callers ignore).
+  async json(path, params = {}, key = path) {
+    this.inflight.get(key)?.abort();
+    const ctl = new AbortController();
+    this.inflight.set(key, ctl);
+    const headers = {};
+    const t = this.tenant();
+    if (t) headers["X-Scope-OrgID"] = t;
+    let res;
+    try {
+      res = await fetch(this.url(path, params), { headers, signal: ctl.signal });
+    } catch (e) {
+      if (e.name === "AbortError") throw e;
+      throw new ApiError(0, "the server cannot be reached (" + e.message + ")");
+    } finally {
+      if (this.inflight.get(key) === ctl) this.inflight.delete(key);
+    }
+    const body = await res.text();
+    if (!res.ok) {
+      let message = body.trim();
+      try { message = JSON.parse(body).message || message; } catch { /* plain text */ }
+      throw new ApiError(res.status, `${res.status} ${res.statusText}: ${message}`);
+    }
+    return JSON.parse(body);
+  }
+}

@@ -1,0 +1,290 @@
+// The Explore page: wires the controls, the URL state, the API and the views together.
+// Every figure comes from the server; this module only asks and shows.
+
+import { Api } from "./api.js";
+import { FlameView } from "./flamedraw.js";
+import { formatTime, formatValue, percent, unitOf } from "./format.js";
+import { SelectorInput, matchers, setMatcher } from "./selector.js";
+import { readState, writeState } from "./state.js";
+import { TimeSeriesChart } from "./timeseries.js";
+import { TopTable } from "./top.js";
+
+const $ = (id) => document.getElementById(id);
+let state = readState();
+const api = new Api(() => state.tenant);
+let loading = 0;
+let generation = 0;
+
+// The test hook: what the page shows, as data (read by the browser tests).
+const hook = (window.__ember = { ready: false, loading: 0, errors: [], view: {} });
+
+// A time parameter (`now`, `now-1h`, unix s/ms) as unix ms.
+function toMs(text, now = Date.now()) {
+  if (!text || text === "now") return now;
+  const rel = /^now-(\d+(?:\.\d+)?)(s|m|h|d|w)$/.exec(text);
+  if (rel) return now - Number(rel[1]) * { s: 1e3, m: 6e4, h: 36e5, d: 864e5, w: 6048e5 }[rel[2]];
+  const n = Number(text);
+  if (!Number.isFinite(n)) return now;
+  // Seconds, milliseconds, microseconds or nanoseconds, by magnitude (as the API reads them).
+  return n < 1e11 ? n * 1e3 : n < 1e14 ? n : n < 1e17 ? n / 1e3 : n / 1e6;
+}
+
+function busy(delta) {
+  loading += delta;
+  hook.loading = loading;
+  document.body.classList.toggle("busy", loading > 0);
+  $("spinner").hidden = loading === 0;
+}
+
+// Runs `f` with the loading indicator; API errors become the status line.
+async function task(f) {
+  busy(1);
+  try {
+    return await f();
+  } catch (e) {
+    if (e.name !== "AbortError") {
+      hook.errors.push(e.message);
+      status(e.message, "error");
+    }
+  } finally {
+    busy(-1);
+  }
+}
+
+function status(text, kind = "") {
+  const s = $("status");
+  s.textContent = text;
+  s.className = kind;
+  s.hidden = !text;
+}
+
+function save(push = false) {
+  writeState(state, push);
+}
+
+function params(extra = {}) {
+  return { query: state.query, type: state.type, from: state.from, until: state.until, ...extra };
+}
+
+const flame = new FlameView({
+  wrap: $("flame-wrap"), canvas: $("flame"), spacer: $("flame-spacer"), tooltip: $("tooltip"),
+  onZoom: (path) => zoomTo(path),
+});
+const chart = new TimeSeriesChart($("timeseries"), (a, b) => {
+  state.from = String(a);
+  state.until = String(b);
+  save(true);
+  syncControls();
+  loadAll();
+});
+const top = new TopTable($("top"), $("top-filter"), {
+  onPick: (name) => pickFunction(name),
+  onSort: (key) => { state.sort = key; save(); },
+  onFilter: (text) => { state.filter = text; save(); },
+});
+new SelectorInput($("selector"), $("suggest"), {
+  names: () => api.json("/api/v1/labels", { type: state.type, from: state.from, until: state.until }, "names"),
+  values: (name) => api.json(`/api/v1/label/${encodeURIComponent(name)}/values`,
+    { type: state.type, from: state.from, until: state.until }, "values"),
+  onCommit: (text) => { state.query = text.trim() || "{}"; state.zoom = ""; save(true); syncControls(); loadAll(); },
+});
+
+function zoomTo(path) {
+  state.zoom = path.join(";");
+  save(true);
+  flame.setZoom(path);
+  showCrumbs();
+  showSearch();
+}
+
+function pickFunction(name) {
+  state.fn = name;
+  save(true);
+  flame.setFunction(name);
+  top.set({ picked: name });
+  showSearch();
+}
+
+function showCrumbs() {
+  const crumbs = $("crumbs");
+  crumbs.replaceChildren();
+  const path = flame.model ? flame.model.path(...flame.zoom) : [];
+  const add = (label, target) => {
+    const b = document.createElement("button");
+    b.textContent = label;
+    b.title = label;
+    b.addEventListener("click", () => zoomTo(target));
+    crumbs.append(b);
+  };
+  add("all", []);
+  path.forEach((name, i) => add(name, path.slice(0, i + 1)));
+  $("reset").disabled = path.length === 0;
+  hook.view.zoom = path;
+}
+
+function showSearch() {
+  const r = flame.setSearch(state.search);
+  const out = $("search-result");
+  $("search").classList.toggle("invalid", Boolean(r?.error));
+  if (!r) out.textContent = "";
+  else if (r.error) out.textContent = "invalid regex: " + r.error;
+  else out.textContent = `${r.count} frames, ${(100 * r.share).toFixed(2)} % of the view`;
+  hook.view.search = r;
+  const fn = flame.fnMarks;
+  hook.view.fn = state.fn ? { name: state.fn, count: fn ? fn.count : 0 } : null;
+  hook.view.drawn = flame.stats.drawn;
+}
+
+function syncControls() {
+  $("selector").value = state.query;
+  $("search").value = state.search;
+  $("view").textContent = state.view === "flame" ? "Icicle" : "Flame";
+  $("tenant").value = state.tenant;
+  for (const b of document.querySelectorAll("#presets button")) {
+    b.classList.toggle("on", state.from === "now-" + b.dataset.range && state.until === "now");
+  }
+  const now = Date.now();
+  $("from").value = localInput(toMs(state.from, now));
+  $("until").value = localInput(toMs(state.until, now));
+  const service = matchers(state.query).find((m) => m.name === "service_name" && m.op === "=");
+  $("service").value = service ? service.value : "";
+}
+
+function localInput(ms) {
+  return formatTime(ms).replace(" ", "T");
+}
+
+async function loadTypes() {
+  const types = await api.json("/api/v1/profile_types");
+  const sel = $("type");
+  sel.replaceChildren(...types.map((t) => new Option(t.split(":").slice(0, 3).join(":"), t)));
+  if (!types.includes(state.type)) state.type = types.find((t) => t.includes(":cpu:")) || types[0] || "";
+  sel.value = state.type;
+  save();
+  return types;
+}
+
+// The services with how much data each has in the time range (from the time series grouped
+// by service_name, so one request answers both).
+async function loadServices() {
+  const sel = $("service");
+  const answer = await api.json("/api/v1/timeseries",
+    { type: state.type, from: state.from, until: state.until, groupBy: "service_name" }, "services");
+  const totals = answer.series.map((s) => [s.labels.service_name || "", s.points.reduce((a, p) => a + p[1], 0)])
+    .sort((a, b) => b[1] - a[1]);
+  const unit = unitOf(state.type);
+  const options = [new Option(`all services (${totals.length})`, "")];
+  for (const [name, total] of totals) options.push(new Option(`${name || "(none)"} — ${formatValue(total, unit)}`, name));
+  const current = matchers(state.query).find((m) => m.name === "service_name" && m.op === "=");
+  if (current && !totals.some(([n]) => n === current.value)) {
+    options.push(new Option(`${current.value} — no data`, current.value));
+  }
+  sel.replaceChildren(...options);
+  sel.value = current ? current.value : "";
+  hook.view.services = totals.map(([n]) => n);
+}
+
+// The chart, flame graph and top table of the current selection.
+async function loadView() {
+  const gen = ++generation;
+  const unit = unitOf(state.type);
+  const now = Date.now();
+  const [series, fb] = await Promise.all([
+    api.json("/api/v1/timeseries", params(), "series"),
+    api.json("/api/v1/query", params({ format: "flamebearer" }), "flame"),
+  ]);
+  if (gen !== generation) return;
+  chart.setData(series, toMs(state.from, now), toMs(state.until, now), unit);
+  const empty = !fb.flamebearer.numTicks;
+  flame.setData(empty ? null : fb, unit);
+  flame.setFlipped(state.view === "flame");
+  if (empty) {
+    status(`No profiles of ${state.type || "any type"} match ${state.query} in this time range. ` +
+      "Try a longer range, check that an agent is running and pushing to this server, or the tenant.", "empty");
+  } else {
+    status("");
+    flame.setZoom(state.zoom ? state.zoom.split(";") : []);
+    flame.setFunction(state.fn);
+  }
+  showCrumbs();
+  showSearch();
+  $("total").textContent = empty ? "" : `total ${formatValue(fb.flamebearer.numTicks, unit)}, ` +
+    `${flame.model.nodeCount} nodes`;
+  hook.view.topFrame = flame.model ? flame.model.topFrame() : "";
+  hook.view.nodes = flame.model ? flame.model.nodeCount : 0;
+  hook.view.total = fb.flamebearer.numTicks;
+  for (const [id, format] of [["export-pprof", "pprof"], ["export-folded", "folded"], ["export-svg", "svg"]]) {
+    $(id).href = api.url("/api/v1/query", params({ format }));
+  }
+  top.set({ data: null, unit, sort: state.sort, filter: state.filter, picked: state.fn });
+  if (!empty) {
+    const table = await api.json("/api/v1/query", params({ format: "top-json" }), "top");
+    if (gen !== generation) return;
+    top.set({ data: table, unit: unitOf(state.type) });
+    hook.view.topRows = table.rows.length;
+  }
+}
+
+async function loadAll() {
+  hook.ready = false;
+  await task(async () => {
+    status("");
+    if (!state.type) await loadTypes();
+    await Promise.all([loadServices(), loadView()]);
+  });
+  hook.ready = true;
+}
+
+function wire() {
+  $("type").addEventListener("change", (e) => {
+    state.type = e.target.value;
+    state.zoom = "";
+    save(true);
+    loadAll();
+  });
+  $("service").addEventListener("change", (e) => {
+    state.query = setMatcher(state.query, "service_name", e.target.value);
+    state.zoom = "";
+    save(true);
+    syncControls();
+    loadAll();
+  });
+  for (const b of document.querySelectorAll("#presets button")) {
+    b.addEventListener("click", () => {
+      state.from = "now-" + b.dataset.range;
+      state.until = "now";
+      save(true);
+      syncControls();
+      loadAll();
+    });
+  }
+  $("apply-range").addEventListener("click", () => {
+    const a = new Date($("from").value).getTime(), b = new Date($("until").value).getTime();
+    if (!(a < b)) { status("the start of the range must be before its end", "error"); return; }
+    state.from = String(a);
+    state.until = String(b);
+    save(true);
+    syncControls();
+    loadAll();
+  });
+  $("refresh").addEventListener("click", () => loadAll());
+  $("search").addEventListener("input", (e) => { state.search = e.target.value; save(); showSearch(); });
+  $("reset").addEventListener("click", () => zoomTo([]));
+  $("view").addEventListener("click", () => {
+    state.view = state.view === "flame" ? "icicle" : "flame";
+    save(true);
+    syncControls();
+    flame.setFlipped(state.view === "flame");
+  });
+  $("tenant").addEventListener("change", (e) => { state.tenant = e.target.value.trim(); state.type = ""; save(true); loadAll(); });
+  document.addEventListener("keydown", (e) => {
+    if (e.target instanceof HTMLInputElement) return;
+    if (e.key === "/") { e.preventDefault(); $("search").focus(); }
+    if (e.key === "Escape") zoomTo([]);
+  });
+  window.addEventListener("popstate", () => { state = readState(); syncControls(); loadAll(); });
+}
+
+wire();
+syncControls();
+loadAll();
