@@ -70,6 +70,7 @@ const flame = new FlameView({
   wrap: $("flame-wrap"), canvas: $("flame"), spacer: $("flame-spacer"), tooltip: $("tooltip"),
   onZoom: (path) => zoomTo(path),
 });
+hook.flame = flame;
 const chart = new TimeSeriesChart($("timeseries"), (a, b) => {
   state.from = String(a);
   state.until = String(b);
