@@ -153,6 +153,8 @@ try {
   for (const key of ["topFrame", "zoom", "search", "fn", "nodes", "total"]) {
     check(JSON.stringify(after[key]) === JSON.stringify(before[key]), `after reload ${key} is ${JSON.stringify(after[key])}`);
   }
+  check(await page.locator("#type").inputValue() === typeValue, "the profile type is restored");
+  check(await page.locator("#service").inputValue() === want.service, "the service is restored");
   check(await page.locator("#search").inputValue() === want.search, "the search box is restored");
   check(await page.locator("#top-filter").inputValue() === "unixfile", "the table filter is restored");
   check(await page.locator("#view").textContent() === "Icicle", "the flame layout is restored");

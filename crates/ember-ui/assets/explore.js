@@ -230,7 +230,7 @@ async function loadAll() {
   hook.ready = false;
   await task(async () => {
     status("");
-    if (!state.type) await loadTypes();
+    await loadTypes();
     await Promise.all([loadServices(), loadView()]);
   });
   hook.ready = true;

@@ -118,6 +118,7 @@ export class FlameView {
     const css = getComputedStyle(document.documentElement);
     const text = css.getPropertyValue("--frame-text").trim() || "#000";
     const dim = css.getPropertyValue("--frame-dim").trim() || "#ccc";
+    const dimText = css.getPropertyValue("--frame-dim-text").trim() || "#222";
     ctx.font = "12px system-ui, sans-serif";
     ctx.textBaseline = "middle";
     const charW = ctx.measureText("abcdefghijklmnopqrstuvwxyz").width / 26;
@@ -146,7 +147,7 @@ export class FlameView {
         const room = Math.floor((x1 - x0 - 6) / charW);
         if (room >= 3) {
           const label = m.names[name];
-          ctx.fillStyle = text;
+          ctx.fillStyle = fill === dim ? dimText : text;
           ctx.fillText(label.length > room ? label.slice(0, room - 1) + "…" : label, x0 + 3, y + ROW / 2);
         }
       }

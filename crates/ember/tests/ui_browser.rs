@@ -120,8 +120,18 @@ fn web_ui_explores_a_service_in_chromium() {
     let server = Server::start(&dir.join("data"), &[]);
     // Legacy ingest without `from`: the profiles are "now", inside the page's default hour.
     let java = corpus(JAVA);
-    ingest(&server, "java-shop", "pprof", &std::fs::read(&java).unwrap());
-    ingest(&server, "checkout", "pprof", &std::fs::read(corpus(GO)).unwrap());
+    ingest(
+        &server,
+        "java-shop",
+        "pprof",
+        &std::fs::read(&java).unwrap(),
+    );
+    ingest(
+        &server,
+        "checkout",
+        "pprof",
+        &std::fs::read(corpus(GO)).unwrap(),
+    );
     let deep: Vec<String> = (0..3000).map(|i| format!("deep_frame_{i}")).collect();
     ingest(
         &server,
