@@ -11,9 +11,11 @@ export class ApiError extends Error {
 }
 
 export class Api {
-  // `tenant()` returns the tenant to send as X-Scope-OrgID ("" = none).
-  constructor(tenant) {
+  // `tenant()` returns the tenant to send as X-Scope-OrgID, `token()` the bearer token of a
+  // server with auth ("" = none).
+  constructor(tenant, token = () => "") {
     this.tenant = tenant;
+    this.token = token;
     this.inflight = new Map();
   }
 
@@ -34,6 +36,8 @@ export class Api {
     const headers = {};
     const t = this.tenant();
     if (t) headers["X-Scope-OrgID"] = t;
+    const token = this.token();
+    if (token) headers["Authorization"] = "Bearer " + token;
     let res;
     try {
       res = await fetch(this.url(path, params), { headers, signal: ctl.signal });

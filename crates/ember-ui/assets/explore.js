@@ -11,7 +11,9 @@ import { TopTable } from "./top.js";
 
 const $ = (id) => document.getElementById(id);
 let state = readState();
-const api = new Api(() => state.tenant);
+// A server with auth wants a bearer token: kept for the browser tab (never in the URL).
+const TOKEN_KEY = "ember-token";
+const api = new Api(() => state.tenant, () => sessionStorage.getItem(TOKEN_KEY) || "");
 let loading = 0;
 let generation = 0;
 
@@ -44,7 +46,12 @@ async function task(f) {
   } catch (e) {
     if (e.name !== "AbortError") {
       hook.errors.push(e.message);
-      status(e.message, "error");
+      if (e.status === 401) {
+        $("token-box").hidden = false;
+        status("This server needs a bearer token: enter it in the Token field above. (" + e.message + ")", "error");
+      } else {
+        status(e.message, "error");
+      }
     }
   } finally {
     busy(-1);
@@ -277,6 +284,11 @@ function wire() {
     syncControls();
     flame.setFlipped(state.view === "flame");
   });
+  $("token").addEventListener("change", (e) => {
+    sessionStorage.setItem(TOKEN_KEY, e.target.value.trim());
+    state.type = "";
+    loadAll();
+  });
   $("tenant").addEventListener("change", (e) => { state.tenant = e.target.value.trim(); state.type = ""; save(true); loadAll(); });
   document.addEventListener("keydown", (e) => {
     if (e.target instanceof HTMLInputElement) return;
@@ -287,5 +299,6 @@ function wire() {
 }
 
 wire();
+$("token-box").hidden = !sessionStorage.getItem(TOKEN_KEY);
 syncControls();
 loadAll();

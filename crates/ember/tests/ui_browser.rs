@@ -98,22 +98,99 @@ fn expected(stacks: &BTreeMap<String, i64>) -> Expected {
     }
 }
 
-fn ingest(server: &Server, name: &str, format: &str, body: &[u8]) {
+fn ingest(server: &Server, name: &str, format: &str, body: &[u8], headers: &[(&str, &str)]) {
     let path = format!("/ingest?name={name}.cpu&format={format}");
-    let (status, answer) = server.request("POST", &path, &[], body);
+    let (status, answer) = server.request("POST", &path, headers, body);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+}
+
+/// False (with a loud message) when the browser tools are missing outside CI; a failure
+/// under CI.
+fn browser_available() -> bool {
+    if browser_tools_present() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "chromium, node or playwright-core missing under CI: run `bash .ci/setup`"
+    );
+    eprintln!(
+        "SKIPPED: browser test needs chromium, node and tests/browser/node_modules (run `bash .ci/setup`)"
+    );
+    false
+}
+
+/// Runs `tests/browser/{script}` with `args` as JSON; returns its output after checking that
+/// it succeeded and ran at least `min_checks` checks to the end.
+fn run_script(script: &str, args: &serde_json::Value, min_checks: usize) -> String {
+    let output = Command::new("node")
+        .arg(repo_root().join("tests/browser").join(script))
+        .arg(args.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "browser checks failed:\n{stdout}\n{stderr}"
+    );
+    let checks = stdout.matches("ok: ").count();
+    assert!(
+        checks >= min_checks && stdout.contains("ok: all checks ran"),
+        "every browser check ran ({checks}):\n{stdout}"
+    );
+    stdout
+}
+
+fn screenshots() -> PathBuf {
+    let shots = repo_root().join("target/ui-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    shots
+}
+
+#[test]
+fn web_ui_asks_for_the_token_of_a_server_with_auth() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-browser-auth");
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "s3cret-token team-a\n").unwrap();
+    let server = Server::start(
+        &dir.join("data"),
+        &["--auth-tokens", tokens.to_str().unwrap()],
+    );
+    // The page is open; the data is not.
+    let (status, page) = server.get("/", &[]);
+    assert_eq!(status, 200);
+    assert!(page.contains("<canvas"), "{page}");
+    assert_eq!(server.get("/api/v1/profile_types", &[]).0, 401);
+    let java = corpus(JAVA);
+    let auth = [("Authorization", "Bearer s3cret-token")];
+    ingest(
+        &server,
+        "java-shop",
+        "pprof",
+        &std::fs::read(&java).unwrap(),
+        &auth,
+    );
+    let want = expected(&cpu_stacks(&java));
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "token": "s3cret-token",
+        "service": "java-shop",
+        "topFrame": want.top_frame,
+        "screenshots": screenshots(),
+    });
+    run_script("ui_auth.mjs", &args, 8);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn web_ui_explores_a_service_in_chromium() {
-    if !browser_tools_present() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromium, node or playwright-core missing under CI: run `bash .ci/setup`"
-        );
-        eprintln!(
-            "SKIPPED: browser test needs chromium, node and tests/browser/node_modules (run `bash .ci/setup`)"
-        );
+    if !browser_available() {
         return;
     }
     let dir = temp_dir("ui-browser");
@@ -125,24 +202,20 @@ fn web_ui_explores_a_service_in_chromium() {
         "java-shop",
         "pprof",
         &std::fs::read(&java).unwrap(),
+        &[],
     );
-    ingest(
-        &server,
-        "checkout",
-        "pprof",
-        &std::fs::read(corpus(GO)).unwrap(),
-    );
+    let go = std::fs::read(corpus(GO)).unwrap();
+    ingest(&server, "checkout", "pprof", &go, &[]);
     let deep: Vec<String> = (0..3000).map(|i| format!("deep_frame_{i}")).collect();
     ingest(
         &server,
         "deep",
         "folded",
         format!("{} 100\n", deep.join(";")).as_bytes(),
+        &[],
     );
 
     let want = expected(&cpu_stacks(&java));
-    let shots = repo_root().join("target/ui-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
     let args = serde_json::json!({
         "base": format!("http://{}", server.addr),
         "service": "java-shop",
@@ -154,25 +227,9 @@ fn web_ui_explores_a_service_in_chromium() {
         "searchPercent": want.search_percent,
         "deepService": "deep",
         "deepLeaf": deep.last().unwrap(),
-        "screenshots": shots,
+        "screenshots": screenshots(),
     });
-    let output = Command::new("node")
-        .arg(repo_root().join("tests/browser/ui.mjs"))
-        .arg(args.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "browser checks failed:\n{stdout}\n{stderr}"
-    );
-    let checks = stdout.matches("ok: ").count();
-    assert!(
-        checks >= 25 && stdout.contains("ok: all checks ran"),
-        "every browser check ran ({checks}):\n{stdout}"
-    );
+    run_script("ui.mjs", &args, 50);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
