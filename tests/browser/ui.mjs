@@ -160,6 +160,30 @@ try {
   check(await page.locator("#view").textContent() === "Icicle", "the flame layout is restored");
   await shot("05-reloaded-flame.png");
 
+  // 7b. Sandwich: the callers and callees of a (recursive) function, its total once.
+  await page.fill("#top-filter", "");
+  await page.locator(`#top tbody tr[data-name="${want.sandwich.fn}"]`).click();
+  const serverTotal = await page.evaluate((fn) => {
+    const row = [...document.querySelectorAll("#top tbody tr")].find((tr) => tr.dataset.name === fn);
+    return row ? row.cells[3].textContent : "";
+  }, want.sandwich.fn);
+  await page.click("#sandwich-btn");
+  v = await view();
+  const sw = v.sandwich;
+  check(sw && sw.total === want.sandwich.total,
+    `the sandwich of ${want.sandwich.fn} totals ${sw?.total} (expected ${want.sandwich.total}, the table says ${serverTotal})`);
+  check(sw.nearestCaller === want.sandwich.caller && sw.heaviestCallee === want.sandwich.callee,
+    `its heaviest caller is ${sw.nearestCaller}, its heaviest callee ${sw.heaviestCallee}`);
+  check(await page.locator("#flame-wrap").isHidden() && await page.locator("#callers-wrap").isVisible(),
+    "the sandwich replaces the whole graph");
+  check(url().searchParams.get("mode") === "sandwich", "the sandwich is in the URL");
+  await shot("05b-sandwich.png");
+  await page.reload();
+  await ready();
+  check(JSON.stringify((await view()).sandwich) === JSON.stringify(sw), "the sandwich survives a reload");
+  await page.click("#sandwich-btn");
+  check(await page.locator("#flame-wrap").isVisible() && (await view()).sandwich === null, "the button turns it off");
+
   // 8. The label editor suggests names and values.
   await page.fill("#selector", "");
   await page.locator("#selector").pressSequentially("{serv");

@@ -5,6 +5,7 @@ import { Api } from "./api.js";
 import { FlameView } from "./flamedraw.js";
 import { formatTime, formatValue, percent, unitOf } from "./format.js";
 import { SelectorInput, matchers, setMatcher } from "./selector.js";
+import { sandwich } from "./sandwich.js";
 import { readState, writeState } from "./state.js";
 import { TimeSeriesChart } from "./timeseries.js";
 import { TopTable } from "./top.js";
@@ -78,6 +79,15 @@ const flame = new FlameView({
   onZoom: (path) => zoomTo(path),
 });
 hook.flame = flame;
+// The sandwich's two halves zoom on their own (their zoom is not part of the URL).
+const halves = ["callers", "callees"].map((id) => {
+  const v = new FlameView({
+    wrap: $(id + "-wrap"), canvas: $(id), spacer: $(id + "-spacer"), tooltip: $(id + "-tooltip"),
+    onZoom: (path) => v.setZoom(path),
+  });
+  return v;
+});
+hook.sandwich = halves;
 const chart = new TimeSeriesChart($("timeseries"), (a, b) => {
   state.from = String(a);
   state.until = String(b);
@@ -107,10 +117,38 @@ function zoomTo(path) {
 
 function pickFunction(name) {
   state.fn = name;
+  if (!name) state.mode = "";
   save(true);
   flame.setFunction(name);
   top.set({ picked: name });
   showSearch();
+  showSandwich();
+}
+
+// The callers and callees of the chosen function, in place of the whole graph.
+function showSandwich() {
+  const on = state.mode === "sandwich" && Boolean(state.fn) && Boolean(flame.model);
+  $("sandwich-btn").disabled = !state.fn;
+  $("sandwich-btn").setAttribute("aria-pressed", String(on));
+  $("flame-wrap").hidden = on;
+  $("sandwich").hidden = !on;
+  hook.view.sandwich = null;
+  if (!on) return;
+  const s = sandwich(flame.model, state.fn);
+  const [callers, callees] = halves;
+  $("sandwich-fn").textContent = state.fn;
+  callers.setData(s.total ? s.callers : null, flame.unit);
+  callers.setFlipped(true);
+  callees.setData(s.total ? s.callees : null, flame.unit);
+  callees.setFlipped(false);
+  for (const h of halves) h.setSearch(state.search);
+  hook.view.sandwich = {
+    fn: state.fn, total: s.total,
+    callers: callers.model ? callers.model.nodeCount : 0,
+    callees: callees.model ? callees.model.nodeCount : 0,
+    nearestCaller: callers.model ? callers.model.topFrame() : "",
+    heaviestCallee: callees.model ? callees.model.topFrame() : "",
+  };
 }
 
 function showCrumbs() {
@@ -132,6 +170,7 @@ function showCrumbs() {
 
 function showSearch() {
   const r = flame.setSearch(state.search);
+  if (state.mode === "sandwich") for (const h of halves) h.setSearch(state.search);
   const out = $("search-result");
   $("search").classList.toggle("invalid", Boolean(r?.error));
   if (!r) out.textContent = "";
@@ -216,6 +255,7 @@ async function loadView() {
   }
   showCrumbs();
   showSearch();
+  showSandwich();
   $("total").textContent = empty ? "" : `total ${formatValue(fb.flamebearer.numTicks, unit)}, ` +
     `${flame.model.nodeCount} nodes`;
   hook.view.topFrame = flame.model ? flame.model.topFrame() : "";
@@ -278,6 +318,11 @@ function wire() {
   $("refresh").addEventListener("click", () => loadAll());
   $("search").addEventListener("input", (e) => { state.search = e.target.value; save(); showSearch(); });
   $("reset").addEventListener("click", () => zoomTo([]));
+  $("sandwich-btn").addEventListener("click", () => {
+    state.mode = state.mode === "sandwich" ? "" : "sandwich";
+    save(true);
+    showSandwich();
+  });
   $("view").addEventListener("click", () => {
     state.view = state.view === "flame" ? "icicle" : "flame";
     save(true);

@@ -10,6 +10,7 @@ export const DEFAULTS = {
   search: "",    // regex highlighted in the flame graph
   zoom: "",      // path of frame names (root excluded) joined by ";"
   view: "icicle", // or "flame"
+  mode: "",      // "sandwich": callers and callees of `fn` instead of the whole graph
   fn: "",        // function chosen in the top table
   sort: "self",  // top table column
   filter: "",    // top table filter

@@ -61,6 +61,7 @@ static ASSETS: &[Asset] = &[
     asset!("flame.js", JS),
     asset!("flamedraw.js", JS),
     asset!("top.js", JS),
+    asset!("sandwich.js", JS),
 ];
 
 /// The page may load scripts, styles and images from its own origin only and talk to its

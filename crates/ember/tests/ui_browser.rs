@@ -21,6 +21,8 @@ use server_util::{Server, corpus, temp_dir};
 const JAVA: &str = "pyroscope/pkg/pprof/testdata/profile_java";
 const GO: &str = "pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof";
 const SEARCH: &str = "UnixFileSystem";
+/// A function that calls itself in the Java profile (`createTempFile` overloads).
+const SANDWICH: &str = "java/io/File.createTempFile";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -58,6 +60,9 @@ fn heaviest(sums: BTreeMap<String, i64>) -> String {
 /// samples whose stack has a frame matching the search (case-insensitive, as the page
 /// searches).
 struct Expected {
+    /// The sandwich of [`SANDWICH`]: its total (each stack once, at its outermost call), its
+    /// heaviest direct caller and callee there.
+    sandwich: (i64, String, String),
     top_frame: String,
     zoom_path: Vec<String>,
     top_self: String,
@@ -90,7 +95,21 @@ fn expected(stacks: &BTreeMap<String, i64>) -> Expected {
             matched += v;
         }
     }
+    let (mut callers, mut callees, mut fn_total) = (BTreeMap::new(), BTreeMap::new(), 0);
+    for (stack, v) in stacks {
+        let f = frames(stack);
+        if let Some(k) = f.iter().position(|x| x == SANDWICH) {
+            fn_total += v;
+            if k > 0 {
+                *callers.entry(f[k - 1].clone()).or_insert(0) += v;
+            }
+            if let Some(next) = f.get(k + 1) {
+                *callees.entry(next.clone()).or_insert(0) += v;
+            }
+        }
+    }
     Expected {
+        sandwich: (fn_total, heaviest(callers), heaviest(callees)),
         top_frame,
         zoom_path,
         top_self: heaviest(leaf),
@@ -225,6 +244,12 @@ fn web_ui_explores_a_service_in_chromium() {
         "topSelf": want.top_self,
         "search": SEARCH,
         "searchPercent": want.search_percent,
+        "sandwich": {
+            "fn": SANDWICH,
+            "total": want.sandwich.0,
+            "caller": want.sandwich.1,
+            "callee": want.sandwich.2,
+        },
         "deepService": "deep",
         "deepLeaf": deep.last().unwrap(),
         "screenshots": screenshots(),
