@@ -51,6 +51,10 @@ try {
   const v = await page.evaluate(() => window.__ember.view);
   check(v.nodes > 20 && v.topFrame === want.topFrame, `the token's tenant's flame graph (${v.topFrame})`);
   check(!page.url().includes(want.token), "the token is not in the URL");
+  // Export: the download carries the token too (a plain link could not).
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#export-pprof")]);
+  await download.saveAs(want.download);
+  check(download.suggestedFilename() === "profile.pb.gz", `the pprof export downloads (${download.suggestedFilename()})`);
   await page.reload();
   await ready();
   check((await page.evaluate(() => window.__ember.view.nodes)) > 20, "the token survives a reload of the tab");

@@ -27,32 +27,48 @@ export class Api {
     return path + (s ? "?" + s : "");
   }
 
-  // GETs `path` as JSON. A newer request under the same `key` aborts this one (its promise
-  // then rejects with an AbortError, which callers ignore).
-  async json(path, params = {}, key = path) {
-    this.inflight.get(key)?.abort();
-    const ctl = new AbortController();
-    this.inflight.set(key, ctl);
+  // The headers of every request: tenant and token.
+  headers() {
     const headers = {};
     const t = this.tenant();
     if (t) headers["X-Scope-OrgID"] = t;
     const token = this.token();
     if (token) headers["Authorization"] = "Bearer " + token;
+    return headers;
+  }
+
+  // GETs `path`; a non-2xx answer becomes an ApiError with the server's message. A newer
+  // request under the same `key` aborts this one (its promise then rejects with an
+  // AbortError, which callers ignore).
+  async get(path, params, key) {
+    this.inflight.get(key)?.abort();
+    const ctl = new AbortController();
+    this.inflight.set(key, ctl);
     let res;
     try {
-      res = await fetch(this.url(path, params), { headers, signal: ctl.signal });
+      res = await fetch(this.url(path, params), { headers: this.headers(), signal: ctl.signal });
     } catch (e) {
       if (e.name === "AbortError") throw e;
       throw new ApiError(0, "the server cannot be reached (" + e.message + ")");
     } finally {
       if (this.inflight.get(key) === ctl) this.inflight.delete(key);
     }
-    const body = await res.text();
     if (!res.ok) {
+      const body = await res.text();
       let message = body.trim();
       try { message = JSON.parse(body).message || message; } catch { /* plain text */ }
       throw new ApiError(res.status, `${res.status} ${res.statusText}: ${message}`);
     }
-    return JSON.parse(body);
+    return res;
+  }
+
+  // GETs `path` as JSON.
+  async json(path, params = {}, key = path) {
+    return (await this.get(path, params, key)).json();
+  }
+
+  // GETs `path` as a file (exports), with the same headers as every other request.
+  async blob(path, params = {}) {
+    return (await this.get(path, params, "export")).blob();
   }
 }

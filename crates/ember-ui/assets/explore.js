@@ -11,6 +11,7 @@ import { TimeSeriesChart } from "./timeseries.js";
 import { TopTable } from "./top.js";
 
 const $ = (id) => document.getElementById(id);
+const EXPORTS = [["export-pprof", "pprof"], ["export-folded", "folded"], ["export-svg", "svg"]];
 let state = readState();
 // A server with auth wants a bearer token: kept for the browser tab (never in the URL).
 const TOKEN_KEY = "ember-token";
@@ -261,7 +262,7 @@ async function loadView() {
   hook.view.topFrame = flame.model ? flame.model.topFrame() : "";
   hook.view.nodes = flame.model ? flame.model.nodeCount : 0;
   hook.view.total = fb.flamebearer.numTicks;
-  for (const [id, format] of [["export-pprof", "pprof"], ["export-folded", "folded"], ["export-svg", "svg"]]) {
+  for (const [id, format] of EXPORTS) {
     $(id).href = api.url("/api/v1/query", params({ format }));
   }
   top.set({ data: null, unit, sort: state.sort, filter: state.filter, picked: state.fn });
@@ -316,6 +317,21 @@ function wire() {
     loadAll();
   });
   $("refresh").addEventListener("click", () => loadAll());
+  // Downloads go through the API client so they carry the tenant and token like the page's
+  // own requests (a plain link would not); the link stays copyable.
+  for (const [id, format] of EXPORTS) {
+    $(id).addEventListener("click", (e) => {
+      e.preventDefault();
+      task(async () => {
+        const file = await api.blob("/api/v1/query", params({ format }));
+        const a = document.createElement("a");
+        a.href = URL.createObjectURL(file);
+        a.download = $(id).getAttribute("download");
+        a.click();
+        setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+      });
+    });
+  }
   $("search").addEventListener("input", (e) => { state.search = e.target.value; save(); showSearch(); });
   $("reset").addEventListener("click", () => zoomTo([]));
   $("sandwich-btn").addEventListener("click", () => {

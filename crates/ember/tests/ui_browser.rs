@@ -201,8 +201,15 @@ fn web_ui_asks_for_the_token_of_a_server_with_auth() {
         "service": "java-shop",
         "topFrame": want.top_frame,
         "screenshots": screenshots(),
+        "download": dir.join("export.pb.gz"),
     });
-    run_script("ui_auth.mjs", &args, 8);
+    run_script("ui_auth.mjs", &args, 9);
+    // The exported pprof holds exactly the ingested profile's stacks.
+    let exported = ember_pprof::read_file(&dir.join("export.pb.gz")).expect("a pprof download");
+    let got: BTreeMap<String, i64> = ember_pprof::folded_stacks(&exported, 0)
+        .into_iter()
+        .collect();
+    assert_eq!(got, cpu_stacks(&java));
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
