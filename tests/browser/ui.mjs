@@ -62,6 +62,20 @@ try {
   const serviceLabel = await page.locator(`#service option[value="${want.service}"]`).textContent();
   check(/—\s*[\d.]+\s*(ms|s|min)$/.test(serviceLabel), `shows the service's amount of data: ${serviceLabel}`);
 
+  // 1b. Group the time series by service: a stacked series per service with its total; a
+  // click on one narrows the selector to it.
+  await page.selectOption("#group-by", "service_name");
+  await ready();
+  v = await view();
+  const legend = Object.fromEntries(v.legend);
+  check(JSON.stringify(Object.keys(legend).sort()) === JSON.stringify(want.services),
+    `the legend has a series per service ${JSON.stringify(v.legend)}`);
+  check(legend[want.service] === want.serviceTotal, `${want.service} totals ${legend[want.service]} (expected ${want.serviceTotal})`);
+  await page.locator('#legend button[data-value="checkout"]').click();
+  await ready();
+  check(url().searchParams.get("query") === '{service_name="checkout"}' && url().searchParams.get("groupBy") === "service_name",
+    "a legend click narrows the selector: " + url().search);
+
   // 2. Pick the service: the flame graph shows its top frame, drawn on a canvas.
   await page.selectOption("#service", want.service);
   await ready();
@@ -150,7 +164,7 @@ try {
   await ready();
   const after = await view();
   check(page.url() === address, "the reload keeps the address");
-  for (const key of ["topFrame", "zoom", "search", "fn", "nodes", "total"]) {
+  for (const key of ["topFrame", "zoom", "search", "fn", "nodes", "total", "legend"]) {
     check(JSON.stringify(after[key]) === JSON.stringify(before[key]), `after reload ${key} is ${JSON.stringify(after[key])}`);
   }
   check(await page.locator("#type").inputValue() === typeValue, "the profile type is restored");

@@ -232,17 +232,57 @@ async function loadServices() {
   hook.view.services = totals.map(([n]) => n);
 }
 
+// The legend of the time series: a series per value of the group-by label (a click narrows
+// the selector to it), or the total.
+function showLegend(entries, unit) {
+  const legend = $("legend");
+  legend.replaceChildren();
+  for (const e of entries) {
+    const b = document.createElement("button");
+    const swatch = document.createElement("span");
+    swatch.className = "swatch";
+    swatch.style.background = e.colour || "var(--accent)";
+    b.append(swatch, `${e.label} — ${formatValue(e.total, unit)}`);
+    const value = e.labels?.[state.groupBy];
+    if (state.groupBy && value !== undefined) {
+      b.title = `Only ${state.groupBy}="${value}"`;
+      b.dataset.value = value;
+      b.addEventListener("click", () => {
+        state.query = setMatcher(state.query, state.groupBy, value);
+        state.zoom = "";
+        save(true);
+        syncControls();
+        loadAll();
+      });
+    } else {
+      b.disabled = true;
+    }
+    legend.append(b);
+  }
+  hook.view.legend = entries.map((e) => [e.label, e.total]);
+}
+
+// The label names the time series can be grouped by.
+async function loadGroupBy() {
+  const names = await api.json("/api/v1/labels", { type: state.type, from: state.from, until: state.until }, "group-by");
+  const sel = $("group-by");
+  const shown = names.filter((n) => !n.startsWith("__"));
+  if (state.groupBy && !shown.includes(state.groupBy)) shown.push(state.groupBy);
+  sel.replaceChildren(new Option("nothing", ""), ...shown.map((n) => new Option(n, n)));
+  sel.value = state.groupBy;
+}
+
 // The chart, flame graph and top table of the current selection.
 async function loadView() {
   const gen = ++generation;
   const unit = unitOf(state.type);
   const now = Date.now();
   const [series, fb] = await Promise.all([
-    api.json("/api/v1/timeseries", params(), "series"),
+    api.json("/api/v1/timeseries", params({ groupBy: state.groupBy }), "series"),
     api.json("/api/v1/query", params({ format: "flamebearer" }), "flame"),
   ]);
   if (gen !== generation) return;
-  chart.setData(series, toMs(state.from, now), toMs(state.until, now), unit);
+  showLegend(chart.setData(series, toMs(state.from, now), toMs(state.until, now), unit, state.groupBy), unit);
   const empty = !fb.flamebearer.numTicks;
   flame.setData(empty ? null : fb, unit);
   flame.setFlipped(state.view === "flame");
@@ -279,7 +319,7 @@ async function loadAll() {
   await task(async () => {
     status("");
     await loadTypes();
-    await Promise.all([loadServices(), loadView()]);
+    await Promise.all([loadServices(), loadGroupBy(), loadView()]);
   });
   hook.ready = true;
 }
@@ -296,6 +336,11 @@ function wire() {
     state.zoom = "";
     save(true);
     syncControls();
+    loadAll();
+  });
+  $("group-by").addEventListener("change", (e) => {
+    state.groupBy = e.target.value;
+    save(true);
     loadAll();
   });
   for (const b of document.querySelectorAll("#presets button")) {

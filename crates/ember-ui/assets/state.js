@@ -11,6 +11,7 @@ export const DEFAULTS = {
   zoom: "",      // path of frame names (root excluded) joined by ";"
   view: "icicle", // or "flame"
   mode: "",      // "sandwich": callers and callees of `fn` instead of the whole graph
+  groupBy: "",   // label the time series is split by
   fn: "",        // function chosen in the top table
   sort: "self",  // top table column
   filter: "",    // top table filter

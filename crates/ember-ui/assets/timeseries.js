@@ -4,6 +4,11 @@
 import { formatTime, formatValue } from "./format.js";
 
 const PAD = { left: 64, right: 10, top: 8, bottom: 20 };
+// Series shown one by one when grouped; the others are added up.
+const TOP_SERIES = 6;
+// Distinct in both themes (Tableau 10), and grey for the rest.
+const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948"];
+const REST = "#9aa0a6";
 
 export class TimeSeriesChart {
   // `onSelect(fromMs, untilMs)` is called when the user drags across the chart.
@@ -46,16 +51,44 @@ export class TimeSeriesChart {
     return fromMs + ((x - PAD.left) / w) * (untilMs - fromMs);
   }
 
-  // `answer` is `/api/v1/timeseries`'s JSON (all series added up); the axis spans
-  // `fromMs`..`untilMs`.
-  setData(answer, fromMs, untilMs, unit) {
-    const buckets = new Map();
-    for (const s of answer?.series || []) {
-      for (const [t, v] of s.points) buckets.set(t, (buckets.get(t) || 0) + v);
+  // `answer` is `/api/v1/timeseries`'s JSON; the axis spans `fromMs`..`untilMs`. With
+  // `groupBy` (a label name) the heaviest `TOP_SERIES` series are stacked and the others
+  // added up as "rest"; without, all series are added up. Returns the legend:
+  // `[{label, labels, total, colour}]`, heaviest first.
+  setData(answer, fromMs, untilMs, unit, groupBy = "") {
+    const series = (answer?.series || []).map((s) => ({
+      labels: s.labels,
+      label: groupBy ? (s.labels[groupBy] ?? "(none)") : "total",
+      total: s.points.reduce((a, p) => a + p[1], 0),
+      points: s.points,
+    })).sort((a, b) => b.total - a.total || (a.label < b.label ? -1 : 1));
+    let groups;
+    if (!groupBy) {
+      groups = [{ label: "total", labels: {}, total: 0, points: series.flatMap((s) => s.points) }];
+    } else {
+      groups = series.slice(0, TOP_SERIES);
+      const rest = series.slice(TOP_SERIES);
+      if (rest.length) groups.push({ label: `rest (${rest.length})`, labels: null, points: rest.flatMap((s) => s.points) });
     }
-    const points = [...buckets.entries()].sort((a, b) => a[0] - b[0]);
-    this.data = { points, stepMs: (answer?.stepSeconds || 60) * 1000, fromMs, untilMs, unit };
+    const times = new Set();
+    for (const g of groups) {
+      g.values = new Map();
+      g.total = 0;
+      for (const [t, v] of g.points) {
+        g.values.set(t, (g.values.get(t) || 0) + v);
+        g.total += v;
+        times.add(t);
+      }
+    }
+    groups.forEach((g, i) => {
+      g.colour = !groupBy ? "" : g.labels === null ? REST : PALETTE[i % PALETTE.length];
+    });
+    this.data = {
+      groups, times: [...times].sort((a, b) => a - b),
+      stepMs: (answer?.stepSeconds || 60) * 1000, fromMs, untilMs, unit,
+    };
     this.draw();
+    return groups.map(({ label, labels, total, colour }) => ({ label, labels, total, colour }));
   }
 
   draw() {
@@ -70,9 +103,10 @@ export class TimeSeriesChart {
     const css = getComputedStyle(document.documentElement);
     const fg = css.getPropertyValue("--muted").trim() || "#666";
     const bar = css.getPropertyValue("--accent").trim() || "#d9480f";
-    const { points, stepMs, fromMs, untilMs, unit } = this.data;
+    const { groups, times, stepMs, fromMs, untilMs, unit } = this.data;
     const pw = w - PAD.left - PAD.right, ph = h - PAD.top - PAD.bottom;
-    const max = Math.max(1, ...points.map((p) => p[1]));
+    const sums = times.map((t) => groups.reduce((a, g) => a + (g.values.get(t) || 0), 0));
+    const max = Math.max(1, ...sums);
     const xOf = (t) => PAD.left + ((t - fromMs) / (untilMs - fromMs)) * pw;
     ctx.font = "11px system-ui, sans-serif";
     ctx.fillStyle = fg;
@@ -92,11 +126,18 @@ export class TimeSeriesChart {
     ctx.fillText(formatTime(fromMs), PAD.left, PAD.top + ph + 4);
     ctx.textAlign = "right";
     ctx.fillText(formatTime(untilMs), w - PAD.right, PAD.top + ph + 4);
-    ctx.fillStyle = bar;
     const bw = Math.max(1, (stepMs / (untilMs - fromMs)) * pw - 1);
-    for (const [t, v] of points) {
-      const bh = (v / max) * ph;
-      ctx.fillRect(xOf(t), PAD.top + ph - bh, bw, bh);
+    for (const t of times) {
+      // Stacked, heaviest series at the bottom.
+      let y = PAD.top + ph;
+      for (const g of groups) {
+        const v = g.values.get(t) || 0;
+        if (!v) continue;
+        const bh = (v / max) * ph;
+        ctx.fillStyle = g.colour || bar;
+        ctx.fillRect(xOf(t), y - bh, bw, bh);
+        y -= bh;
+      }
     }
     if (this.drag) {
       const { x0, x1 } = this.drag;

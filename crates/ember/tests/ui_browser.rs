@@ -245,6 +245,7 @@ fn web_ui_explores_a_service_in_chromium() {
     let args = serde_json::json!({
         "base": format!("http://{}", server.addr),
         "service": "java-shop",
+        "serviceTotal": cpu_stacks(&java).values().sum::<i64>(),
         "services": ["checkout", "deep", "java-shop"],
         "topFrame": want.top_frame,
         "zoomPath": want.zoom_path,
