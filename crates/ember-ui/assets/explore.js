@@ -279,7 +279,7 @@ async function loadView() {
   const now = Date.now();
   const [series, fb] = await Promise.all([
     api.json("/api/v1/timeseries", params({ groupBy: state.groupBy }), "series"),
-    api.json("/api/v1/query", params({ format: "flamebearer" }), "flame"),
+    api.json("/api/v1/query", params({ format: "flamebearer", maxNodes: state.maxNodes }), "flame"),
   ]);
   if (gen !== generation) return;
   showLegend(chart.setData(series, toMs(state.from, now), toMs(state.until, now), unit, state.groupBy), unit);

@@ -16,6 +16,7 @@ export const DEFAULTS = {
   sort: "self",  // top table column
   filter: "",    // top table filter
   tenant: "",
+  maxNodes: "",  // flame graph node limit sent to the server ("" = its default, 0 = none)
 };
 
 export function readState(search = location.search) {
