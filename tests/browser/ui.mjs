@@ -244,6 +244,15 @@ try {
   await ready();
   check(url().searchParams.get("from") === "now-24h", "Back restores the previous range");
 
+  // 10b. Auto-refresh reloads a range that ends now.
+  const loads = await page.evaluate(() => window.__ember.loads);
+  await page.selectOption("#auto-refresh", "10");
+  check(url().searchParams.get("refresh") === "10", "auto-refresh is in the URL");
+  await page.waitForFunction((n) => window.__ember.loads > n, loads, { timeout: 15000 });
+  await ready();
+  check((await view()).nodes >= 3000, "auto-refresh reloaded the view and kept it");
+  await page.selectOption("#auto-refresh", "");
+
   // 11. Honest states: no data, then a readable API error.
   await page.goto(want.base + '/?query={service_name="nope"}');
   await ready();

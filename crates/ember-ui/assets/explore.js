@@ -188,6 +188,7 @@ function syncControls() {
   $("search").value = state.search;
   $("view").textContent = state.view === "flame" ? "Icicle" : "Flame";
   $("tenant").value = state.tenant;
+  $("auto-refresh").value = state.refresh;
   for (const b of document.querySelectorAll("#presets button")) {
     b.classList.toggle("on", state.from === "now-" + b.dataset.range && state.until === "now");
   }
@@ -314,8 +315,24 @@ async function loadView() {
   }
 }
 
+// Auto-refresh: reloads the view every `state.refresh` seconds while its range ends "now"
+// (an absolute range does not change, so it is not reloaded).
+let refreshTimer = 0;
+function armRefresh() {
+  clearInterval(refreshTimer);
+  refreshTimer = 0;
+  const secs = Number(state.refresh);
+  if (secs > 0) {
+    refreshTimer = setInterval(() => {
+      if (state.until === "now" && loading === 0 && !document.hidden) loadAll();
+    }, secs * 1000);
+  }
+  hook.view.refresh = secs || 0;
+}
+
 async function loadAll() {
   hook.ready = false;
+  hook.loads = (hook.loads || 0) + 1;
   await task(async () => {
     status("");
     await loadTypes();
@@ -362,6 +379,11 @@ function wire() {
     loadAll();
   });
   $("refresh").addEventListener("click", () => loadAll());
+  $("auto-refresh").addEventListener("change", (e) => {
+    state.refresh = e.target.value;
+    save();
+    armRefresh();
+  });
   // Downloads go through the API client so they carry the tenant and token like the page's
   // own requests (a plain link would not); the link stays copyable.
   for (const [id, format] of EXPORTS) {
@@ -401,10 +423,11 @@ function wire() {
     if (e.key === "/") { e.preventDefault(); $("search").focus(); }
     if (e.key === "Escape") zoomTo([]);
   });
-  window.addEventListener("popstate", () => { state = readState(); syncControls(); loadAll(); });
+  window.addEventListener("popstate", () => { state = readState(); syncControls(); armRefresh(); loadAll(); });
 }
 
 wire();
 $("token-box").hidden = !sessionStorage.getItem(TOKEN_KEY);
 syncControls();
+armRefresh();
 loadAll();

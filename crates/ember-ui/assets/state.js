@@ -16,6 +16,7 @@ export const DEFAULTS = {
   sort: "self",  // top table column
   filter: "",    // top table filter
   tenant: "",
+  refresh: "",   // seconds between automatic reloads of a range ending "now" ("" = off)
   maxNodes: "",  // flame graph node limit sent to the server ("" = its default, 0 = none)
 };
 
