@@ -100,6 +100,21 @@ try {
     return n;
   });
   check(chartInk > 100, `the time series is drawn (${chartInk} pixels)`);
+  // Hovering the bar of the only bucket shows its value (the bar is the last painted column).
+  const bar = await page.evaluate(() => {
+    const c = document.getElementById("timeseries"), r = c.getBoundingClientRect();
+    const ctx = c.getContext("2d"), d = ctx.getImageData(0, 0, c.width, c.height).data;
+    const y = Math.floor(c.height - 25 * devicePixelRatio);
+    for (let x = c.width - 1; x >= 0; x--) {
+      if (d[4 * (y * c.width + x) + 3] > 0) return { x: r.left + x / devicePixelRatio, y: r.top + y / devicePixelRatio };
+    }
+    return null;
+  });
+  check(bar !== null, "the bar is found");
+  await page.mouse.move(bar.x - 0.5, bar.y);
+  const tsTip = await page.locator("#ts-tooltip").textContent();
+  check(tsTip.includes(`${want.service}: ${(want.serviceTotal / 1e9).toFixed(2)} s`), `hovering the bar shows its value: ${JSON.stringify(tsTip)}`);
+  await page.mouse.move(0, 0);
   await page.waitForSelector("#top tbody tr");
   const firstRow = await page.locator("#top tbody tr").first().getAttribute("data-name");
   check(firstRow === want.topSelf, `the top table's first row is ${JSON.stringify(firstRow)}, expected ${JSON.stringify(want.topSelf)}`);

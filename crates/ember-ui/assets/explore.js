@@ -89,7 +89,7 @@ const halves = ["callers", "callees"].map((id) => {
   return v;
 });
 hook.sandwich = halves;
-const chart = new TimeSeriesChart($("timeseries"), (a, b) => {
+const chart = new TimeSeriesChart($("timeseries"), $("ts-tooltip"), (a, b) => {
   state.from = String(a);
   state.until = String(b);
   save(true);

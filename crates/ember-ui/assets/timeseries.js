@@ -11,9 +11,11 @@ const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948
 const REST = "#9aa0a6";
 
 export class TimeSeriesChart {
-  // `onSelect(fromMs, untilMs)` is called when the user drags across the chart.
-  constructor(canvas, onSelect) {
+  // `onSelect(fromMs, untilMs)` is called when the user drags across the chart; `tip` shows
+  // the values of the bucket under the pointer.
+  constructor(canvas, tip, onSelect) {
     this.canvas = canvas;
+    this.tip = tip;
     this.ctx = canvas.getContext("2d");
     this.onSelect = onSelect;
     this.data = null;
@@ -23,10 +25,12 @@ export class TimeSeriesChart {
       this.drag = { x0: x, x1: x };
     });
     canvas.addEventListener("mousemove", (e) => {
-      if (!this.drag) return;
+      if (!this.drag) { this.hover(e); return; }
+      this.tip.hidden = true;
       this.drag.x1 = this.localX(e);
       this.draw();
     });
+    canvas.addEventListener("mouseleave", () => { this.tip.hidden = true; });
     window.addEventListener("mouseup", () => {
       if (!this.drag) return;
       const { x0, x1 } = this.drag;
@@ -43,6 +47,32 @@ export class TimeSeriesChart {
   localX(e) {
     const r = this.canvas.getBoundingClientRect();
     return Math.min(Math.max(e.clientX - r.left, PAD.left), r.width - PAD.right);
+  }
+
+  // Shows the bucket under the pointer: its time and each series' value.
+  hover(e) {
+    const tip = this.tip;
+    tip.hidden = true;
+    if (!this.data) return;
+    const { groups, times, stepMs, unit } = this.data;
+    const at = this.timeAt(this.localX(e));
+    const t = times.find((b) => b <= at && at < b + stepMs);
+    if (t === undefined) return;
+    tip.replaceChildren();
+    const head = document.createElement("div");
+    head.className = "tip-name";
+    head.textContent = formatTime(t);
+    tip.append(head);
+    for (const g of groups) {
+      const v = g.values.get(t);
+      if (!v) continue;
+      const row = document.createElement("div");
+      row.textContent = `${g.label}: ${formatValue(v, unit)}`;
+      tip.append(row);
+    }
+    tip.hidden = false;
+    tip.style.left = Math.min(e.clientX + 14, window.innerWidth - tip.offsetWidth - 4) + "px";
+    tip.style.top = e.clientY + 14 + "px";
   }
 
   timeAt(x) {
