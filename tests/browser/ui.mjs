@@ -217,6 +217,8 @@ try {
   await page.fill("#selector", "");
   await page.locator("#selector").pressSequentially("{serv");
   await page.waitForSelector("#suggest li[data-value='service_name']");
+  const cardinality = await page.locator("#suggest li[data-value='service_name'] .note").textContent();
+  check(cardinality === `${want.services.length} values`, `the label name shows its cardinality (${cardinality})`);
   await page.keyboard.press("Tab");
   check(await page.locator("#selector").inputValue() === '{service_name="', "Tab completes the label name");
   await page.waitForSelector(`#suggest li[data-value='${want.deepService}']`);

@@ -102,11 +102,22 @@ const top = new TopTable($("top"), $("top-filter"), {
   onFilter: (text) => { state.filter = text; save(); },
 });
 new SelectorInput($("selector"), $("suggest"), {
-  names: () => api.json("/api/v1/labels", { type: state.type, from: state.from, until: state.until }, "names"),
+  names: labelNamesWithCardinality,
   values: (name) => api.json(`/api/v1/label/${encodeURIComponent(name)}/values`,
     { type: state.type, from: state.from, until: state.until }, "values"),
   onCommit: (text) => { state.query = text.trim() || "{}"; state.zoom = ""; save(true); syncControls(); loadAll(); },
 });
+
+// The label names of the time range, each with its number of values (its cardinality),
+// asked for at most `MAX_CARDINALITY_QUERIES` names at once.
+const MAX_CARDINALITY_QUERIES = 40;
+async function labelNamesWithCardinality() {
+  const range = { type: state.type, from: state.from, until: state.until };
+  const names = (await api.json("/api/v1/labels", range, "names")).filter((n) => !n.startsWith("__"));
+  const counts = await Promise.all(names.slice(0, MAX_CARDINALITY_QUERIES).map((n) =>
+    api.json(`/api/v1/label/${encodeURIComponent(n)}/values`, range, "card-" + n).then((v) => v.length, () => null)));
+  return names.map((value, i) => ({ value, note: counts[i] == null ? "" : `${counts[i]} values` }));
+}
 
 function zoomTo(path) {
   state.zoom = path.join(";");

@@ -33,7 +33,8 @@ export function context(text, caret) {
 
 export class SelectorInput {
   // `input` holds the selector, `list` (an <ul>) shows suggestions; `names()` and
-  // `values(name)` resolve to arrays of strings; `onCommit(text)` applies the selector.
+  // `values(name)` resolve to arrays of strings or of `{value, note}`; `onCommit(text)`
+  // applies the selector.
   constructor(input, list, { names, values, onCommit }) {
     Object.assign(this, { input, list, names, values, onCommit });
     this.items = [];
@@ -62,8 +63,10 @@ export class SelectorInput {
       return;
     }
     if (seq !== this.seq) return;
+    // Options are strings, or `{value, note}` (a label name with its number of values).
+    options = options.map((o) => (typeof o === "string" ? { value: o, note: "" } : o));
     const prefix = ctx.prefix.toLowerCase();
-    const all = options.filter((o) => o.toLowerCase().includes(prefix));
+    const all = options.filter((o) => o.value.toLowerCase().includes(prefix));
     this.ctx = ctx;
     this.items = all.slice(0, 50);
     this.active = this.items.length ? 0 : -1;
@@ -76,8 +79,14 @@ export class SelectorInput {
     this.list.append(head);
     this.items.forEach((item, i) => {
       const li = document.createElement("li");
-      li.textContent = item;
-      li.dataset.value = item;
+      li.textContent = item.value;
+      li.dataset.value = item.value;
+      if (item.note) {
+        const note = document.createElement("span");
+        note.className = "note";
+        note.textContent = item.note;
+        li.append(note);
+      }
       li.addEventListener("mousedown", (e) => { e.preventDefault(); this.accept(i); });
       this.list.append(li);
     });
@@ -90,7 +99,7 @@ export class SelectorInput {
   }
 
   accept(i) {
-    const item = this.items[i];
+    const item = this.items[i]?.value;
     if (item === undefined) return;
     const text = this.input.value, caret = this.input.selectionStart ?? text.length;
     const start = caret - this.ctx.prefix.length;
