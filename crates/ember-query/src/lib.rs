@@ -19,6 +19,7 @@
 
 mod cut;
 mod flamebearer;
+mod focus;
 mod ops;
 pub mod parse;
 mod render;

@@ -37,9 +37,15 @@ impl<'s> Querier<'s> {
     }
 
     /// Merges every profile of the selection in its time range into one set of stacks (by
-    /// frame names; averaged series contribute their mean).
+    /// frame names; averaged series contribute their mean), only those through `req.focus`
+    /// when it is set.
     pub fn merge(&self, tenant: &str, req: &QueryRequest) -> Result<Merged, QueryError> {
-        Ok(self.store.merge_stacks(tenant, &req.store_query()?))
+        let merged = self.store.merge_stacks(tenant, &req.store_query()?);
+        Ok(if req.focus.is_empty() {
+            merged
+        } else {
+            crate::focus::focus(&merged, &req.focus)
+        })
     }
 
     /// The merged call tree of the selection, truncated to `req.max_nodes`.
@@ -50,6 +56,8 @@ impl<'s> Querier<'s> {
 
     /// The flamebearer JSON of the selection (`single` format) with its timeline (totals per
     /// step); titled `title`. An empty selection is an empty flame graph, not an error.
+    /// With `req.focus`, only the stacks through that call path (the timeline stays the
+    /// selection's).
     pub fn flamebearer(
         &self,
         tenant: &str,
@@ -57,7 +65,10 @@ impl<'s> Querier<'s> {
         title: &str,
     ) -> Result<Value, QueryError> {
         let q = req.store_query()?;
-        let merged = self.store.merge_stacks(tenant, &q);
+        let mut merged = self.store.merge_stacks(tenant, &q);
+        if !req.focus.is_empty() {
+            merged = crate::focus::focus(&merged, &req.focus);
+        }
         let tree = Tree::from_merged_cut(&merged, req.max_nodes);
         let step = req.step_nanos();
         let buckets = ((q.end_nanos - q.start_nanos) / step + 1).clamp(1, MAX_TIMELINE_BUCKETS);
