@@ -270,6 +270,37 @@ try {
   check((await view()).nodes >= 3000, "auto-refresh reloaded the view and kept it");
   await page.selectOption("#auto-refresh", "");
 
+  // 10c. Nothing hidden in "other": the whole graph is cut at the server's node limit, a zoom
+  // asks the server for the subtree and shows every frame under it.
+  await page.goto(want.base + `/?query=${encodeURIComponent(`{service_name="${want.wide.service}"}`)}`);
+  await ready();
+  const kids = (name) => page.evaluate((n) => {
+    const m = window.__ember.flame.model, lv = m.levels[2], up = m.levels[1];
+    let count = 0;
+    for (let i = 0; i < lv.x.length; i++) if (m.names[up.name[lv.parent[i]]] === n && m.names[lv.name[i]] !== "other") count++;
+    return { count, other: m.names.includes("other") };
+  }, name);
+  v = await view();
+  const cut = await kids(want.wide.frame);
+  check(v.truncated && cut.other && cut.count < want.wide.children,
+    `the whole graph is cut: ${cut.count} of ${want.wide.children} frames under ${want.wide.frame} shown`);
+  const wideBox = await page.evaluate((n) => window.__ember.flame.frameBox(n), want.wide.frame);
+  await page.mouse.click(wideBox.x, wideBox.y);
+  await page.waitForFunction(() => window.__ember.loading === 0 && window.__ember.view.focused);
+  const whole = await kids(want.wide.frame);
+  check(whole.count === want.wide.children && !whole.other,
+    `zoomed, the server's focused answer shows all ${whole.count} frames under ${want.wide.frame}, no "other"`);
+  await shot("06b-focused.png");
+  const pprofLink = await page.locator("#export-pprof").getAttribute("href");
+  check(new URL(pprofLink, want.base).searchParams.get("focus") === JSON.stringify([want.wide.frame]),
+    "the export is of the zoomed subtree: " + pprofLink);
+  await page.reload();
+  await ready();
+  check((await view()).focused && (await kids(want.wide.frame)).count === want.wide.children, "a reload restores the focused zoom");
+  await page.locator("#crumbs button", { hasText: "all" }).click();
+  await page.waitForFunction(() => window.__ember.loading === 0 && !window.__ember.view.focused);
+  check((await kids(want.wide.frame)).other, "'all' goes back to the whole (cut) graph");
+
   // 11. Honest states: no data, then a readable API error.
   await page.goto(want.base + '/?query={service_name="nope"}');
   await ready();

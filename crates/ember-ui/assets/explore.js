@@ -75,6 +75,11 @@ function params(extra = {}) {
   return { query: state.query, type: state.type, from: state.from, until: state.until, ...extra };
 }
 
+// The parameters of an export of the view (focused on the zoomed call path).
+function exportParams(format) {
+  return params({ format, focus: state.zoom ? JSON.stringify(state.zoom.split(";")) : "" });
+}
+
 const flame = new FlameView({
   wrap: $("flame-wrap"), canvas: $("flame"), spacer: $("flame-spacer"), tooltip: $("tooltip"),
   onZoom: (path) => zoomTo(path),
@@ -119,10 +124,46 @@ async function labelNamesWithCardinality() {
   return names.map((value, i) => ({ value, note: counts[i] == null ? "" : `${counts[i]} values` }));
 }
 
+// The whole selection's flame graph (the server's answer and its model); the view may show a
+// focused answer instead.
+let full = null, fullModel = null;
+// Whether the server cut the whole graph at its node limit (it names the rest "other"): then
+// a zoom asks the server for the subtree, so nothing under it stays hidden.
+let fullTruncated = false;
+
 function zoomTo(path) {
   state.zoom = path.join(";");
   save(true);
+  task(() => applyZoom(path));
+}
+
+// Shows the graph zoomed to `path`: on the whole graph, or on the server's answer focused on
+// the path when the whole one was cut.
+async function applyZoom(path) {
+  if (!full) return;
+  const unit = unitOf(state.type);
+  let focused = null;
+  if (fullTruncated && path.length) {
+    let fb;
+    try {
+      fb = await api.json("/api/v1/query",
+        params({ format: "flamebearer", maxNodes: state.maxNodes, focus: JSON.stringify(path) }), "focus");
+    } catch (e) {
+      if (e.name === "AbortError") return; // a newer zoom took over
+      throw e;
+    }
+    if (state.zoom !== path.join(";")) return; // a newer zoom is on its way
+    if (fb.flamebearer.numTicks) focused = fb;
+  }
+  if (focused) {
+    flame.setData(focused, unit, full.flamebearer.numTicks);
+  } else if (flame.model !== fullModel) {
+    flame.setData(full, unit);
+    fullModel = flame.model;
+  }
+  flame.focused = Boolean(focused);
   flame.setZoom(path);
+  flame.setFunction(state.fn);
   showCrumbs();
   showSearch();
 }
@@ -139,14 +180,14 @@ function pickFunction(name) {
 
 // The callers and callees of the chosen function, in place of the whole graph.
 function showSandwich() {
-  const on = state.mode === "sandwich" && Boolean(state.fn) && Boolean(flame.model);
+  const on = state.mode === "sandwich" && Boolean(state.fn) && Boolean(fullModel);
   $("sandwich-btn").disabled = !state.fn;
   $("sandwich-btn").setAttribute("aria-pressed", String(on));
   $("flame-wrap").hidden = on;
   $("sandwich").hidden = !on;
   hook.view.sandwich = null;
   if (!on) return;
-  const s = sandwich(flame.model, state.fn);
+  const s = sandwich(fullModel, state.fn);
   const [callers, callees] = halves;
   $("sandwich-fn").textContent = state.fn;
   callers.setData(s.total ? s.callers : null, flame.unit);
@@ -178,6 +219,10 @@ function showCrumbs() {
   path.forEach((name, i) => add(name, path.slice(0, i + 1)));
   $("reset").disabled = path.length === 0;
   hook.view.zoom = path;
+  hook.view.focused = Boolean(flame.focused);
+  hook.view.viewNodes = flame.model ? flame.model.nodeCount : 0;
+  // The exports are of the view: the zoomed subtree when zoomed.
+  for (const [id, format] of EXPORTS) $(id).href = api.url("/api/v1/query", exportParams(format));
 }
 
 function showSearch() {
@@ -296,27 +341,29 @@ async function loadView() {
   if (gen !== generation) return;
   showLegend(chart.setData(series, toMs(state.from, now), toMs(state.until, now), unit, state.groupBy), unit);
   const empty = !fb.flamebearer.numTicks;
-  flame.setData(empty ? null : fb, unit);
+  full = empty ? null : fb;
+  flame.focused = false;
+  flame.setData(full, unit);
+  fullModel = flame.model;
+  fullTruncated = !empty && fb.flamebearer.names.includes("other");
   flame.setFlipped(state.view === "flame");
   if (empty) {
     status(`No profiles of ${state.type || "any type"} match ${state.query} in this time range. ` +
       "Try a longer range, check that an agent is running and pushing to this server, or the tenant.", "empty");
   } else {
     status("");
-    flame.setZoom(state.zoom ? state.zoom.split(";") : []);
-    flame.setFunction(state.fn);
   }
+  await applyZoom(state.zoom ? state.zoom.split(";") : []);
+  if (gen !== generation) return;
   showCrumbs();
   showSearch();
   showSandwich();
   $("total").textContent = empty ? "" : `total ${formatValue(fb.flamebearer.numTicks, unit)}, ` +
-    `${flame.model.nodeCount} nodes`;
-  hook.view.topFrame = flame.model ? flame.model.topFrame() : "";
-  hook.view.nodes = flame.model ? flame.model.nodeCount : 0;
+    `${fullModel.nodeCount} nodes` + (fullTruncated ? " (the server's node limit: zoom to see every frame below)" : "");
+  hook.view.topFrame = fullModel ? fullModel.topFrame() : "";
+  hook.view.nodes = fullModel ? fullModel.nodeCount : 0;
+  hook.view.truncated = fullTruncated;
   hook.view.total = fb.flamebearer.numTicks;
-  for (const [id, format] of EXPORTS) {
-    $(id).href = api.url("/api/v1/query", params({ format }));
-  }
   top.set({ data: null, unit, sort: state.sort, filter: state.filter, picked: state.fn });
   if (!empty) {
     const table = await api.json("/api/v1/query", params({ format: "top-json" }), "top");
@@ -401,7 +448,7 @@ function wire() {
     $(id).addEventListener("click", (e) => {
       e.preventDefault();
       task(async () => {
-        const file = await api.blob("/api/v1/query", params({ format }));
+        const file = await api.blob("/api/v1/query", exportParams(format));
         const a = document.createElement("a");
         a.href = URL.createObjectURL(file);
         a.download = $(id).getAttribute("download");

@@ -18,6 +18,8 @@ export class FlameView {
     this.unit = "count";
     this.zoom = [0, 0];
     this.flipped = false;
+    // Whether the model is the server's answer focused on the zoomed path.
+    this.focused = false;
     this.search = null;
     this.fn = "";
     this.colours = [];
@@ -29,15 +31,18 @@ export class FlameView {
     new ResizeObserver(() => this.draw()).observe(wrap);
   }
 
-  // Shows a flamebearer answer (null clears the view).
-  setData(fb, unit) {
+  // Shows a flamebearer answer (null clears the view). `allTotal` is what "% of all" means
+  // when the answer is a focused part of the selection (default: the answer's own total).
+  setData(fb, unit, allTotal = 0) {
     this.model = fb ? new FlameModel(fb) : null;
     this.unit = unit;
+    this.allTotal = allTotal || (this.model ? this.model.total : 0);
     this.colours = this.model ? this.model.names.map(packageColour) : [];
     this.zoom = [0, 0];
     this.marks = null;
     this.fnMarks = null;
     this.layout();
+    if (this.flipped) this.wrap.scrollTop = this.wrap.scrollHeight;
   }
 
   // Zooms to the node at the end of `path` (names from depth 1).
@@ -176,8 +181,8 @@ export class FlameView {
     const [d, i] = hit;
     const m = this.model, lv = m.levels[d];
     const rows = [
-      ["self", formatValue(lv.self[i], this.unit) + " (" + percent(lv.self[i], m.total) + ")"],
-      ["total", formatValue(lv.total[i], this.unit) + " (" + percent(lv.total[i], m.total) + " of all)"],
+      ["self", formatValue(lv.self[i], this.unit) + " (" + percent(lv.self[i], this.allTotal) + ")"],
+      ["total", formatValue(lv.total[i], this.unit) + " (" + percent(lv.total[i], this.allTotal) + " of all)"],
     ];
     tip.replaceChildren();
     const title = document.createElement("div");

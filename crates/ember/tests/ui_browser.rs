@@ -240,13 +240,21 @@ fn web_ui_explores_a_service_in_chromium() {
         format!("{} 100\n", deep.join(";")).as_bytes(),
         &[],
     );
+    // Wider than the server's node limit (8,192): 5,000 frames under `a`, 5,000 under `c`.
+    let mut wide = String::new();
+    for (parent, leaf) in [("a", "x"), ("c", "y")] {
+        for i in 0..5000 {
+            wide.push_str(&format!("{parent};{leaf}{i} 10\n"));
+        }
+    }
+    ingest(&server, "wide", "folded", wide.as_bytes(), &[]);
 
     let want = expected(&cpu_stacks(&java));
     let args = serde_json::json!({
         "base": format!("http://{}", server.addr),
         "service": "java-shop",
         "serviceTotal": cpu_stacks(&java).values().sum::<i64>(),
-        "services": ["checkout", "deep", "java-shop"],
+        "services": ["checkout", "deep", "java-shop", "wide"],
         "topFrame": want.top_frame,
         "zoomPath": want.zoom_path,
         "topSelf": want.top_self,
@@ -258,6 +266,7 @@ fn web_ui_explores_a_service_in_chromium() {
             "caller": want.sandwich.1,
             "callee": want.sandwich.2,
         },
+        "wide": { "service": "wide", "frame": "c", "children": 5000 },
         "deepService": "deep",
         "deepLeaf": deep.last().unwrap(),
         "screenshots": screenshots(),
