@@ -263,7 +263,8 @@ async function loadTypes() {
   const types = await api.json("/api/v1/profile_types");
   const sel = $("type");
   sel.replaceChildren(...types.map((t) => new Option(t.split(":").slice(0, 3).join(":"), t)));
-  if (!types.includes(state.type)) state.type = types.find((t) => t.includes(":cpu:")) || types[0] || "";
+  // By default CPU time (`…:cpu:nanoseconds:…`), else the first type.
+  if (!types.includes(state.type)) state.type = types.find((t) => t.split(":")[1] === "cpu") || types[0] || "";
   sel.value = state.type;
   save();
   return types;

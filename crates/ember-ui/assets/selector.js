@@ -102,10 +102,13 @@ export class SelectorInput {
     const item = this.items[i]?.value;
     if (item === undefined) return;
     const text = this.input.value, caret = this.input.selectionStart ?? text.length;
-    const start = caret - this.ctx.prefix.length;
-    let insert = this.ctx.kind === "name" ? item + "=\"" : JSON.stringify(item).slice(1, -1) + "\"";
+    // The context of the text as it is now: the suggestions may be of a few keys ago.
+    const ctx = context(text, caret);
+    if (!ctx || ctx.kind !== this.ctx.kind) return;
+    const start = caret - ctx.prefix.length;
+    const insert = ctx.kind === "name" ? item + "=\"" : JSON.stringify(item).slice(1, -1) + "\"";
     let after = text.slice(caret);
-    if (this.ctx.kind === "value" && after.startsWith("\"")) after = after.slice(1);
+    if (ctx.kind === "value" && after.startsWith("\"")) after = after.slice(1);
     this.input.value = text.slice(0, start) + insert + after;
     const pos = start + insert.length;
     this.input.setSelectionRange(pos, pos);
