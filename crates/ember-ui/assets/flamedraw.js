@@ -28,7 +28,7 @@ export class FlameView {
     canvas.addEventListener("mousemove", (e) => this.hover(e));
     canvas.addEventListener("mouseleave", () => { this.tooltip.hidden = true; });
     canvas.addEventListener("click", (e) => this.click(e));
-    new ResizeObserver(() => this.draw()).observe(wrap);
+    new ResizeObserver(() => this.layout()).observe(wrap);
   }
 
   // Shows a flamebearer answer (null clears the view). `allTotal` is what "% of all" means
