@@ -322,6 +322,9 @@ try {
   const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
   check(bg === "rgb(22, 24, 29)", `dark background ${bg}`);
   await shot("07-dark.png");
+  await page.setViewportSize({ width: 1920, height: 1080 });
+  await page.waitForFunction(() => document.getElementById("flame").width >= 1200);
+  await shot("09-dark-1920.png");
 
   check(problems.length === 0, "no console or page errors " + JSON.stringify(problems));
   check(foreign.length === 0, "no request left the server's origin " + JSON.stringify(foreign));
