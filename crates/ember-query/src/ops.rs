@@ -110,10 +110,20 @@ impl<'s> Querier<'s> {
         if format == Format::Flamebearer {
             return self.flamebearer(tenant, req, title).map(Output::Json);
         }
-        if format == Format::Top {
-            let top = crate::top::selection_top(self.store, tenant, &req.store_query()?);
-            return top.map(|t| Output::text(t.render())).ok_or_else(|| {
+        // Top tables sum tier by tier (no merge), unless a focus needs the merged tree.
+        if matches!(format, Format::Top | Format::TopJson) && req.focus.is_empty() {
+            let options = match format {
+                Format::Top => ember_formats::TopOptions::default(),
+                _ => crate::top::json_options(),
+            };
+            let q = req.store_query()?;
+            let top = crate::top::selection_top(self.store, tenant, &q, &options);
+            let top = top.ok_or_else(|| {
                 QueryError::NotFound("no profiles match the query in the time range".into())
+            })?;
+            return Ok(match format {
+                Format::Top => Output::text(top.render()),
+                _ => Output::Json(crate::top::top_json(&top)),
             });
         }
         let merged = self.merge(tenant, req)?;

@@ -62,7 +62,12 @@ pub(crate) fn merged_top_with(merged: &Merged, options: &TopOptions) -> TopTable
 /// [`merged_top`] writes of the full merge, without merging the tiers (a week of a busy
 /// service is some 18 million frames, nearly all distinct). `None` when nothing matched.
 /// Negative values (their |value| sums do not add up across tiers) take the full merge.
-pub(crate) fn selection_top(store: &Store, tenant: &str, query: &Query) -> Option<TopTable> {
+pub(crate) fn selection_top(
+    store: &Store,
+    tenant: &str,
+    query: &Query,
+    options: &TopOptions,
+) -> Option<TopTable> {
     let mut sums = FunctionTotals::default();
     let mut meta = Merged::default();
     let mut negative = false;
@@ -83,18 +88,14 @@ pub(crate) fn selection_top(store: &Store, tenant: &str, query: &Query) -> Optio
     });
     if negative {
         let merged = store.merge_stacks(tenant, query);
-        return (merged.profiles > 0 && !merged.is_empty()).then(|| merged_top(&merged));
+        return (merged.profiles > 0 && !merged.is_empty())
+            .then(|| merged_top_with(&merged, options));
     }
     if meta.profiles == 0 || sums.total == 0 {
         return None;
     }
     let [_, sample_type, sample_unit, _, _] = type_parts(&meta);
-    Some(top_of_functions(
-        &sums,
-        &sample_type,
-        &sample_unit,
-        &TopOptions::default(),
-    ))
+    Some(top_of_functions(&sums, &sample_type, &sample_unit, options))
 }
 
 /// The top table of the diff `right` minus `left` per stack, typed by the right side (the
