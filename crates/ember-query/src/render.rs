@@ -256,9 +256,7 @@ pub(crate) fn diff_output(
     let stacks = || (left.stacks(), right.stacks());
     match format {
         Format::Top => Ok(Output::text(crate::top::diff_top(left, right).render())),
-        Format::TopJson => Ok(Output::Json(crate::top::top_json(
-            &crate::top::diff_top_with(left, right, &crate::top::json_options()),
-        ))),
+        Format::TopJson => Ok(Output::Json(crate::top::diff_top_json(left, right))),
         Format::Flamebearer => {
             let (l, r) = stacks();
             Ok(Output::Json(crate::flamebearer::double(

@@ -40,6 +40,60 @@ pub(crate) fn top_json(table: &TopTable) -> serde_json::Value {
     })
 }
 
+/// The diff's top table as JSON, for a table of biggest movers: `{type, unit, leftTotal,
+/// rightTotal, rows: [{name, self, total, leftSelf, leftTotal, rightSelf, rightTotal}]}`, one
+/// row per function of either side with its values on each side (from each side's own full
+/// table, so a function's total counts recursion once) and `self`/`total` the comparison minus
+/// the baseline; rows by |self change|, then |total change|, at most [`TOP_JSON_ROWS`].
+pub(crate) fn diff_top_json(left: &Merged, right: &Merged) -> serde_json::Value {
+    let every = TopOptions {
+        node_count: 0,
+        node_fraction: 0.0,
+        ..TopOptions::default()
+    };
+    let (l, r) = (
+        merged_top_with(left, &every),
+        merged_top_with(right, &every),
+    );
+    // name -> [left self, left total, right self, right total]
+    let mut by_name: std::collections::BTreeMap<&str, [i64; 4]> = Default::default();
+    for (side, table) in [(0, &l), (2, &r)] {
+        for row in &table.rows {
+            let v = by_name.entry(row.name.as_str()).or_default();
+            v[side] = row.flat;
+            v[side + 1] = row.cum;
+        }
+    }
+    let mut rows: Vec<(&str, [i64; 4])> = by_name.into_iter().collect();
+    let change = |v: &[i64; 4]| (v[2].saturating_sub(v[0]), v[3].saturating_sub(v[1]));
+    rows.sort_by_key(|(name, v)| {
+        let (s, t) = change(v);
+        (
+            std::cmp::Reverse((s.unsigned_abs(), t.unsigned_abs())),
+            *name,
+        )
+    });
+    rows.truncate(TOP_JSON_ROWS);
+    let typed = if right.profiles > 0 { &r } else { &l };
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(name, v)| {
+            let (s, t) = change(v);
+            serde_json::json!({
+                "name": name, "self": s, "total": t,
+                "leftSelf": v[0], "leftTotal": v[1], "rightSelf": v[2], "rightTotal": v[3],
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "type": typed.sample_type,
+        "unit": typed.sample_unit,
+        "leftTotal": l.total,
+        "rightTotal": r.total,
+        "rows": rows,
+    })
+}
+
 /// The top table of `merged`, typed by its first profile type.
 pub fn merged_top(merged: &Merged) -> TopTable {
     merged_top_with(merged, &TopOptions::default())

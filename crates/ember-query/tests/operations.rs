@@ -252,6 +252,46 @@ fn diff_compares_two_time_ranges_per_stack() {
         (fb["leftTicks"].as_i64(), fb["rightTicks"].as_i64()),
         (Some(15), Some(31))
     );
+    // The movers: every function of either side with both sides' values, the largest
+    // self change first (work: 10 -> 21, gc: 0 -> 10, idle: 5 -> 0).
+    let Output::Json(top) = diff.render(Format::TopJson, "").unwrap() else {
+        panic!("top-json is JSON");
+    };
+    assert_eq!(
+        (top["leftTotal"].as_i64(), top["rightTotal"].as_i64()),
+        (Some(15), Some(31))
+    );
+    let rows: Vec<(String, [i64; 6])> = top["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            let v = |k: &str| r[k].as_i64().unwrap_or(i64::MIN);
+            let name = r["name"].as_str().unwrap_or_default().to_string();
+            (
+                name,
+                [
+                    "self",
+                    "total",
+                    "leftSelf",
+                    "leftTotal",
+                    "rightSelf",
+                    "rightTotal",
+                ]
+                .map(v),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("work".into(), [11, 11, 10, 10, 21, 21]),
+            ("gc".into(), [10, 10, 0, 0, 10, 10]),
+            ("idle".into(), [-5, -5, 5, 5, 0, 0]),
+            ("main".into(), [0, 16, 0, 15, 0, 31]),
+        ],
+        "{top}"
+    );
     let svg = text(diff.render(Format::Svg, "").unwrap());
     assert!(svg.contains("Differential Flame Graph"));
     let none = all("{service_name=\"nope\"}");
