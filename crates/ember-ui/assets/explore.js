@@ -2,11 +2,12 @@
 // Every figure comes from the server; this module only asks and shows.
 
 import { Api } from "./api.js";
+import { CompareView } from "./compare.js";
 import { FlameView } from "./flamedraw.js";
 import { formatTime, formatValue, percent, unitOf } from "./format.js";
 import { SelectorInput, matchers, setMatcher } from "./selector.js";
 import { sandwich } from "./sandwich.js";
-import { readState, writeState } from "./state.js";
+import { readState, toMs, writeState } from "./state.js";
 import { TimeSeriesChart } from "./timeseries.js";
 import { TopTable } from "./top.js";
 
@@ -21,17 +22,6 @@ let generation = 0;
 
 // The test hook: what the page shows, as data (read by the browser tests).
 const hook = (window.__ember = { ready: false, loading: 0, errors: [], view: {} });
-
-// A time parameter (`now`, `now-1h`, unix s/ms) as unix ms.
-function toMs(text, now = Date.now()) {
-  if (!text || text === "now") return now;
-  const rel = /^now-(\d+(?:\.\d+)?)(s|m|h|d|w)$/.exec(text);
-  if (rel) return now - Number(rel[1]) * { s: 1e3, m: 6e4, h: 36e5, d: 864e5, w: 6048e5 }[rel[2]];
-  const n = Number(text);
-  if (!Number.isFinite(n)) return now;
-  // Seconds, milliseconds, microseconds or nanoseconds, by magnitude (as the API reads them).
-  return n < 1e11 ? n * 1e3 : n < 1e14 ? n : n < 1e17 ? n / 1e3 : n / 1e6;
-}
 
 function busy(delta) {
   loading += delta;
@@ -122,6 +112,19 @@ async function labelNamesWithCardinality() {
   const counts = await Promise.all(names.slice(0, MAX_CARDINALITY_QUERIES).map((n) =>
     api.json(`/api/v1/label/${encodeURIComponent(n)}/values`, range, "card-" + n).then((v) => v.length, () => null)));
   return names.map((value, i) => ({ value, note: counts[i] == null ? "" : `${counts[i]} values` }));
+}
+
+const compare = new CompareView({ api, state: () => state, save, task, status, hook });
+
+// Shows Explore or Compare (`state.page`).
+function showPage() {
+  const on = state.page === "compare";
+  $("explore").hidden = on;
+  $("compare").hidden = !on;
+  $("page-explore").setAttribute("aria-pressed", String(!on));
+  $("page-compare").setAttribute("aria-pressed", String(on));
+  document.title = on ? "Ember · Compare" : "Ember · Explore";
+  hook.view.page = on ? "compare" : "explore";
 }
 
 // The whole selection's flame graph (the server's answer and its model); the view may show a
@@ -253,6 +256,8 @@ function syncControls() {
   $("until").value = localInput(toMs(state.until, now));
   const service = matchers(state.query).find((m) => m.name === "service_name" && m.op === "=");
   $("service").value = service ? service.value : "";
+  showPage();
+  compare.sync();
 }
 
 function localInput(ms) {
@@ -395,7 +400,8 @@ async function loadAll() {
   await task(async () => {
     status("");
     await loadTypes();
-    await Promise.all([loadServices(), loadGroupBy(), loadView()]);
+    await Promise.all(state.page === "compare" ? [loadServices(), compare.load()]
+      : [loadServices(), loadGroupBy(), loadView()]);
   });
   hook.ready = true;
 }
@@ -409,7 +415,10 @@ function wire() {
   });
   $("service").addEventListener("change", (e) => {
     state.query = setMatcher(state.query, "service_name", e.target.value);
+    // A comparison's own selectors follow the service too.
+    for (const k of ["lquery", "rquery"]) if (state[k]) state[k] = setMatcher(state[k], "service_name", e.target.value);
     state.zoom = "";
+    state.czoom = "";
     save(true);
     syncControls();
     loadAll();
@@ -471,6 +480,15 @@ function wire() {
     syncControls();
     flame.setFlipped(state.view === "flame");
   });
+  for (const [id, page] of [["page-explore", ""], ["page-compare", "compare"]]) {
+    $(id).addEventListener("click", () => {
+      if (state.page === page) return;
+      state.page = page;
+      save(true);
+      syncControls();
+      loadAll();
+    });
+  }
   $("token").addEventListener("change", (e) => {
     sessionStorage.setItem(TOKEN_KEY, e.target.value.trim());
     state.type = "";
@@ -479,6 +497,7 @@ function wire() {
   $("tenant").addEventListener("change", (e) => { state.tenant = e.target.value.trim(); state.type = ""; save(true); loadAll(); });
   document.addEventListener("keydown", (e) => {
     if (e.target instanceof HTMLInputElement) return;
+    if (state.page === "compare") { compare.key(e); return; }
     if (e.key === "/") { e.preventDefault(); $("search").focus(); }
     if (e.key === "Escape") zoomTo([]);
   });

@@ -3,25 +3,54 @@
 // search matches with their share, the node under the pointer.
 
 export class FlameModel {
-  // `fb` is the API's flamebearer JSON (`/api/v1/query`, format flamebearer).
+  // `fb` is the API's flamebearer JSON (`/api/v1/query`, format flamebearer), or a diff's
+  // `double` one (`/api/v1/diff`): then a frame is as wide as both sides together and the
+  // model keeps each side's total and self (`left`, `right`) for the diff's colours.
   constructor(fb) {
     const f = fb.flamebearer;
+    const double = fb.metadata?.format === "double";
+    const width = double ? 7 : 4;
     this.names = f.names;
     this.total = f.numTicks;
+    this.double = double;
+    this.leftTicks = fb.leftTicks || 0;
+    this.rightTicks = fb.rightTicks || 0;
     this.levels = f.levels.map((row) => {
-      const n = row.length / 4;
+      const n = row.length / width;
       const level = {
         x: new Float64Array(n), total: new Float64Array(n), self: new Float64Array(n),
         name: new Int32Array(n), parent: new Int32Array(n),
       };
-      let end = 0;
+      if (double) {
+        Object.assign(level, {
+          leftTotal: new Float64Array(n), leftSelf: new Float64Array(n),
+          rightTotal: new Float64Array(n), rightSelf: new Float64Array(n),
+        });
+      }
+      // Each side's offsets are relative to the end of the previous node of its side; the
+      // combined x is the sum of both sides' absolute x (both lay the tree out in one order).
+      let end = 0, endR = 0;
       for (let i = 0; i < n; i++) {
-        const x = end + row[4 * i];
-        level.x[i] = x;
-        level.total[i] = row[4 * i + 1];
-        level.self[i] = row[4 * i + 2];
-        level.name[i] = row[4 * i + 3];
-        end = x + row[4 * i + 1];
+        const r = width * i;
+        const x = end + row[r];
+        end = x + row[r + 1];
+        if (double) {
+          const xr = endR + row[r + 3];
+          endR = xr + row[r + 4];
+          level.x[i] = x + xr;
+          level.leftTotal[i] = row[r + 1];
+          level.leftSelf[i] = row[r + 2];
+          level.rightTotal[i] = row[r + 4];
+          level.rightSelf[i] = row[r + 5];
+          level.total[i] = row[r + 1] + row[r + 4];
+          level.self[i] = row[r + 2] + row[r + 5];
+          level.name[i] = row[r + 6];
+        } else {
+          level.x[i] = x;
+          level.total[i] = row[r + 1];
+          level.self[i] = row[r + 2];
+          level.name[i] = row[r + 3];
+        }
       }
       return level;
     });

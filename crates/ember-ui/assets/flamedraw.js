@@ -10,9 +10,11 @@ const MIN_WIDTH = 0.35; // px: narrower frames are not drawn (their parent cover
 
 export class FlameView {
   // `wrap` is the scroll box holding `canvas`, `spacer` and `tooltip`; `onZoom(path)` is
-  // called with the path of names when the user zooms (empty path = reset).
-  constructor({ wrap, canvas, spacer, tooltip, onZoom }) {
-    Object.assign(this, { wrap, canvas, spacer, tooltip, onZoom });
+  // called with the path of names when the user zooms (empty path = reset). A diff's view
+  // passes `paint(level, i)` (a frame's fill in place of its package colour) and
+  // `tipRows(level, i)` (the tooltip's `[label, text]` rows).
+  constructor({ wrap, canvas, spacer, tooltip, onZoom, paint = null, tipRows = null }) {
+    Object.assign(this, { wrap, canvas, spacer, tooltip, onZoom, paint, tipRows });
     this.ctx = canvas.getContext("2d");
     this.model = null;
     this.unit = "count";
@@ -143,7 +145,11 @@ export class FlameView {
         x1 = Math.min(w, x1);
         const name = lv.name[i];
         let fill = this.colours[name];
-        if (fnMarks && fnMarks[i]) fill = "hsl(210 85% 62%)";
+        if (this.paint) {
+          // A diff keeps its colours; what the search or the chosen function leaves out dims.
+          const out = d < zd || (marks ? !marks[i] : fnMarks ? !fnMarks[i] : false);
+          fill = out ? dim : this.paint(lv, i);
+        } else if (fnMarks && fnMarks[i]) fill = "hsl(210 85% 62%)";
         else if (marks) fill = marks[i] ? "hsl(300 75% 62%)" : dim;
         else if (fnMarks || d < zd) fill = dim;
         ctx.fillStyle = fill;
@@ -180,7 +186,7 @@ export class FlameView {
     if (!hit) { tip.hidden = true; return; }
     const [d, i] = hit;
     const m = this.model, lv = m.levels[d];
-    const rows = [
+    const rows = this.tipRows ? this.tipRows(lv, i) : [
       ["self", formatValue(lv.self[i], this.unit) + " (" + percent(lv.self[i], this.allTotal) + ")"],
       ["total", formatValue(lv.total[i], this.unit) + " (" + percent(lv.total[i], this.allTotal) + " of all)"],
     ];
@@ -223,10 +229,13 @@ export class FlameView {
         const x0 = Math.max(lv.x[i], zx), x1 = Math.min(lv.x[i] + lv.total[i], zx + zw);
         const y = this.rowY(d) - this.wrap.scrollTop;
         if (x1 <= x0 || y < 0 || y + ROW > r.height) continue;
-        if (!best || x1 - x0 > best.width) best = { width: x1 - x0, x: (x0 + x1) / 2, y };
+        if (!best || x1 - x0 > best.width) best = { width: x1 - x0, x: (x0 + x1) / 2, y, d, i };
       }
     }
     if (!best) return null;
-    return { x: r.left + ((best.x - zx) / zw) * r.width, y: r.top + best.y + ROW / 2 };
+    // `fill` is the colour the frame is painted with; `top` the page y of its first row of
+    // pixels (above its label), where that colour can be read back from the canvas.
+    const fill = this.paint ? this.paint(m.levels[best.d], best.i) : this.colours[m.levels[best.d].name[best.i]];
+    return { x: r.left + ((best.x - zx) / zw) * r.width, y: r.top + best.y + ROW / 2, top: r.top + best.y, fill };
   }
 }

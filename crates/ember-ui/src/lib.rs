@@ -62,6 +62,8 @@ static ASSETS: &[Asset] = &[
     asset!("flamedraw.js", JS),
     asset!("top.js", JS),
     asset!("sandwich.js", JS),
+    asset!("compare.js", JS),
+    asset!("movers.js", JS),
 ];
 
 /// The page may load scripts, styles and images from its own origin only and talk to its

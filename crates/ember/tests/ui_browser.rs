@@ -275,3 +275,76 @@ fn web_ui_explores_a_service_in_chromium() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The generated regression of the Compare test: per function its self value an hour and a
+/// half ago (the baseline) and half an hour ago (the comparison). `regress.slowPath` grows
+/// ninefold and from 6 % to 41 % of the total; `regress.fastPath` shrinks; `gc` keeps its
+/// value but loses share (unchanged in absolute mode, less in normalised mode).
+const REGRESSION: [(&str, i64, i64); 3] = [
+    ("main;regress.handle;regress.fastPath", 600, 500),
+    ("main;regress.handle;regress.slowPath", 50, 450),
+    ("main;gc", 150, 150),
+];
+
+/// The function whose self value changes most, by |change| of value and of share: the one
+/// the movers table must put first in each mode.
+fn biggest_movers() -> (String, String) {
+    let leaf = |s: &str| s.rsplit(';').next().unwrap().to_string();
+    let (lt, rt) = REGRESSION
+        .iter()
+        .fold((0, 0), |(l, r), (_, a, b)| (l + a, r + b));
+    let by = |f: &dyn Fn(i64, i64) -> f64| {
+        let (s, _, _) = REGRESSION
+            .iter()
+            .max_by(|x, y| f(x.1, x.2).abs().total_cmp(&f(y.1, y.2).abs()))
+            .unwrap();
+        leaf(s)
+    };
+    (
+        by(&|a, b| (b - a) as f64),
+        by(&|a, b| b as f64 / rt as f64 - a as f64 / lt as f64),
+    )
+}
+
+#[test]
+fn web_ui_compares_a_regression_in_chromium() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-browser-compare");
+    let server = Server::start(&dir.join("data"), &[]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for (side, ago) in [(0, 90 * 60), (1, 30 * 60)] {
+        let body: String = REGRESSION
+            .iter()
+            .map(|(stack, a, b)| format!("{stack} {}\n", if side == 0 { a } else { b }))
+            .collect();
+        let at = now - ago;
+        let path = format!(
+            "/ingest?name=regress-svc.cpu&format=folded&from={at}&until={}",
+            at + 10
+        );
+        let (status, answer) = server.request("POST", &path, &[], body.as_bytes());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    }
+    let (absolute, normalised) = biggest_movers();
+    assert_eq!(
+        (absolute.as_str(), normalised.as_str()),
+        ("regress.slowPath", "regress.slowPath")
+    );
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "service": "regress-svc",
+        "regressed": absolute,
+        "improved": "regress.fastPath",
+        "steady": "gc",
+        "parent": "regress.handle",
+        "screenshots": screenshots(),
+    });
+    run_script("ui_compare.mjs", &args, 25);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,237 @@
+// The Compare view: a baseline and a comparison selection (each a selector and a time range;
+// by default the same selector over the period before and the current period), their
+// differential flame graph on the same canvas renderer as Explore's, coloured by absolute or
+// normalised (share of each side's total) change, a legend, and the table of biggest movers.
+// Everything it shows comes from `/api/v1/diff`; everything chosen lives in the URL.
+
+import { FlameView } from "./flamedraw.js";
+import { formatTime, formatValue, unitOf } from "./format.js";
+import { MoversTable } from "./movers.js";
+import { compareSides, toMs } from "./state.js";
+
+const $ = (id) => document.getElementById(id);
+
+// Below this relative change a frame counts as unchanged (grey).
+const SAME = 0.05;
+
+// The fill of a frame whose figure went from `a` (baseline) to `b` (comparison): red when the
+// comparison has more, blue-green when less, grey when about the same; the larger the change
+// relative to the larger side, the stronger the colour.
+export function diffColour(a, b) {
+  const top = Math.max(Math.abs(a), Math.abs(b));
+  const r = top ? (b - a) / top : 0;
+  if (Math.abs(r) < SAME) return "hsl(0 0% 80%)";
+  const light = Math.round(86 - 34 * Math.min(1, Math.abs(r)));
+  return r > 0 ? `hsl(0 85% ${light}%)` : `hsl(190 75% ${light}%)`;
+}
+
+// A frame's baseline and comparison figures in `mode`: values ("abs") or shares of each
+// side's total ("norm").
+function sides(model, lv, i, mode) {
+  const a = lv.leftTotal[i], b = lv.rightTotal[i];
+  if (mode !== "norm") return [a, b];
+  return [model.leftTicks ? a / model.leftTicks : 0, model.rightTicks ? b / model.rightTicks : 0];
+}
+
+const share = (v, total) => (total ? ((100 * v) / total).toFixed(2) : "0.00") + " %";
+
+export class CompareView {
+  // `state()` is the page's state (the URL's), `save(push)` writes it, `task(f)` runs `f`
+  // with the loading indicator and error line, `status(text, kind)` sets the line.
+  constructor({ api, state, save, task, status, hook }) {
+    Object.assign(this, { api, state, save, task, status, hook });
+    this.flame = new FlameView({
+      wrap: $("cmp-wrap"), canvas: $("cmp-flame"), spacer: $("cmp-spacer"), tooltip: $("cmp-tooltip"),
+      onZoom: (path) => this.zoomTo(path),
+      paint: (lv, i) => diffColour(...sides(this.flame.model, lv, i, this.state().diff)),
+      tipRows: (lv, i) => this.tipRows(lv, i),
+    });
+    this.movers = new MoversTable($("movers"), { onPick: (name) => this.pick(name) });
+    hook.compareFlame = this.flame;
+    this.wire();
+  }
+
+  wire() {
+    $("cmp-apply").addEventListener("click", () => this.apply());
+    for (const id of ["l-query", "l-from", "l-until", "r-query", "r-from", "r-until"]) {
+      $(id).addEventListener("keydown", (e) => { if (e.key === "Enter") this.apply(); });
+    }
+    for (const [id, mode] of [["diff-abs", "abs"], ["diff-norm", "norm"]]) {
+      $(id).addEventListener("click", () => this.setMode(mode));
+    }
+    $("cmp-by").addEventListener("change", (e) => {
+      this.state().mby = e.target.value;
+      this.save();
+      this.movers.set({ by: e.target.value });
+      this.showMovers();
+    });
+    $("cmp-search").addEventListener("input", (e) => { this.state().search = e.target.value; this.save(); this.showSearch(); });
+    $("cmp-reset").addEventListener("click", () => this.zoomTo([]));
+  }
+
+  // Keyboard: "/" searches, Escape resets the zoom.
+  key(e) {
+    if (e.key === "/") { e.preventDefault(); $("cmp-search").focus(); }
+    if (e.key === "Escape") this.zoomTo([]);
+  }
+
+  // The inputs show both sides as they are queried (defaults filled in).
+  sync() {
+    const s = this.state();
+    const { left, right } = compareSides(s);
+    const now = Date.now();
+    for (const [p, side] of [["l", left], ["r", right]]) {
+      $(p + "-query").value = side.query;
+      $(p + "-from").value = side.from;
+      $(p + "-until").value = side.until;
+      $(p + "-range").textContent = `${formatTime(toMs(side.from, now))} – ${formatTime(toMs(side.until, now))}`;
+    }
+    $("cmp-search").value = s.search;
+    $("cmp-by").value = s.mby;
+    this.showMode();
+  }
+
+  // Keeps what was typed, as "" where it is the default (so the link keeps following the
+  // selection above).
+  apply() {
+    const s = this.state();
+    const keys = [["lquery", "l-query"], ["lfrom", "l-from"], ["luntil", "l-until"],
+      ["rquery", "r-query"], ["rfrom", "r-from"], ["runtil", "r-until"]];
+    for (const [key] of keys) s[key] = "";
+    const { left, right } = compareSides(s);
+    const defaults = { lquery: left.query, lfrom: left.from, luntil: left.until,
+      rquery: right.query, rfrom: right.from, runtil: right.until };
+    for (const [key, id] of keys) {
+      const v = $(id).value.trim();
+      s[key] = v && v !== defaults[key] ? v : "";
+    }
+    s.czoom = "";
+    this.save(true);
+    this.sync();
+    this.task(() => this.load());
+  }
+
+  setMode(mode) {
+    this.state().diff = mode;
+    this.save(true);
+    this.showMode();
+    this.flame.draw();
+    this.movers.set({ mode });
+    this.showMovers();
+  }
+
+  showMode() {
+    const mode = this.state().diff;
+    $("diff-abs").setAttribute("aria-pressed", String(mode !== "norm"));
+    $("diff-norm").setAttribute("aria-pressed", String(mode === "norm"));
+    const scale = $("cmp-scale");
+    scale.replaceChildren();
+    for (const [a, b] of [[1, 0], [1, 0.5], [1, 1], [0.5, 1], [0, 1]]) {
+      const s = document.createElement("span");
+      s.className = "swatch";
+      s.style.background = diffColour(a, b);
+      scale.append(s);
+    }
+    $("cmp-legend-text").textContent = mode === "norm"
+      ? "less ← share of its side's total → more in the comparison"
+      : "less ← value → more in the comparison";
+    this.hook.view.compareMode = mode;
+  }
+
+  // The diff of both sides: flame graph and movers.
+  async load() {
+    const s = this.state();
+    const { left, right } = compareSides(s);
+    const unit = unitOf(s.type);
+    const params = { type: s.type, leftQuery: left.query, leftFrom: left.from, leftUntil: left.until,
+      rightQuery: right.query, rightFrom: right.from, rightUntil: right.until };
+    this.hook.view.compare = null;
+    let fb, top;
+    try {
+      [fb, top] = await Promise.all([
+        this.api.json("/api/v1/diff", { ...params, format: "flamebearer" }, "diff"),
+        this.api.json("/api/v1/diff", { ...params, format: "top-json" }, "diff-top"),
+      ]);
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      this.flame.setData(null, unit);
+      this.movers.set({ data: null, unit });
+      this.status(`No profiles of ${s.type || "any type"} match either side of the comparison. ` +
+        "Try longer time ranges or another selector.", "empty");
+      $("cmp-total").textContent = "";
+      return;
+    }
+    this.flame.setData(fb, unit);
+    const m = this.flame.model;
+    const one = !m.leftTicks ? "The baseline is empty: everything shows as more. "
+      : !m.rightTicks ? "The comparison is empty: everything shows as less. " : "";
+    this.status(one, one ? "empty" : "");
+    $("cmp-total").textContent = `baseline ${formatValue(m.leftTicks, unit)}, comparison ${formatValue(m.rightTicks, unit)}`;
+    this.movers.set({ data: top, unit, mode: s.diff, by: s.mby, picked: s.fn });
+    this.flame.setZoom(s.czoom ? s.czoom.split(";") : []);
+    this.flame.setFunction(s.fn);
+    this.showSearch();
+    this.showCrumbs();
+    this.showMovers();
+    this.hook.view.compare = { left, right, leftTicks: m.leftTicks, rightTicks: m.rightTicks, nodes: m.nodeCount };
+  }
+
+  tipRows(lv, i) {
+    const m = this.flame.model, unit = this.flame.unit;
+    const a = lv.leftTotal[i], b = lv.rightTotal[i];
+    const [sa, sb] = sides(m, lv, i, "norm");
+    const sign = (v) => (v > 0 ? "+" : v < 0 ? "−" : "");
+    return [
+      ["baseline", `${formatValue(a, unit)} (${share(a, m.leftTicks)}), self ${formatValue(lv.leftSelf[i], unit)}`],
+      ["comparison", `${formatValue(b, unit)} (${share(b, m.rightTicks)}), self ${formatValue(lv.rightSelf[i], unit)}`],
+      ["change", `${sign(b - a)}${formatValue(Math.abs(b - a), unit)}, ${sign(sb - sa)}${Math.abs(100 * (sb - sa)).toFixed(2)} pp of the total`],
+    ];
+  }
+
+  zoomTo(path) {
+    this.state().czoom = path.join(";");
+    this.save(true);
+    this.flame.setZoom(path);
+    this.showSearch();
+    this.showCrumbs();
+  }
+
+  pick(name) {
+    this.state().fn = name;
+    this.save(true);
+    this.flame.setFunction(name);
+    this.movers.set({ picked: name });
+    this.showSearch();
+  }
+
+  showSearch() {
+    const r = this.flame.setSearch(this.state().search);
+    const out = $("cmp-search-result");
+    $("cmp-search").classList.toggle("invalid", Boolean(r?.error));
+    out.textContent = !r ? "" : r.error ? "invalid regex: " + r.error
+      : `${r.count} frames, ${(100 * r.share).toFixed(2)} % of the view`;
+    this.hook.view.compareSearch = r;
+  }
+
+  showCrumbs() {
+    const crumbs = $("cmp-crumbs");
+    crumbs.replaceChildren();
+    const path = this.flame.model ? this.flame.model.path(...this.flame.zoom) : [];
+    const add = (label, target) => {
+      const b = document.createElement("button");
+      b.textContent = label;
+      b.title = label;
+      b.addEventListener("click", () => this.zoomTo(target));
+      crumbs.append(b);
+    };
+    add("all", []);
+    path.forEach((name, i) => add(name, path.slice(0, i + 1)));
+    $("cmp-reset").disabled = path.length === 0;
+    this.hook.view.compareZoom = path;
+  }
+
+  // The movers as the table orders them (for the browser tests).
+  showMovers() {
+    this.hook.view.movers = this.movers.rows().slice(0, 10).map((r) => [r.name, r.a, r.b, r.change]);
+  }
+}
