@@ -22,7 +22,8 @@ pub enum Format {
     /// pprof-style top table of the heaviest functions.
     Top,
     /// The top table as JSON, every function (no 0.5 % cut-off, at most
-    /// [`TOP_JSON_ROWS`](crate::TOP_JSON_ROWS) rows): what the web UI sorts and filters.
+    /// [`TOP_JSON_ROWS`](crate::TOP_JSON_ROWS) rows): what the web UI sorts and filters. Of a
+    /// diff: every function of either side with both sides' values and the change.
     TopJson,
 }
 

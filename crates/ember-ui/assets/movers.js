@@ -22,7 +22,7 @@ export function moverChange(row, data, mode, by) {
 
 // A share as a percentage; a change of share in percentage points.
 const pct = (v) => (100 * v).toFixed(2) + " %";
-const pp = (v) => (v > 0 ? "+" : "") + (100 * v).toFixed(2) + " pp";
+const pp = (v) => (v > 0 ? "+" : v < 0 ? "−" : "") + Math.abs(100 * v).toFixed(2) + " pp";
 const signed = (v, unit) => (v > 0 ? "+" : v < 0 ? "−" : "") + formatValue(Math.abs(v), unit);
 
 export class MoversTable {

@@ -3,7 +3,8 @@
 //! playwright-core (`tests/browser/ui.mjs`). The script picks the service, checks the flame
 //! graph's top frame, zooms, searches, clicks a top-table row, reloads from the URL, and checks
 //! there is no console error and no request outside the server's origin; screenshots go to
-//! `target/ui-screenshots/`.
+//! `target/ui-screenshots/`. `tests/browser/ui_compare.mjs` opens the Compare view over a
+//! generated regression and checks its colours (read back from the canvas) in both modes.
 //!
 //! Every expected figure (top frame, heaviest function, search share) is computed here from
 //! the pprof files themselves, independently of the server and of the page's script. Needs
