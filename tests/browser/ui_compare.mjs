@@ -182,6 +182,17 @@ try {
     "an edited baseline is in the URL: " + (await url()).search);
   await painted(want.regressed, "more", "edited baseline");
 
+  // 8b. The server's node limit cuts the diff's graph (the steady function ends up in
+  // "other"), never the movers, which come from the full data.
+  await page.goto((await url()).href + "&maxNodes=4");
+  await ready();
+  v = await view();
+  check(v.compare.nodes === 6 && await frame(want.steady) === null && await frame("other") !== null,
+    `maxNodes=4 cuts the graph to ${v.compare.nodes} nodes, ${want.steady} summed into other`);
+  check(/node limit/.test(await page.locator("#cmp-total").textContent()), "the cut is said");
+  check(v.movers.some(([name]) => name === want.steady), "the movers still list " + want.steady);
+  await painted(want.regressed, "more", "cut at the node limit");
+
   // 9. Back to Explore by its button.
   await page.locator("#page-explore").click();
   await ready();

@@ -257,11 +257,22 @@ impl Diff {
     /// The diff in `format`, titled `title`; [`QueryError::NotFound`] when neither side
     /// matched anything.
     pub fn render(&self, format: Format, title: &str) -> Result<Output, QueryError> {
+        self.render_limited(format, title, 0)
+    }
+
+    /// [`Diff::render`] with the flamebearer cut at `max_nodes` nodes (0 = no limit; the
+    /// cut children of a node become one `other` node: see [`DiffTree::truncate`]).
+    pub fn render_limited(
+        &self,
+        format: Format,
+        title: &str,
+        max_nodes: usize,
+    ) -> Result<Output, QueryError> {
         if self.is_empty() {
             return Err(QueryError::NotFound(
                 "no profiles match either side of the diff in its time range".into(),
             ));
         }
-        render::diff_output(&self.left, &self.right, format, title)
+        render::diff_output(&self.left, &self.right, format, title, max_nodes)
     }
 }

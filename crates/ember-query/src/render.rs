@@ -246,12 +246,14 @@ pub(crate) fn merged_file(
     }
 }
 
-/// A diff in `format`; `title` names the flame graph.
+/// A diff in `format`; `title` names the flame graph, which keeps at most `max_nodes` nodes
+/// (0 = every node).
 pub(crate) fn diff_output(
     left: &Merged,
     right: &Merged,
     format: Format,
     title: &str,
+    max_nodes: usize,
 ) -> Result<Output, QueryError> {
     // The top table reads the call trees; the other formats need the stacks as strings.
     let stacks = || (left.stacks(), right.stacks());
@@ -261,7 +263,7 @@ pub(crate) fn diff_output(
         Format::Flamebearer => {
             let (l, r) = stacks();
             Ok(Output::Json(crate::flamebearer::double(
-                &crate::tree::DiffTree::new(&l, &r),
+                &crate::tree::DiffTree::new(&l, &r).truncate(max_nodes),
                 left,
                 right,
                 title,

@@ -5,7 +5,8 @@
 //! them reachable), so a hot frame stays visible however deep it is; only the children that
 //! did not make the cut are summed into one `other` node under their parent.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 /// One call-tree node.
 #[derive(Debug, Clone)]
@@ -362,14 +363,99 @@ impl DiffTree {
                 }
             }
         }
-        let names = &t.names;
-        let keys: Vec<u32> = t.nodes.iter().map(|n| n.name).collect();
-        for n in &mut t.nodes {
+        t.sort_children();
+        t
+    }
+
+    /// Sorts every node's children by name (the order flame graphs lay them out in).
+    fn sort_children(&mut self) {
+        let names = &self.names;
+        let keys: Vec<u32> = self.nodes.iter().map(|n| n.name).collect();
+        for n in &mut self.nodes {
             n.children.sort_by(|a, b| {
                 names[keys[*a as usize] as usize].cmp(&names[keys[*b as usize] as usize])
             });
         }
-        t
+    }
+
+    /// A copy keeping at most `max_nodes` nodes besides the root (0 = no limit): heaviest
+    /// first by both sides' totals, walking down from the root (a node is reachable once
+    /// its parent is kept); the dropped children of a kept node become one `other` child
+    /// holding their sums on each side, so both sides' totals stay whole.
+    pub fn truncate(&self, max_nodes: usize) -> DiffTree {
+        if max_nodes == 0 || self.nodes.len() <= max_nodes + 1 {
+            return self.clone();
+        }
+        let weight = |id: u32| {
+            let n = &self.nodes[id as usize];
+            n.left
+                .0
+                .saturating_abs()
+                .saturating_add(n.right.0.saturating_abs())
+        };
+        let mut keep = vec![false; self.nodes.len()];
+        // Heaviest first; ties to the node built first, so the cut is the same every time.
+        let mut heap: BinaryHeap<(i64, Reverse<u32>)> = BinaryHeap::new();
+        heap.extend(
+            self.nodes[0]
+                .children
+                .iter()
+                .map(|&c| (weight(c), Reverse(c))),
+        );
+        for _ in 0..max_nodes {
+            let Some((_, Reverse(id))) = heap.pop() else {
+                break;
+            };
+            keep[id as usize] = true;
+            let kids = &self.nodes[id as usize].children;
+            heap.extend(kids.iter().map(|&c| (weight(c), Reverse(c))));
+        }
+        let mut names = self.names.clone();
+        let other = names.iter().position(|n| n == "other").unwrap_or_else(|| {
+            names.push("other".into());
+            names.len() - 1
+        }) as u32;
+        let root = &self.nodes[0];
+        let mut out = DiffTree {
+            names,
+            nodes: vec![DiffNode {
+                children: Vec::new(),
+                ..root.clone()
+            }],
+        };
+        let mut stack = vec![(0u32, 0usize)];
+        while let Some((old, new)) = stack.pop() {
+            let mut rest: Option<DiffNode> = None;
+            for &c in &self.nodes[old as usize].children {
+                let n = &self.nodes[c as usize];
+                if keep[c as usize] {
+                    out.nodes.push(DiffNode {
+                        children: Vec::new(),
+                        ..n.clone()
+                    });
+                    let id = out.nodes.len() - 1;
+                    out.nodes[new].children.push(id as u32);
+                    stack.push((c, id));
+                } else {
+                    let r = rest.get_or_insert_with(|| DiffNode {
+                        name: other,
+                        ..Default::default()
+                    });
+                    // Everything under `other` ends there: its self is its total.
+                    r.left.0 = r.left.0.saturating_add(n.left.0);
+                    r.right.0 = r.right.0.saturating_add(n.right.0);
+                    r.left.1 = r.left.0;
+                    r.right.1 = r.right.0;
+                }
+            }
+            if let Some(r) = rest {
+                out.nodes.push(r);
+                let id = out.nodes.len() as u32 - 1;
+                out.nodes[new].children.push(id);
+            }
+        }
+        out.sort_children();
+        out
     }
 
     /// Baseline total.

@@ -105,3 +105,43 @@ fn tree_from_frames_equals_tree_from_stacks() {
     assert!(checked >= 4, "only {checked} series");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A diff's flame graph cut at the node limit keeps the heaviest frames of both sides and
+/// sums the rest, side by side, into `other`: both totals stay whole.
+#[test]
+fn diff_tree_truncation_keeps_the_heaviest_and_sums_the_rest_per_side() {
+    let stack = |s: &str, v: i64| (s.split(';').map(str::to_string).collect::<Vec<_>>(), v);
+    // 50 light leaves under `main;light`, one heavy leaf that only the comparison has.
+    let mut left: Vec<(Vec<String>, i64)> = (0..50)
+        .map(|i| stack(&format!("main;light;f{i:02}"), 2))
+        .collect();
+    let mut right = left.clone();
+    left.push(stack("main;hot", 10));
+    right.push(stack("main;hot", 10));
+    right.push(stack("main;hot;regress", 500));
+    let full = ember_query::DiffTree::new(&left, &right);
+    assert_eq!(full.nodes.len(), 1 + 1 + 1 + 1 + 1 + 50);
+    let cut = full.truncate(5);
+    let names = |t: &ember_query::DiffTree| -> Vec<String> {
+        t.nodes
+            .iter()
+            .map(|n| t.names[n.name as usize].clone())
+            .collect()
+    };
+    let got = names(&cut);
+    for want in ["main", "hot", "regress", "light", "f00", "other"] {
+        assert!(got.contains(&want.to_string()), "{want} in {got:?}");
+    }
+    // The root, five kept nodes and one `other` (of the 49 leaves cut under `light`).
+    assert_eq!(cut.nodes.len(), 7, "{got:?}");
+    assert_eq!((cut.left_total(), cut.right_total()), (110, 610));
+    let other = &cut.nodes[got.iter().position(|n| n == "other").unwrap()];
+    assert_eq!((other.left, other.right), ((98, 98), (98, 98)));
+    // Its levels still add up: each level's widths sum to at most the root's, per side.
+    let (levels, _) = cut.levels();
+    for row in &levels {
+        let (l, r) = row.chunks(7).fold((0, 0), |(l, r), n| (l + n[1], r + n[4]));
+        assert!(l <= 110 && r <= 610, "{row:?}");
+    }
+    assert_eq!(full.truncate(0).nodes.len(), full.nodes.len());
+}

@@ -38,7 +38,8 @@ pub(crate) async fn query(
     Ok(output_response(output))
 }
 
-/// `GET /api/v1/diff`: the `right` selection against the `left` (baseline) one.
+/// `GET /api/v1/diff`: the `right` selection against the `left` (baseline) one; its flame
+/// graph takes `maxNodes` as `/api/v1/query`'s does.
 pub(crate) async fn diff(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
@@ -47,13 +48,20 @@ pub(crate) async fn diff(
     let left = request(&params, "left")?;
     let right = request(&params, "right")?;
     let format = Format::parse(params.get("format").map(String::as_str))?;
+    // The flame graph is cut at the node limit like the query route's (`maxNodes`).
+    let limit = if format == Format::Flamebearer {
+        max_nodes(&params)?
+    } else {
+        0
+    };
     let title = params
         .get("rightQuery")
         .or_else(|| params.get("query"))
         .cloned()
         .unwrap_or_default();
     let output = read(&s, tenant, move |q, t| {
-        q.diff(t, &left, &right)?.render(format, &title)
+        q.diff(t, &left, &right)?
+            .render_limited(format, &title, limit)
     })
     .await?;
     Ok(output_response(output))

@@ -149,7 +149,7 @@ export class CompareView {
     let fb, top;
     try {
       [fb, top] = await Promise.all([
-        this.api.json("/api/v1/diff", { ...params, format: "flamebearer" }, "diff"),
+        this.api.json("/api/v1/diff", { ...params, format: "flamebearer", maxNodes: s.maxNodes }, "diff"),
         this.api.json("/api/v1/diff", { ...params, format: "top-json" }, "diff-top"),
       ]);
     } catch (e) {
@@ -166,7 +166,10 @@ export class CompareView {
     const one = !m.leftTicks ? "The baseline is empty: everything shows as more. "
       : !m.rightTicks ? "The comparison is empty: everything shows as less. " : "";
     this.status(one, one ? "empty" : "");
-    $("cmp-total").textContent = `baseline ${formatValue(m.leftTicks, unit)}, comparison ${formatValue(m.rightTicks, unit)}`;
+    // The server cuts the graph at its node limit (the rest is summed into "other"); the
+    // movers are of the full data.
+    const cut = m.names.includes("other") ? ` (${m.nodeCount} nodes: the server's node limit; the movers cover every function)` : "";
+    $("cmp-total").textContent = `baseline ${formatValue(m.leftTicks, unit)}, comparison ${formatValue(m.rightTicks, unit)}${cut}`;
     this.movers.set({ data: top, unit, mode: s.diff, by: s.mby, picked: s.fn });
     this.flame.setZoom(s.czoom ? s.czoom.split(";") : []);
     this.flame.setFunction(s.fn);
