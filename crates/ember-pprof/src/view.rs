@@ -143,6 +143,18 @@ impl<'a> ProfileView<'a> {
         String::from_utf8_lossy(bytes)
     }
 
+    /// The raw bytes of string `index` ("" when out of range), as the profile holds them:
+    /// not checked for UTF-8. For keys that only need to tell strings apart (two byte
+    /// strings equal here are equal after [`ProfileView::string`]'s repair), without the
+    /// check's cost.
+    pub fn string_bytes(&self, index: i64) -> &'a [u8] {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.strings.get(i))
+            .copied()
+            .unwrap_or(b"")
+    }
+
     /// Position of the mapping with `id` in [`ProfileView::mapping`].
     pub fn mapping_position(&self, id: u64) -> Option<usize> {
         self.mapping_ids.get(id)

@@ -207,6 +207,11 @@ impl<T: Hash + Eq + Clone> Interner<T> {
 pub struct TenantHead {
     strings: Vec<Box<str>>,
     string_ids: FastMap<Box<str>, u32>,
+    /// The strings of symbols (function names and files, mapping files and build ids) by
+    /// content, a subset of `string_ids` with the same ids: every profile looks up each of
+    /// its symbols' strings, and in this small table they stay in cache, while `string_ids`
+    /// also holds every sample label value (hundreds of thousands of span ids a day).
+    symbol_ids: FastMap<Box<str>, u32>,
     mappings: Interner<MappingSym>,
     functions: Interner<FunctionSym>,
     locations: Interner<LocationSym>,
@@ -250,6 +255,7 @@ impl TenantHead {
         let mut h = TenantHead {
             strings: Vec::new(),
             string_ids: FastMap::default(),
+            symbol_ids: FastMap::default(),
             mappings: Interner::new(),
             functions: Interner::new(),
             locations: Interner::new(),
@@ -325,6 +331,17 @@ impl TenantHead {
         let id = self.strings.len() as u32;
         self.strings.push(s.into());
         self.string_ids.insert(s.into(), id);
+        id
+    }
+
+    /// [`TenantHead::intern`] for a string of a symbol (a function's name or file, a
+    /// mapping's file or build id): the same id, found in a table of symbol strings only.
+    pub(crate) fn intern_symbol(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.symbol_ids.get(s) {
+            return id;
+        }
+        let id = self.intern(s);
+        self.symbol_ids.insert(s.into(), id);
         id
     }
 
@@ -689,8 +706,10 @@ impl TenantHead {
             m.capacity() * (size_of::<(K, V)>() + 1)
         }
         let strings: usize = self.strings.iter().map(|s| s.len() + 16).sum();
-        let string_ids: usize =
-            map(&self.string_ids) + self.string_ids.keys().map(|s| s.len()).sum::<usize>();
+        let string_ids: usize = map(&self.string_ids)
+            + self.string_ids.keys().map(|s| s.len()).sum::<usize>()
+            + map(&self.symbol_ids)
+            + self.symbol_ids.keys().map(|s| s.len()).sum::<usize>();
         let tables = self.mappings.items.capacity() * size_of::<MappingSym>()
             + map(&self.mappings.ids)
             + self.functions.items.capacity() * size_of::<FunctionSym>()
@@ -749,6 +768,7 @@ impl TenantHead {
     /// for read-only heads only.
     pub(crate) fn into_read_only(mut self) -> Self {
         self.string_ids = FastMap::default();
+        self.symbol_ids = FastMap::default();
         self.mappings.ids = FastMap::default();
         self.functions.ids = FastMap::default();
         self.locations.ids = FastMap::default();
