@@ -479,26 +479,37 @@ impl TenantHead {
                 (hash, s)
             })
             .collect();
-        let found: Vec<Option<u32>> = keyed
+        let mut leaves: Vec<Option<u32>> = keyed
             .iter()
             .map(|(hash, _)| self.stack_leaves.get(hash).copied())
             .collect();
-        keyed
-            .iter()
-            .zip(found)
-            .map(|((hash, locations), found)| {
-                // Not found above, but an earlier stack of this batch may have been the same.
-                if let Some(leaf) = found.or_else(|| self.stack_leaves.get(hash).copied()) {
-                    return leaf;
+        // The new stacks are walked from the root together, one frame of each per pass: the
+        // steps of one walk wait on each other (a child's key holds its parent), those of
+        // different walks do not, so their misses in the (large) node table overlap. Two
+        // walks of one stack meet the same nodes, the second finding what the first made.
+        let mut walks: Vec<(usize, u32)> = (0..keyed.len())
+            .filter(|&i| leaves[i].is_none())
+            .map(|i| (i, 0u32))
+            .collect();
+        let mut depth = 0;
+        while !walks.is_empty() {
+            walks.retain_mut(|(i, node)| {
+                let locations = keyed[*i].1;
+                match locations.len().checked_sub(depth + 1) {
+                    Some(at) => {
+                        *node = self.child(*node, locations[at]);
+                        true
+                    }
+                    None => {
+                        leaves[*i] = Some(*node);
+                        self.stack_leaves.insert(keyed[*i].0, *node);
+                        false
+                    }
                 }
-                let leaf = locations
-                    .iter()
-                    .rev()
-                    .fold(0u32, |node, loc| self.child(node, *loc));
-                self.stack_leaves.insert(*hash, leaf);
-                leaf
-            })
-            .collect()
+            });
+            depth += 1;
+        }
+        leaves.into_iter().map(|l| l.unwrap_or(0)).collect()
     }
 
     /// Every series, in creation order.
