@@ -168,28 +168,23 @@ struct StringIds(Vec<u32>);
 impl StringIds {
     /// The id of string `i`, a sample label's key or value.
     fn id(&mut self, head: &mut TenantHead, profile: &ProfileView<'_>, i: i64) -> u32 {
-        self.get(head, profile, i, TenantHead::intern)
+        self.get(i, || head.intern(&profile.string(i)))
     }
 
     /// The id of string `i`, part of a symbol ([`TenantHead::intern_symbol`]).
     fn symbol(&mut self, head: &mut TenantHead, profile: &ProfileView<'_>, i: i64) -> u32 {
-        self.get(head, profile, i, TenantHead::intern_symbol)
+        self.get(i, || head.intern_symbol(profile.string_bytes(i)))
     }
 
-    fn get(
-        &mut self,
-        head: &mut TenantHead,
-        profile: &ProfileView<'_>,
-        i: i64,
-        intern: fn(&mut TenantHead, &str) -> u32,
-    ) -> u32 {
+    /// String `i`'s id, from `intern` the first time (out of range: `intern` of "").
+    fn get(&mut self, i: i64, intern: impl FnOnce() -> u32) -> u32 {
         match usize::try_from(i).ok().and_then(|i| self.0.get_mut(i)) {
             Some(slot) if *slot != u32::MAX => *slot,
             Some(slot) => {
-                *slot = intern(head, &profile.string(i));
+                *slot = intern();
                 *slot
             }
-            None => intern(head, ""),
+            None => intern(),
         }
     }
 }

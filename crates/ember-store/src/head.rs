@@ -208,10 +208,11 @@ pub struct TenantHead {
     strings: Vec<Box<str>>,
     string_ids: FastMap<Box<str>, u32>,
     /// The strings of symbols (function names and files, mapping files and build ids) by
-    /// content, a subset of `string_ids` with the same ids: every profile looks up each of
-    /// its symbols' strings, and in this small table they stay in cache, while `string_ids`
-    /// also holds every sample label value (hundreds of thousands of span ids a day).
-    symbol_ids: FastMap<Box<str>, u32>,
+    /// their bytes as profiles send them, with the ids of `string_ids`: every profile looks
+    /// up each of its symbols' strings, and in this small table they stay in cache, while
+    /// `string_ids` also holds every sample label value (hundreds of thousands of span ids
+    /// a day). Keyed by the raw bytes, a string known here needs no UTF-8 check.
+    symbol_ids: FastMap<Box<[u8]>, u32>,
     mappings: Interner<MappingSym>,
     functions: Interner<FunctionSym>,
     locations: Interner<LocationSym>,
@@ -335,13 +336,15 @@ impl TenantHead {
     }
 
     /// [`TenantHead::intern`] for a string of a symbol (a function's name or file, a
-    /// mapping's file or build id): the same id, found in a table of symbol strings only.
-    pub(crate) fn intern_symbol(&mut self, s: &str) -> u32 {
-        if let Some(&id) = self.symbol_ids.get(s) {
+    /// mapping's file or build id) given as the profile's bytes: the id of the string those
+    /// bytes read as (invalid UTF-8 repaired with U+FFFD, as everywhere), found in a table
+    /// of symbol strings only.
+    pub(crate) fn intern_symbol(&mut self, raw: &[u8]) -> u32 {
+        if let Some(&id) = self.symbol_ids.get(raw) {
             return id;
         }
-        let id = self.intern(s);
-        self.symbol_ids.insert(s.into(), id);
+        let id = self.intern(&String::from_utf8_lossy(raw));
+        self.symbol_ids.insert(raw.into(), id);
         id
     }
 
