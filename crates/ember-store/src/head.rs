@@ -19,6 +19,7 @@ use std::hash::Hash;
 use crate::selector::Selector;
 
 mod codec;
+mod intern;
 
 /// A `HashMap` with rustc's Fx hash for the symbol and stack maps: their keys are small
 /// integers and short strings from the tenant's own data, looked up once per frame of every
@@ -335,19 +336,6 @@ impl TenantHead {
         id
     }
 
-    /// [`TenantHead::intern`] for a string of a symbol (a function's name or file, a
-    /// mapping's file or build id) given as the profile's bytes: the id of the string those
-    /// bytes read as (invalid UTF-8 repaired with U+FFFD, as everywhere), found in a table
-    /// of symbol strings only.
-    pub(crate) fn intern_symbol(&mut self, raw: &[u8]) -> u32 {
-        if let Some(&id) = self.symbol_ids.get(raw) {
-            return id;
-        }
-        let id = self.intern(&String::from_utf8_lossy(raw));
-        self.symbol_ids.insert(raw.into(), id);
-        id
-    }
-
     /// The interned string `id` ("" when out of range).
     pub fn string(&self, id: u32) -> &str {
         self.strings.get(id as usize).map(|s| &**s).unwrap_or("")
@@ -458,61 +446,6 @@ impl TenantHead {
         self.node_ids.insert((parent, location), id);
         self.node_frame.push(f);
         id
-    }
-
-    /// The leaf node of the stack `locations` (interned location ids, leaf first), created
-    /// if new. A stack seen before is found by its 128-bit keyed hash alone: with random keys
-    /// the chance that two of even 10^9 distinct stacks share one is about 10^-21, while
-    /// checking each hit frame by frame (a cache miss per frame in a tree of millions of
-    /// nodes) cost more than the rest of the stack's ingest.
-    pub fn stack(&mut self, locations: &[u32]) -> u32 {
-        self.stacks([locations]).first().copied().unwrap_or(0)
-    }
-
-    /// [`TenantHead::stack`] of each of `stacks`, in order. Hashes them all first, then looks
-    /// them all up: the lookups do not depend on each other, so their cache misses in a
-    /// table of millions of stacks overlap instead of coming one after the other.
-    pub fn stacks<'s>(&mut self, stacks: impl IntoIterator<Item = &'s [u32]>) -> Vec<u32> {
-        use std::hash::BuildHasher;
-        let (a, b) = &self.stack_keys;
-        let keyed: Vec<(u128, &[u32])> = stacks
-            .into_iter()
-            .map(|s| {
-                let hash = (u128::from(a.hash_one(s)) << 64) | u128::from(b.hash_one(s));
-                (hash, s)
-            })
-            .collect();
-        let mut leaves: Vec<Option<u32>> = keyed
-            .iter()
-            .map(|(hash, _)| self.stack_leaves.get(hash).copied())
-            .collect();
-        // The new stacks are walked from the root together, one frame of each per pass: the
-        // steps of one walk wait on each other (a child's key holds its parent), those of
-        // different walks do not, so their misses in the (large) node table overlap. Two
-        // walks of one stack meet the same nodes, the second finding what the first made.
-        let mut walks: Vec<(usize, u32)> = (0..keyed.len())
-            .filter(|&i| leaves[i].is_none())
-            .map(|i| (i, 0u32))
-            .collect();
-        let mut depth = 0;
-        while !walks.is_empty() {
-            walks.retain_mut(|(i, node)| {
-                let locations = keyed[*i].1;
-                match locations.len().checked_sub(depth + 1) {
-                    Some(at) => {
-                        *node = self.child(*node, locations[at]);
-                        true
-                    }
-                    None => {
-                        leaves[*i] = Some(*node);
-                        self.stack_leaves.insert(keyed[*i].0, *node);
-                        false
-                    }
-                }
-            });
-            depth += 1;
-        }
-        leaves.into_iter().map(|l| l.unwrap_or(0)).collect()
     }
 
     /// Every series, in creation order.
