@@ -15,6 +15,9 @@ use std::time::Instant;
 use ember_pprof::{DecodeLimits, ProfileView};
 use ember_store::{IngestBatch, IngestProfile, Store, StoreOptions};
 
+/// One profile of the directory: its series labels and its gzip'd bytes.
+type Profile = (Vec<(String, String)>, Vec<u8>);
+
 /// This process's user+sys CPU seconds.
 fn cpu() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
@@ -87,7 +90,7 @@ fn main() {
 }
 
 /// Steps (1) and (2): decompression alone, then with parsing, and parsing alone.
-fn decode_steps(profiles: &[(Vec<(String, String)>, Vec<u8>)], limits: &DecodeLimits) {
+fn decode_steps(profiles: &[Profile], limits: &DecodeLimits) {
     let n = profiles.len() as f64;
     let limits = *limits;
     let (c0, t0) = (cpu(), Instant::now());
@@ -140,7 +143,7 @@ fn decode_steps(profiles: &[(Vec<(String, String)>, Vec<u8>)], limits: &DecodeLi
 }
 
 /// Step (3): `rounds` passes of `Store::ingest` over every profile, then the flush.
-fn ingest_rounds(profiles: &[(Vec<(String, String)>, Vec<u8>)], rounds: usize) {
+fn ingest_rounds(profiles: &[Profile], rounds: usize) {
     let n = profiles.len() as f64;
     let base = std::env::var_os("EMBER_BENCH_DIR")
         .map(std::path::PathBuf::from)
