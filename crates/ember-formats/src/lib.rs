@@ -40,7 +40,8 @@ pub use folded::{
 pub use input::InputBytes;
 pub use speedscope::{folded_to_speedscope, profile_to_speedscope};
 pub use top::{
-    FrameTree, SortBy, TopOptions, TopRow, TopTable, select_sample_index, top, top_of_tree,
+    FrameTree, FunctionTotals, SortBy, TopOptions, TopRow, TopTable, select_sample_index, top,
+    top_of_functions, top_of_tree,
 };
 
 /// Errors of reading, detecting and converting profiles.

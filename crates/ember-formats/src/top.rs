@@ -20,7 +20,7 @@ use table::{Header, Nodes, Summary, write_table};
 mod table;
 mod tree;
 
-pub use tree::{FrameTree, top_of_tree};
+pub use tree::{FrameTree, FunctionTotals, top_of_functions, top_of_tree};
 
 /// Which column orders the rows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

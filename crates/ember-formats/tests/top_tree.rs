@@ -67,6 +67,32 @@ impl Case {
         let table = top_of_tree(&tree, options);
         assert_eq!(table.render(), expected.render(), "{options:?}");
         assert_eq!(table, expected, "{options:?}");
+        // The same tree with its frames in reverse order (children before parents) takes
+        // the depth-first walk, not the parent-first passes: the same table.
+        let (frames, self_values) = self.reversed();
+        let reversed = FrameTree {
+            frames: &frames,
+            self_values: &self_values,
+            ..tree
+        };
+        assert_eq!(
+            top_of_tree(&reversed, options).render(),
+            expected.render(),
+            "reversed, {options:?}"
+        );
+    }
+
+    /// The frames renumbered last to first (the root stays 0).
+    fn reversed(&self) -> (Vec<(u32, u32)>, Vec<i64>) {
+        let n = self.frames.len() as u32;
+        let id = |f: u32| if f == 0 { 0 } else { n - f };
+        let mut frames = vec![(0, 0); self.frames.len()];
+        let mut values = vec![0; self.frames.len()];
+        for (f, &(p, name)) in self.frames.iter().enumerate() {
+            frames[id(f as u32) as usize] = (id(p), name);
+            values[id(f as u32) as usize] = self.self_values[f];
+        }
+        (frames, values)
     }
 }
 
@@ -180,5 +206,35 @@ fn empty_tree_and_names_out_of_range() {
         } else {
             assert!(table.rows.is_empty());
         }
+    }
+}
+
+/// Deep random stacks over four names recurse everywhere (direct, indirect, many levels):
+/// both ways of summing a tree agree with `top` of the pprof on every table.
+#[test]
+fn random_recursive_trees() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let names = ["", "a", "b", "c", "d"];
+    for _ in 0..20 {
+        let stacks: Vec<(String, i64)> = (0..1 + next(40))
+            .map(|_| {
+                let depth = 1 + next(12);
+                let path: Vec<&str> = (0..depth).map(|_| names[1 + next(4) as usize]).collect();
+                (path.join(";"), 1 + next(100) as i64)
+            })
+            .collect();
+        let stacks: Vec<(&str, i64)> = stacks.iter().map(|(s, v)| (s.as_str(), *v)).collect();
+        let case = Case::new(&stacks, &names);
+        case.check(&TopOptions::default());
+        case.check(&TopOptions {
+            sort: SortBy::Cum,
+            ..Default::default()
+        });
     }
 }

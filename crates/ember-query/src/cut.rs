@@ -43,18 +43,26 @@ impl Tree {
     /// `Tree::from_merged(merged).truncate(max_nodes)` but in time proportional to the
     /// frames, not to building and sorting a node per frame. Falls back to exactly that when
     /// a value is negative (the heaviest-first walk relies on parents being at least as
-    /// heavy as their children).
+    /// heavy as their children). A merge with frames left out ([`Merged::rest`], from
+    /// `Store::merge_stacks_heavy`) counts each frame's `rest` in its total and in its
+    /// `other` child.
     pub fn from_merged_cut(merged: &Merged, max_nodes: usize) -> Tree {
         let n = merged.frames.len();
-        if max_nodes == 0 || n <= max_nodes + 1 {
+        // A merge with frames left out (`rest`) goes through the cut below, the one place
+        // that adds them back.
+        let complete = merged.rest.is_empty();
+        if complete && (max_nodes == 0 || n <= max_nodes + 1) {
             return Tree::from_merged(merged);
         }
-        if merged.self_values.iter().any(|v| *v < 0) {
+        if complete && merged.self_values.iter().any(|v| *v < 0) {
             return Tree::from_merged(merged).truncate(max_nodes);
         }
         // Totals: parents come before children, so one reverse pass folds values up.
         let mut totals = merged.self_values.clone();
         totals.resize(n, 0);
+        for (t, r) in totals.iter_mut().zip(&merged.rest) {
+            *t = t.saturating_add(*r);
+        }
         for f in (1..n).rev() {
             let p = merged.frames[f].0 as usize;
             totals[p] = totals[p].saturating_add(totals[f]);
@@ -81,7 +89,7 @@ impl Tree {
             }
         };
         offer(&mut heap, 0, &[]);
-        while kept.len() < max_nodes {
+        while max_nodes == 0 || kept.len() < max_nodes {
             let Some(c) = heap.pop() else { break };
             offer(&mut heap, c.frame, &c.path);
             is_kept.insert(c.frame);
@@ -152,7 +160,7 @@ fn build<'m>(
     }];
     let mut stack = vec![(0u32, 0u32)];
     while let Some((frame, dst)) = stack.pop() {
-        let mut dropped = 0i64;
+        let mut dropped = merged.rest.get(frame as usize).copied().unwrap_or(0);
         for c in by_name(frame) {
             if !kept.contains(&c) {
                 dropped = dropped.saturating_add(totals[c as usize]);

@@ -19,6 +19,7 @@
 
 mod cut;
 mod flamebearer;
+mod focus;
 mod ops;
 pub mod parse;
 mod render;
@@ -31,7 +32,7 @@ pub use flamebearer::units;
 pub use ops::{Diff, Querier};
 pub use render::{Format, Output, diff_stacks, folded_text, pprof_profile};
 pub use request::{DEFAULT_MAX_NODES, NameRule, QueryRequest, SPAN_ID_LABEL};
-pub use top::{diff_top, merged_top};
+pub use top::{TOP_JSON_ROWS, diff_top, merged_top};
 pub use tree::{DiffNode, DiffTree, Node, Tree};
 
 /// Why a query could not be answered. Each variant maps to one client-visible error class

@@ -37,19 +37,38 @@ impl<'s> Querier<'s> {
     }
 
     /// Merges every profile of the selection in its time range into one set of stacks (by
-    /// frame names; averaged series contribute their mean).
+    /// frame names; averaged series contribute their mean), only those through `req.focus`
+    /// when it is set.
     pub fn merge(&self, tenant: &str, req: &QueryRequest) -> Result<Merged, QueryError> {
-        Ok(self.store.merge_stacks(tenant, &req.store_query()?))
+        let merged = self.store.merge_stacks(tenant, &req.store_query()?);
+        Ok(if req.focus.is_empty() {
+            merged
+        } else {
+            crate::focus::focus(&merged, &req.focus)
+        })
     }
 
     /// The merged call tree of the selection, truncated to `req.max_nodes`.
     pub fn call_tree(&self, tenant: &str, req: &QueryRequest) -> Result<Tree, QueryError> {
-        let merged = self.merge(tenant, req)?;
+        let merged = self.merge_for_tree(tenant, &req.store_query()?, req);
         Ok(Tree::from_merged_cut(&merged, req.max_nodes))
+    }
+
+    /// The merge a call tree cut to `req.max_nodes` is made of: the node-limited merge, or,
+    /// with `req.focus`, the full merge focused on that path (the node-limited one keeps only
+    /// what the whole graph can show; a focus needs every frame under its path).
+    fn merge_for_tree(&self, tenant: &str, q: &ember_store::Query, req: &QueryRequest) -> Merged {
+        if req.focus.is_empty() {
+            self.store.merge_stacks_heavy(tenant, q, req.max_nodes)
+        } else {
+            crate::focus::focus(&self.store.merge_stacks(tenant, q), &req.focus)
+        }
     }
 
     /// The flamebearer JSON of the selection (`single` format) with its timeline (totals per
     /// step); titled `title`. An empty selection is an empty flame graph, not an error.
+    /// With `req.focus`, only the stacks through that call path (the timeline stays the
+    /// selection's).
     pub fn flamebearer(
         &self,
         tenant: &str,
@@ -57,7 +76,7 @@ impl<'s> Querier<'s> {
         title: &str,
     ) -> Result<Value, QueryError> {
         let q = req.store_query()?;
-        let merged = self.store.merge_stacks(tenant, &q);
+        let merged = self.merge_for_tree(tenant, &q, req);
         let tree = Tree::from_merged_cut(&merged, req.max_nodes);
         let step = req.step_nanos();
         let buckets = ((q.end_nanos - q.start_nanos) / step + 1).clamp(1, MAX_TIMELINE_BUCKETS);
@@ -90,6 +109,22 @@ impl<'s> Querier<'s> {
     ) -> Result<Output, QueryError> {
         if format == Format::Flamebearer {
             return self.flamebearer(tenant, req, title).map(Output::Json);
+        }
+        // Top tables sum tier by tier (no merge), unless a focus needs the merged tree.
+        if matches!(format, Format::Top | Format::TopJson) && req.focus.is_empty() {
+            let options = match format {
+                Format::Top => ember_formats::TopOptions::default(),
+                _ => crate::top::json_options(),
+            };
+            let q = req.store_query()?;
+            let top = crate::top::selection_top(self.store, tenant, &q, &options);
+            let top = top.ok_or_else(|| {
+                QueryError::NotFound("no profiles match the query in the time range".into())
+            })?;
+            return Ok(match format {
+                Format::Top => Output::text(top.render()),
+                _ => Output::Json(crate::top::top_json(&top)),
+            });
         }
         let merged = self.merge(tenant, req)?;
         if merged.profiles == 0 || merged.is_empty() {

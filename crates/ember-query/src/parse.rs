@@ -156,6 +156,16 @@ pub fn parse_max_nodes(key: &str, text: &str) -> Result<usize, QueryError> {
         .map_err(|_| QueryError::Invalid(format!("{key}={text:?} is not a number")))
 }
 
+/// A call path as a JSON array of frame names (`["main.main","main.work"]`): frame names
+/// may hold any character, so no separator would do.
+pub fn parse_path(key: &str, text: &str) -> Result<Vec<String>, QueryError> {
+    serde_json::from_str(text).map_err(|e| {
+        QueryError::Invalid(format!(
+            "{key}={text:?} is not a JSON array of frame names: {e}"
+        ))
+    })
+}
+
 /// A comma-separated list of label names (blanks dropped).
 pub fn parse_list(text: &str) -> Vec<String> {
     text.split(',')

@@ -21,6 +21,9 @@ pub enum Format {
     Svg,
     /// pprof-style top table of the heaviest functions.
     Top,
+    /// The top table as JSON, every function (no 0.5 % cut-off, at most
+    /// [`TOP_JSON_ROWS`](crate::TOP_JSON_ROWS) rows): what the web UI sorts and filters.
+    TopJson,
 }
 
 impl Format {
@@ -32,9 +35,10 @@ impl Format {
             "folded" => Format::Folded,
             "svg" => Format::Svg,
             "top" => Format::Top,
+            "top-json" => Format::TopJson,
             other => {
                 return Err(QueryError::Invalid(format!(
-                    "format={other:?}: use pprof, folded, svg, top or flamebearer"
+                    "format={other:?}: use pprof, folded, svg, top, top-json or flamebearer"
                 )));
             }
         })
@@ -56,7 +60,7 @@ pub enum Output {
 }
 
 impl Output {
-    fn text(body: String) -> Output {
+    pub(crate) fn text(body: String) -> Output {
         Output::Bytes {
             content_type: "text/plain; charset=utf-8",
             body: body.into_bytes(),
@@ -220,6 +224,9 @@ pub(crate) fn merged_file(
         Format::Folded => Ok(Output::text(folded_text(merged))),
         Format::Pprof => Ok(Output::pprof(&pprof_profile(merged))),
         Format::Top => Ok(Output::text(crate::top::merged_top(merged).render())),
+        Format::TopJson => Ok(Output::Json(crate::top::top_json(
+            &crate::top::merged_top_with(merged, &crate::top::json_options()),
+        ))),
         Format::Flamebearer => Err(QueryError::Invalid(
             "a flamebearer needs its timeline: ask Querier::render".into(),
         )),
@@ -249,6 +256,9 @@ pub(crate) fn diff_output(
     let stacks = || (left.stacks(), right.stacks());
     match format {
         Format::Top => Ok(Output::text(crate::top::diff_top(left, right).render())),
+        Format::TopJson => Ok(Output::Json(crate::top::top_json(
+            &crate::top::diff_top_with(left, right, &crate::top::json_options()),
+        ))),
         Format::Flamebearer => {
             let (l, r) = stacks();
             Ok(Output::Json(crate::flamebearer::double(

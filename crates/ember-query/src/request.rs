@@ -63,6 +63,10 @@ pub struct QueryRequest {
     /// Only samples whose labels match all of these (a label is looked up in the series
     /// labels first, then in the sample's pprof labels); empty = no filter.
     pub sample_labels: Vec<Matcher>,
+    /// The call path (frame names from the root's child down) to focus on: only the stacks
+    /// through it count, so a flame graph's node limit is spent on its subtree (the web UI's
+    /// zoom) and a file holds just that part; empty = the whole selection.
+    pub focus: Vec<String>,
 }
 
 impl QueryRequest {
@@ -84,6 +88,7 @@ impl QueryRequest {
             max_nodes: DEFAULT_MAX_NODES,
             span_ids: Vec::new(),
             sample_labels: Vec::new(),
+            focus: Vec::new(),
         }
     }
 

@@ -3,14 +3,50 @@
 //! the same (`ember_formats::top_of_tree` writes what `ember_formats::top` writes of
 //! [`pprof_profile`](crate::pprof_profile)), at the cost of one walk of the tree.
 
-use ember_formats::{FrameTree, TopOptions, TopTable, top_of_tree};
-use ember_store::Merged;
+use ember_formats::{
+    FrameTree, FunctionTotals, TopOptions, TopTable, top_of_functions, top_of_tree,
+};
+use ember_store::{Merged, Query, Store};
 use rustc_hash::FxHashMap;
 
 use crate::flamebearer::type_parts;
 
+/// Most rows of a [`Format::TopJson`](crate::Format::TopJson) table: far more functions than
+/// anyone reads, few enough that the answer stays small.
+pub const TOP_JSON_ROWS: usize = 5_000;
+
+/// The options of the JSON top table: every function by flat value, no cut-off by share.
+pub(crate) fn json_options() -> TopOptions {
+    TopOptions {
+        node_count: TOP_JSON_ROWS,
+        node_fraction: 0.0,
+        ..TopOptions::default()
+    }
+}
+
+/// A top table as JSON: `{type, unit, total, rows: [{name, self, total}]}` with raw values in
+/// the sample unit (the reader formats them).
+pub(crate) fn top_json(table: &TopTable) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = table
+        .rows
+        .iter()
+        .map(|r| serde_json::json!({ "name": r.name, "self": r.flat, "total": r.cum }))
+        .collect();
+    serde_json::json!({
+        "type": table.sample_type,
+        "unit": table.sample_unit,
+        "total": table.total,
+        "rows": rows,
+    })
+}
+
 /// The top table of `merged`, typed by its first profile type.
 pub fn merged_top(merged: &Merged) -> TopTable {
+    merged_top_with(merged, &TopOptions::default())
+}
+
+/// [`merged_top`] with explicit options.
+pub(crate) fn merged_top_with(merged: &Merged, options: &TopOptions) -> TopTable {
     let [_, sample_type, sample_unit, _, _] = type_parts(merged);
     let tree = FrameTree {
         frames: &merged.frames,
@@ -19,13 +55,58 @@ pub fn merged_top(merged: &Merged) -> TopTable {
         sample_type: &sample_type,
         sample_unit: &sample_unit,
     };
-    top_of_tree(&tree, &TopOptions::default())
+    top_of_tree(&tree, options)
+}
+
+/// The top table of a selection, summed tier by tier ([`FunctionTotals`]): the table
+/// [`merged_top`] writes of the full merge, without merging the tiers (a week of a busy
+/// service is some 18 million frames, nearly all distinct). `None` when nothing matched.
+/// Negative values (their |value| sums do not add up across tiers) take the full merge.
+pub(crate) fn selection_top(
+    store: &Store,
+    tenant: &str,
+    query: &Query,
+    options: &TopOptions,
+) -> Option<TopTable> {
+    let mut sums = FunctionTotals::default();
+    let mut meta = Merged::default();
+    let mut negative = false;
+    store.for_each_tier_merge(tenant, query, |m| {
+        meta.profiles += m.profiles;
+        meta.profile_types.extend(m.profile_types.iter().cloned());
+        negative = negative || m.self_values.iter().any(|v| *v < 0);
+        if !negative {
+            let tree = FrameTree {
+                frames: &m.frames,
+                self_values: &m.self_values,
+                names: &m.names,
+                sample_type: "",
+                sample_unit: "",
+            };
+            sums.add(&FunctionTotals::of_tree(&tree));
+        }
+    });
+    if negative {
+        let merged = store.merge_stacks(tenant, query);
+        return (merged.profiles > 0 && !merged.is_empty())
+            .then(|| merged_top_with(&merged, options));
+    }
+    if meta.profiles == 0 || sums.total == 0 {
+        return None;
+    }
+    let [_, sample_type, sample_unit, _, _] = type_parts(&meta);
+    Some(top_of_functions(&sums, &sample_type, &sample_unit, options))
 }
 
 /// The top table of the diff `right` minus `left` per stack, typed by the right side (the
 /// left when the right is empty): the table of the diff's pprof (`pprof -diff_base=left
 /// right`), with negative values where the right side spends less.
 pub fn diff_top(left: &Merged, right: &Merged) -> TopTable {
+    diff_top_with(left, right, &TopOptions::default())
+}
+
+/// [`diff_top`] with explicit options.
+pub(crate) fn diff_top_with(left: &Merged, right: &Merged, options: &TopOptions) -> TopTable {
     let typed = if right.profiles > 0 { right } else { left };
     let [_, sample_type, sample_unit, _, _] = type_parts(typed);
     let diff = DiffFrames::new(left, right);
@@ -36,7 +117,7 @@ pub fn diff_top(left: &Merged, right: &Merged) -> TopTable {
         sample_type: &sample_type,
         sample_unit: &sample_unit,
     };
-    top_of_tree(&tree, &TopOptions::default())
+    top_of_tree(&tree, options)
 }
 
 /// Both sides' call trees as one: a frame per distinct path of names, parents first, with

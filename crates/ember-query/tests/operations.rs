@@ -177,6 +177,63 @@ fn top_table_ranks_the_heaviest_function() {
 }
 
 #[test]
+fn focus_keeps_only_the_stacks_through_the_path_in_every_format() {
+    let (store, dir) = filled("focus");
+    let q = Querier::new(&store);
+    let mut req = all("{}");
+    req.focus = vec!["main".into(), "work".into()];
+    // main;work: 10 + 20 + 1.
+    assert_eq!(q.merge("t", &req).unwrap().total, 31);
+    let fb = q.flamebearer("t", &req, "").unwrap();
+    assert_eq!(fb["flamebearer"]["numTicks"], 31, "{fb}");
+    let names: Vec<&str> = fb["flamebearer"]["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        !names.contains(&"gc") && !names.contains(&"scan"),
+        "{names:?}"
+    );
+    let Output::Bytes { body, .. } = q.render("t", &req, Format::Folded, "").unwrap() else {
+        panic!("folded is text");
+    };
+    assert_eq!(String::from_utf8(body).unwrap(), "main;work 31\n");
+    assert_eq!(
+        ember_query::parse::parse_path("focus", r#"["main","work"]"#).unwrap(),
+        req.focus
+    );
+    assert!(ember_query::parse::parse_path("focus", "main;work").is_err());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn top_json_lists_every_function_with_raw_values() {
+    let (store, dir) = filled("top-json");
+    let q = Querier::new(&store);
+    let Output::Json(top) = q.render("t", &all("{}"), Format::TopJson, "").unwrap() else {
+        panic!("top-json is JSON");
+    };
+    let merged = q.merge("t", &all("{}")).unwrap();
+    assert_eq!(top["total"].as_i64(), Some(merged.total), "{top}");
+    let rows = top["rows"].as_array().expect("rows");
+    assert_eq!(rows[0]["name"], "scan", "{top}");
+    // Self values add up to the total: no function is cut off by its share.
+    let selfs: i64 = rows.iter().map(|r| r["self"].as_i64().unwrap()).sum();
+    assert_eq!(selfs, merged.total, "{top}");
+    for r in rows {
+        assert!(r["total"].as_i64() >= r["self"].as_i64(), "{r}");
+    }
+    assert!(matches!(
+        q.render("t", &all("{service_name=\"nope\"}"), Format::TopJson, ""),
+        Err(QueryError::NotFound(_))
+    ));
+    assert_eq!(Format::parse(Some("top-json")).unwrap(), Format::TopJson);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn diff_compares_two_time_ranges_per_stack() {
     let (store, dir) = filled("diff");
     let q = Querier::new(&store);

@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use ember_formats::{FrameTree, SortBy, TopOptions, top, top_of_tree};
-use ember_query::{Diff, Merged, diff_top, merged_top, pprof_profile};
+use ember_query::{
+    Diff, Format, Merged, Output, Querier, QueryRequest, diff_top, merged_top, pprof_profile,
+};
 use ember_store::{
     IngestBatch, IngestProfile, Matcher, PROFILE_TYPE_LABEL, Query, Selector, Store, StoreOptions,
 };
@@ -278,5 +280,61 @@ fn samples_without_frames_count_in_the_total() {
         table.render()
     );
     check_merged(&merged, "a sample without frames");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The server's table of a selection spread over many tiers (the open head, block sections,
+/// their rollups) is summed tier by tier, without merging them: it equals, byte for byte, the
+/// table of the full merge, for every profile type of the corpus and for ranges that cut
+/// sections in part (read in full) or cover them whole (read from rollups).
+#[test]
+fn top_summed_tier_by_tier_equals_top_of_the_merge() {
+    let dir = std::env::temp_dir().join(format!("ember-query-top-tiers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    // The same profiles in one open head: the web UI's JSON table must not depend on tiers.
+    let one_head = Store::open(&dir.join("one-head"), StoreOptions::default()).expect("open");
+    let files = proto_files();
+    for (i, f) in files.iter().enumerate() {
+        for round in 0..3 {
+            let t = T0 + (round * files.len() + i) as i64 * SEC;
+            ingest(&store, "all", t, f);
+            ingest(&one_head, "all", t, f);
+        }
+        if i % 7 == 6 {
+            store.flush().expect("flush");
+        }
+    }
+    let end = T0 + 3 * files.len() as i64 * SEC;
+    let querier = Querier::new(&store);
+    let mut compared = 0;
+    for t in store.profile_types("t") {
+        for (start, stop) in [(0, i64::MAX), (T0 + 10 * SEC, end - 25 * SEC)] {
+            let by_type = vec![Matcher::eq(PROFILE_TYPE_LABEL, &t)];
+            let merged = store.merge_stacks("t", &query(by_type.clone(), start, stop));
+            let selector = Selector {
+                name: None,
+                matchers: by_type,
+            };
+            let req = QueryRequest::new(selector, None, start, stop);
+            let got = querier.render("t", &req, Format::Top, "t");
+            if merged.profiles == 0 || merged.is_empty() {
+                assert!(got.is_err(), "{t}: nothing to list");
+                continue;
+            }
+            let Ok(Output::Bytes { body, .. }) = got else {
+                panic!("{t}: not a file answer");
+            };
+            let got = String::from_utf8(body).expect("text");
+            assert_eq!(got, merged_top(&merged).render(), "{t} {start}..{stop}");
+            let json = |s: &Store| match Querier::new(s).render("t", &req, Format::TopJson, "t") {
+                Ok(Output::Json(v)) => v,
+                other => panic!("{t}: {other:?}"),
+            };
+            assert_eq!(json(&store), json(&one_head), "{t} {start}..{stop} JSON");
+            compared += 1;
+        }
+    }
+    assert!(compared >= 20, "{compared} selections compared");
     let _ = std::fs::remove_dir_all(&dir);
 }

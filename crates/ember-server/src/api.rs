@@ -18,7 +18,8 @@ use serde_json::json;
 use crate::query::{Params, Tenant, max_nodes, output_response, read, request};
 use crate::{ApiError, AppState};
 
-/// `GET /api/v1/query`: the merged selection in `format` (flamebearer by default).
+/// `GET /api/v1/query`: the merged selection in `format` (flamebearer by default), only the
+/// stacks through the call path `focus` (a JSON array of frame names) when it is given.
 pub(crate) async fn query(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
@@ -26,6 +27,9 @@ pub(crate) async fn query(
 ) -> Result<Response, ApiError> {
     let mut req = request(&params, "")?;
     let format = Format::parse(params.get("format").map(String::as_str))?;
+    if let Some(path) = params.get("focus") {
+        req.focus = parse::parse_path("focus", path)?;
+    }
     if format == Format::Flamebearer {
         req.max_nodes = max_nodes(&params)?;
     }

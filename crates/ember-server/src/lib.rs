@@ -18,12 +18,13 @@
 //!
 //! | Route | What |
 //! |---|---|
+//! | `GET /`, `GET /ui/{file}` | the web UI (crate `ember-ui`, feature `ui`, on by default): static files, no token needed |
 //! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed |
 //! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums |
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
 //! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
 //! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline; `maxNodes` defaults to 8,192 (`ember_query::DEFAULT_MAX_NODES`, also the default of `/api/v1/query` and `querier.v1`; 0 = no limit) |
-//! | `GET /api/v1/query?query=&type=&from=&until=&format=` | merged profile as `pprof` (gzip'd), `folded`, `svg`, `top` or `flamebearer` (default) |
+//! | `GET /api/v1/query?query=&type=&from=&until=&format=&focus=` | merged profile (only the stacks through the call path `focus`, a JSON array of frame names, when given: the web UI's zoom, so the node limit is spent on that subtree) as `pprof` (gzip'd), `folded`, `svg`, `top`, `top-json` (every function with raw self and total values, for the web UI) or `flamebearer` (default) |
 //! | `GET /api/v1/timeseries?query=&type=&from=&until=&step=&groupBy=a,b` | totals per `step` seconds, grouped by labels |
 //! | `GET /api/v1/labels?query=&from=&until=` | label names |
 //! | `GET /api/v1/label/{name}/values?query=&from=&until=` | values of one label |
@@ -517,7 +518,7 @@ fn flush_and_expire(s: &AppState) {
 }
 
 fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/ready", get(ready))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -539,7 +540,12 @@ fn router(state: Arc<AppState>) -> Router {
         .route(
             "/querier.v1.QuerierService/{method}",
             post(querier::querier),
-        )
+        );
+    // The web UI (`GET /`, `GET /ui/{file}`): static files, open like `/ready` (they hold no
+    // data; the page's API calls carry the tenant and token).
+    #[cfg(feature = "ui")]
+    let routes = routes.merge(ember_ui::router());
+    routes
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state)
 }

@@ -29,6 +29,8 @@ struct Entry {
     value: Decoded,
     bytes: usize,
     used: u64,
+    /// Used again since it was read: held in the protected share of the budget.
+    protected: bool,
 }
 
 /// Cache key of a section's head (`rollup` false) or rollup.
@@ -40,6 +42,8 @@ fn key(section: &Section, rollup: bool) -> u64 {
 struct State {
     entries: HashMap<u64, Entry>,
     bytes: usize,
+    /// Bytes of the protected entries.
+    protected: usize,
     clock: u64,
     hits: u64,
     misses: u64,
@@ -69,7 +73,13 @@ impl BlockCache {
         if let Some(e) = st.entries.get_mut(&key) {
             e.used = now;
             let value = e.value.clone();
+            let promoted = !std::mem::replace(&mut e.protected, true);
+            let bytes = e.bytes;
             st.hits += 1;
+            if promoted {
+                st.protected += bytes;
+                self.demote(&mut st, key);
+            }
             return Some(value);
         }
         st.misses += 1;
@@ -118,27 +128,79 @@ impl BlockCache {
         self.keep(key(section, false), Decoded::Head(Arc::new(head)));
     }
 
-    /// Adds an entry and evicts the least recently used beyond the budget; a value larger
-    /// than the whole budget is not kept.
+    /// Keeps the protected entries within 4/5 of the budget: the least recently used of them
+    /// (never `keep`, the one just promoted) go back to probation.
+    fn demote(&self, st: &mut State, keep: u64) {
+        while st.protected > self.budget / 5 * 4 {
+            let victim = st
+                .entries
+                .iter()
+                .filter(|(k, e)| e.protected && **k != keep)
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| *k);
+            let Some(e) = victim.and_then(|v| st.entries.get_mut(&v)) else {
+                break;
+            };
+            e.protected = false;
+            st.protected -= e.bytes;
+        }
+    }
+
+    /// Adds an entry on probation and evicts beyond the budget; a value larger than the
+    /// whole budget is not kept.
+    ///
+    /// The policy resists scans: a week's flame graph reads a dozen rollups that together
+    /// exceed the budget, in the same order each time, and under plain LRU each read evicts
+    /// the one the next query needs first, so repeated queries never hit. Here an entry read
+    /// a second time is protected (up to 4/5 of the budget, least recently used first out);
+    /// entries read once are evicted most recent first, so a repeated scan finds the
+    /// earlier part of its sections still cached, and they become protected.
     fn keep(&self, key: u64, value: Decoded) {
         let bytes = match &value {
             Decoded::Head(h) => h.approx_bytes(),
             Decoded::Rollup(r) => r.approx_bytes(),
         };
-        if bytes <= self.budget {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.clock += 1;
-            let used = st.clock;
-            if let Some(old) = st.entries.insert(key, Entry { value, bytes, used }) {
-                st.bytes -= old.bytes;
+        if bytes > self.budget {
+            return;
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.clock += 1;
+        let used = st.clock;
+        let entry = Entry {
+            value,
+            bytes,
+            used,
+            protected: false,
+        };
+        if let Some(old) = st.entries.insert(key, entry) {
+            st.bytes -= old.bytes;
+            if old.protected {
+                st.protected -= old.bytes;
             }
-            st.bytes += bytes;
-            while st.bytes > self.budget {
-                let Some((&victim, _)) = st.entries.iter().min_by_key(|(_, e)| e.used) else {
-                    break;
-                };
-                if let Some(e) = st.entries.remove(&victim) {
-                    st.bytes -= e.bytes;
+        }
+        st.bytes += bytes;
+        while st.bytes > self.budget {
+            let on_probation = st
+                .entries
+                .iter()
+                .filter(|(k, e)| !e.protected && **k != key)
+                .max_by_key(|(_, e)| e.used);
+            let victim = match on_probation {
+                Some((k, _)) => *k,
+                None => match st
+                    .entries
+                    .iter()
+                    .filter(|(k, _)| **k != key)
+                    .min_by_key(|(_, e)| e.used)
+                {
+                    Some((k, _)) => *k,
+                    None => break,
+                },
+            };
+            if let Some(e) = st.entries.remove(&victim) {
+                st.bytes -= e.bytes;
+                if e.protected {
+                    st.protected -= e.bytes;
                 }
             }
         }
@@ -150,6 +212,9 @@ impl BlockCache {
         for k in [key(section, false), key(section, true)] {
             if let Some(e) = st.entries.remove(&k) {
                 st.bytes -= e.bytes;
+                if e.protected {
+                    st.protected -= e.bytes;
+                }
             }
         }
     }

@@ -19,6 +19,7 @@ use crate::{
     TYPE_LABEL, TenantHead, pprof_out,
 };
 
+mod heavy;
 mod samples;
 mod sums;
 
@@ -75,6 +76,11 @@ pub struct Merged {
     pub series: usize,
     /// Profile type ids of the contributing series.
     pub profile_types: BTreeSet<String>,
+    /// Per frame, the total of its descendants that this merge left out; empty when nothing
+    /// was left out. Only [`Store::merge_stacks_heavy`] leaves frames out (those too light
+    /// for its node limit): a call tree adds each frame's `rest` to its total and to its
+    /// `other` child, and [`Merged::stacks`] lists only the frames held.
+    pub rest: Vec<i64>,
 }
 
 impl Default for Merged {
@@ -87,6 +93,7 @@ impl Default for Merged {
             profiles: 0,
             series: 0,
             profile_types: BTreeSet::new(),
+            rest: Vec::new(),
         }
     }
 }
@@ -94,7 +101,7 @@ impl Default for Merged {
 impl Merged {
     /// Whether no stack has a non-zero value.
     pub fn is_empty(&self) -> bool {
-        self.self_values.iter().all(|v| *v == 0)
+        self.self_values.iter().chain(&self.rest).all(|v| *v == 0)
     }
 
     /// `(frames root→leaf, value)`, one entry per distinct stack with a non-zero value,
@@ -333,8 +340,9 @@ impl Store {
         self.for_each_tier(
             tenant,
             query,
+            |_| {},
             f,
-            None::<fn(&crate::rollup::Rollup, &[RolledSeries<'_>])>,
+            None::<fn(&Arc<crate::rollup::Rollup>, &[RolledSeries<'_>])>,
         );
     }
 
@@ -342,13 +350,18 @@ impl Store {
     /// profiles of the selected series all lie in the query's range, with no averaged series
     /// and no sample-label filter among them, is answered from its rollup
     /// ([`crate::rollup`]) by `from_rollup`, with the selected series' index positions,
-    /// labels and profile counts; every other tier goes to `from_head`.
+    /// labels and profile counts; every other tier goes to `from_head`. `tiers` first learns
+    /// how many tiers at most will be visited.
+    ///
+    /// Rollups are read and decoded on a second thread, one ahead of the one being merged,
+    /// so decoding (inflate and varints) overlaps the merge.
     fn for_each_tier(
         &self,
         tenant: &str,
         query: &Query,
+        tiers: impl FnOnce(usize),
         mut from_head: impl FnMut(&TenantHead),
-        mut from_rollup: Option<impl FnMut(&crate::rollup::Rollup, &[RolledSeries<'_>])>,
+        mut from_rollup: Option<impl FnMut(&Arc<crate::rollup::Rollup>, &[RolledSeries<'_>])>,
     ) {
         let Some(t) = self.tenant(tenant) else {
             return;
@@ -357,59 +370,123 @@ impl Store {
         let (start, end) = (query.start_nanos, query.end_nanos);
         // Per section to read: the selected series in range, and whether the rollup serves.
         type Picked = (Arc<Section>, Vec<usize>, bool);
-        let picked: Vec<Picked> = {
-            let t = t.read().unwrap_or_else(|e| e.into_inner());
-            from_head(&t.head);
-            for (_, h) in &t.frozen {
-                from_head(h);
-            }
-            t.sections
-                .iter()
-                .filter(|s| s.min_time <= end && s.max_time >= start)
-                .filter_map(|s| {
-                    let has = |n: &str| s.has_sample_label(n);
-                    let selected: Vec<usize> = (0..s.series.len())
-                        .filter(|i| {
-                            let x = &s.series[*i];
-                            !x.in_range(start, end).is_empty() && sel.matches_series(&x.labels, has)
-                        })
-                        .collect();
-                    if selected.is_empty() {
-                        return None;
-                    }
-                    let whole = selected.iter().all(|i| {
-                        let x = &s.series[*i];
-                        x.in_range(start, end).len() == x.times.len()
-                            && sel.sample_matchers(&x.labels, has).is_empty()
-                            && !averaged_labels(&x.labels)
-                    });
-                    let rolled = whole && s.rollup.is_some() && from_rollup.is_some();
-                    Some((s.clone(), selected, rolled))
-                })
-                .collect()
-        };
-        for (s, selected, whole) in picked {
-            if whole {
-                match self.cache.rollup(&self.objects, &s) {
-                    Ok(Some(r)) if selected.iter().all(|i| r.has(*i)) => {
-                        let series: Vec<RolledSeries<'_>> = selected
-                            .iter()
-                            .map(|i| (*i, &s.series[*i].labels, s.series[*i].times.len()))
+        std::thread::scope(|scope| {
+            let (picked, rollups) = {
+                let t = t.read().unwrap_or_else(|e| e.into_inner());
+                let picked: Vec<Picked> = t
+                    .sections
+                    .iter()
+                    .filter(|s| s.min_time <= end && s.max_time >= start)
+                    .filter_map(|s| {
+                        let has = |n: &str| s.has_sample_label(n);
+                        let selected: Vec<usize> = (0..s.series.len())
+                            .filter(|i| {
+                                let x = &s.series[*i];
+                                !x.in_range(start, end).is_empty()
+                                    && sel.matches_series(&x.labels, has)
+                            })
                             .collect();
-                        if let Some(f) = from_rollup.as_mut() {
-                            f(&r, &series);
+                        if selected.is_empty() {
+                            return None;
                         }
-                        continue;
+                        let whole = selected.iter().all(|i| {
+                            let x = &s.series[*i];
+                            x.in_range(start, end).len() == x.times.len()
+                                && sel.sample_matchers(&x.labels, has).is_empty()
+                                && !averaged_labels(&x.labels)
+                        });
+                        let rolled = whole && s.rollup.is_some() && from_rollup.is_some();
+                        Some((s.clone(), selected, rolled))
+                    })
+                    .collect();
+                let rolled: Vec<Arc<Section>> =
+                    picked.iter().filter(|p| p.2).map(|p| p.0.clone()).collect();
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                if !rolled.is_empty() {
+                    scope.spawn(move || {
+                        for s in rolled {
+                            if tx.send(self.cache.rollup(&self.objects, &s)).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                tiers(1 + t.frozen.len() + picked.len());
+                from_head(&t.head);
+                for (_, h) in &t.frozen {
+                    from_head(h);
+                }
+                (picked, rx)
+            };
+            for (s, selected, whole) in picked {
+                if whole {
+                    match rollups.recv() {
+                        Ok(Ok(Some(r))) if selected.iter().all(|i| r.has(*i)) => {
+                            let series: Vec<RolledSeries<'_>> = selected
+                                .iter()
+                                .map(|i| (*i, &s.series[*i].labels, s.series[*i].times.len()))
+                                .collect();
+                            if let Some(f) = from_rollup.as_mut() {
+                                f(&r, &series);
+                            }
+                            continue;
+                        }
+                        Ok(Ok(_)) | Err(_) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e, "unreadable rollup; reading the section")
+                        }
                     }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "unreadable rollup; reading the section"),
+                }
+                match self.cache.get(&self.objects, &s) {
+                    Ok(head) => from_head(&head),
+                    Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
                 }
             }
-            match self.cache.get(&self.objects, &s) {
-                Ok(head) => from_head(&head),
-                Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
-            }
-        }
+        });
+    }
+
+    /// [`Store::for_each_tier`] for merges: each tier in range as a [`heavy::Part`], a head
+    /// or a section without a usable rollup summed onto frames, a section's rollup as it is.
+    /// Tiers without profiles of the selection are skipped.
+    fn for_each_part(
+        &self,
+        tenant: &str,
+        query: &Query,
+        tiers: impl FnOnce(usize),
+        f: impl FnMut(heavy::Part),
+    ) {
+        let averaged = self.averaged_counts(tenant, query);
+        let f = std::cell::RefCell::new(f);
+        self.for_each_tier(
+            tenant,
+            query,
+            tiers,
+            |head| {
+                let mut out = Merged::default();
+                let sums = sum_nodes(head, query, &averaged, &mut out);
+                if out.profiles == 0 {
+                    return;
+                }
+                let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
+                    NodeSums::Dense(vec![0i64; head.frame_count()])
+                } else {
+                    NodeSums::Sparse(crate::head::FastMap::default())
+                };
+                for (n, v) in sums {
+                    frames.add(head.frame_of(n), v);
+                }
+                compact_frames(head, frames.into_sorted(), &mut out);
+                (f.borrow_mut())(heavy::Part::Merged(out));
+            },
+            Some(
+                |rollup: &Arc<crate::rollup::Rollup>, series: &[RolledSeries<'_>]| {
+                    let part = heavy::Part::rollup(rollup, series);
+                    if part.profiles() > 0 {
+                        (f.borrow_mut())(part);
+                    }
+                },
+            ),
+        );
     }
 
     /// Profile counts in range of the averaged series the query selects, over every tier
@@ -440,38 +517,8 @@ impl Store {
     /// (stacks that differ only in addresses or mappings add up).
     pub fn merge_stacks(&self, tenant: &str, query: &Query) -> Merged {
         let query = &self.within_retention(query);
-        let averaged = self.averaged_counts(tenant, query);
-        let parts = std::cell::RefCell::new(Combiner::default());
-        self.for_each_tier(
-            tenant,
-            query,
-            |head| {
-                let mut out = Merged::default();
-                let sums = sum_nodes(head, query, &averaged, &mut out);
-                if out.profiles == 0 {
-                    return;
-                }
-                let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
-                    NodeSums::Dense(vec![0i64; head.frame_count()])
-                } else {
-                    NodeSums::Sparse(crate::head::FastMap::default())
-                };
-                for (n, v) in sums {
-                    frames.add(head.frame_of(n), v);
-                }
-                compact_frames(head, frames.into_sorted(), &mut out);
-                parts.borrow_mut().add(out);
-            },
-            Some(
-                |rollup: &crate::rollup::Rollup, series: &[RolledSeries<'_>]| {
-                    let out = rollup.merged(series);
-                    if out.profiles > 0 {
-                        parts.borrow_mut().add(out);
-                    }
-                },
-            ),
-        );
-        let parts = parts.into_inner();
+        let mut parts = Combiner::default();
+        self.for_each_part(tenant, query, |_| {}, |part| parts.add(part.into_merged()));
         let tiers = parts.parts;
         let mut merged = parts.finish();
         if tiers > 1 {

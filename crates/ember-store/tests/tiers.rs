@@ -487,3 +487,56 @@ fn a_closed_day_compacts_into_one_block_with_the_same_answers() {
     let reopened: Vec<String> = queries.iter().map(|q| answers(&store, q)).collect();
     assert_eq!(reopened, before);
 }
+
+/// A week read again and again whose rollups exceed the cache's budget still finds part of
+/// them cached: the scan does not flush out what the next scan needs first (plain LRU
+/// would miss every time).
+#[test]
+fn repeated_wide_reads_beyond_the_cache_budget_hit() {
+    let dir = temp_dir("scan");
+    let hour = 3_600_000_000_000i64;
+    let start = 1_700_000_000_000_000_000i64;
+    let blocks = 12;
+    {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let mut rng = Rng(5);
+        for b in 0..blocks {
+            for h in 0..4 {
+                let t = start + (b * 4 + h) * hour;
+                for pod in ["p0", "p1", "p2"] {
+                    let p = profile(&mut rng);
+                    store.ingest("t", batch(p, "api", pod, t)).unwrap();
+                }
+            }
+            store.flush().unwrap();
+        }
+        store.close();
+    }
+    let all = query("{}", start, start + blocks * 4 * hour);
+    // The rollups' size, from a store that holds them all.
+    let bytes = {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        store.merge_stacks("t", &all);
+        let (held, bytes, _, _) = store.cache_stats();
+        assert_eq!(held, blocks as usize);
+        bytes
+    };
+    let options = StoreOptions {
+        cache_bytes: bytes / 2,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(&dir, options).unwrap();
+    let want = store.merge_stacks("t", &all).folded();
+    let mut misses_before = store.cache_stats().3;
+    for round in 1..=3 {
+        assert_eq!(store.merge_stacks("t", &all).folded(), want);
+        let (_, held_bytes, hits, misses) = store.cache_stats();
+        assert!(held_bytes <= bytes / 2, "round {round}: over the budget");
+        let missed = misses - misses_before;
+        misses_before = misses;
+        assert!(
+            missed < blocks as u64 - 2,
+            "round {round}: {missed} of {blocks} rollups missed ({hits} hits so far)"
+        );
+    }
+}

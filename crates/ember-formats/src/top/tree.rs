@@ -36,12 +36,38 @@ pub struct FrameTree<'a> {
 /// or duration. `options.sample_index` is ignored (a tree has one value per frame), and no
 /// row is marked `(inline)` (a frame is a call of its own).
 pub fn top_of_tree(tree: &FrameTree<'_>, options: &TopOptions) -> TopTable {
-    let sums = FunctionSums::new(tree);
+    top_of_functions(
+        &FunctionTotals::of_tree(tree),
+        tree.sample_type,
+        tree.sample_unit,
+        options,
+    )
+}
+
+/// The top table of per-function sums (see [`FunctionTotals`]), as [`top_of_tree`] writes
+/// it of the tree they were summed from.
+pub fn top_of_functions(
+    sums: &FunctionTotals,
+    sample_type: &str,
+    sample_unit: &str,
+    options: &TopOptions,
+) -> TopTable {
+    let keys: Vec<NodeKey> = sums
+        .names
+        .iter()
+        .map(|t| NodeKey {
+            name: t.clone(),
+            start_line: 0,
+            objfile: String::new(),
+        })
+        .collect();
+    let printable: Vec<String> = keys.iter().map(NodeKey::printable).collect();
+    let sprints: Vec<String> = keys.iter().map(NodeKey::sprint).collect();
     let nodes = Nodes {
-        flat: sums.flat,
-        cum: sums.cum,
-        names: &sums.printable,
-        sprints: &sums.sprints,
+        flat: sums.flat.clone(),
+        cum: sums.cum.clone(),
+        names: &printable,
+        sprints: &sprints,
     };
     let ranking = nodes.rank(options);
     let inline_labels = vec![""; ranking.order.len()];
@@ -52,20 +78,81 @@ pub fn top_of_tree(tree: &FrameTree<'_>, options: &TopOptions) -> TopTable {
         Summary {
             total: sums.total,
             sample_index: 0,
-            sample_type: tree.sample_type.to_owned(),
-            sample_unit: tree.sample_unit.to_owned(),
+            sample_type: sample_type.to_owned(),
+            sample_unit: sample_unit.to_owned(),
             header: options.profile_labels.then(Header::default),
         },
         options,
     )
 }
 
+/// Flat and cumulative values per function (distinct frame name) of a call tree, and the
+/// sum of |value| over its stacks: what a top table is made of.
+///
+/// Sums of trees with non-negative values add up ([`FunctionTotals::add`]): each stack lies
+/// in one tree, so the sums of a merge of trees are the sums of the sums. A query over many
+/// block sections sums each section's tree alone and never merges the trees. (With negative
+/// values the total of |value| does not add up; merge the trees first.)
+#[derive(Debug, Clone, Default)]
+pub struct FunctionTotals {
+    /// Function names (frame names), each once; "" is the unknown function.
+    pub names: Vec<String>,
+    /// Value of the stacks ending in each function.
+    pub flat: Vec<i64>,
+    /// Value of the stacks through each function, each stack counted once however often the
+    /// function recurses in it.
+    pub cum: Vec<i64>,
+    /// Sum of |value| over every stack, the root's included.
+    pub total: i64,
+}
+
+impl FunctionTotals {
+    /// The sums of `tree`.
+    pub fn of_tree(tree: &FrameTree<'_>) -> FunctionTotals {
+        let sums = FunctionSums::new(tree);
+        FunctionTotals {
+            names: sums.texts,
+            flat: sums.flat,
+            cum: sums.cum,
+            total: sums.total,
+        }
+    }
+
+    /// Adds the sums of another tree, function by function (by name).
+    pub fn add(&mut self, other: &FunctionTotals) {
+        let mut ids: HashMap<&str, usize> = HashMap::with_capacity(self.names.len());
+        for (i, n) in self.names.iter().enumerate() {
+            ids.insert(n.as_str(), i);
+        }
+        let mut new_names = Vec::new();
+        for (i, n) in other.names.iter().enumerate() {
+            let at = match ids.get(n.as_str()) {
+                Some(&at) => at,
+                None => {
+                    new_names.push(i);
+                    self.names.len() + new_names.len() - 1
+                }
+            };
+            if at >= self.flat.len() {
+                self.flat.push(0);
+                self.cum.push(0);
+            }
+            self.flat[at] = self.flat[at].wrapping_add(other.flat[i]);
+            self.cum[at] = self.cum[at].wrapping_add(other.cum[i]);
+        }
+        drop(ids);
+        for i in new_names {
+            self.names.push(other.names[i].clone());
+        }
+        self.total = self.total.wrapping_add(other.total);
+    }
+}
+
 /// Flat and cumulative values per function (distinct frame name) of a tree.
 struct FunctionSums {
     flat: Vec<i64>,
     cum: Vec<i64>,
-    printable: Vec<String>,
-    sprints: Vec<String>,
+    texts: Vec<String>,
     /// Sum of |value| over every stack, the root's included.
     total: i64,
 }
@@ -100,6 +187,20 @@ impl FunctionSums {
             .collect();
 
         let functions = texts.len();
+        let texts_owned = || texts.iter().map(|t| (*t).to_owned()).collect();
+        if let Some((flat, cum, total)) = parent_first_sums(
+            &tree.frames[..n],
+            &tree.self_values[..n],
+            &function,
+            functions,
+        ) {
+            return FunctionSums {
+                flat,
+                cum,
+                texts: texts_owned(),
+                total,
+            };
+        }
         let mut walk = Walk::new(&tree.frames[..n], &tree.self_values[..n], &function);
         let mut flat = vec![0i64; functions];
         let mut cum = vec![0i64; functions];
@@ -142,22 +243,73 @@ impl FunctionSums {
             parent.subtree = parent.subtree.wrapping_add(node.subtree);
         }
 
-        let keys: Vec<NodeKey> = texts
-            .iter()
-            .map(|t| NodeKey {
-                name: (*t).to_owned(),
-                start_line: 0,
-                objfile: String::new(),
-            })
-            .collect();
         FunctionSums {
             flat,
             cum,
-            printable: keys.iter().map(NodeKey::printable).collect(),
-            sprints: keys.iter().map(NodeKey::sprint).collect(),
+            texts: texts_owned(),
             total,
         }
     }
+}
+
+/// `(flat, cum, total)` of a tree whose frames all come after their parents (a merge's
+/// trees do), without a depth-first walk: one reverse pass sums subtrees, one forward pass
+/// adds each frame to its function. A frame counts in its function's cumulative value only
+/// where no ancestor is of the same function; a 128-bit set of the functions above each
+/// frame (one bit per function id mod 128, inherited from the parent) rules that out for
+/// most frames at once, and only where the bit is set are the ancestors walked. Some five
+/// times faster than the walk on a day of a busy service (millions of frames, visited by
+/// the walk in an order unrelated to where they lie in memory). `None` when a frame comes
+/// before its parent.
+fn parent_first_sums(
+    frames: &[(u32, u32)],
+    values: &[i64],
+    function: &[u32],
+    functions: usize,
+) -> Option<(Vec<i64>, Vec<i64>, i64)> {
+    let n = frames.len();
+    if frames
+        .iter()
+        .enumerate()
+        .skip(1)
+        .any(|(f, p)| p.0 as usize >= f)
+    {
+        return None;
+    }
+    let mut subtree = values.to_vec();
+    for f in (1..n).rev() {
+        let p = frames[f].0 as usize;
+        subtree[p] = subtree[p].wrapping_add(subtree[f]);
+    }
+    let mut flat = vec![0i64; functions];
+    let mut cum = vec![0i64; functions];
+    let mut total = values.first().map_or(0, |v| v.wrapping_abs());
+    let mut above = vec![0u128; n];
+    for f in 1..n {
+        let p = frames[f].0 as usize;
+        let func = function[f];
+        let bit = 1u128 << (func % 128);
+        let mut recursive = false;
+        if above[p] & bit != 0 {
+            let mut a = p;
+            while a != 0 {
+                if function[a] == func {
+                    recursive = true;
+                    break;
+                }
+                a = frames[a].0 as usize;
+            }
+        }
+        let i = func as usize;
+        flat[i] = flat[i].wrapping_add(values[f]);
+        total = total.wrapping_add(values[f].wrapping_abs());
+        if !recursive {
+            cum[i] = cum[i].wrapping_add(subtree[f]);
+        }
+        // The root is no function: its bit never enters the set.
+        above[f] = above[p] | bit;
+    }
+    Some((flat, cum, total))
 }
 
 /// What the walk reads and writes of a frame, side by side (one cache line holds two frames:

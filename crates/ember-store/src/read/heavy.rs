@@ -1,0 +1,415 @@
+//! Node-limited merges: the frames a call tree cut to `max_nodes` nodes can keep, found
+//! without merging every frame of every tier.
+//!
+//! A week of a busy service is some 18 million frames over a dozen block sections, nearly all
+//! of them distinct (deploys rename functions, stacks come and go), and a flame graph shows a
+//! thousand. Merging them all by name costs a hash lookup per frame into a table that does
+//! not fit any cache, seconds for a week. [`Store::merge_stacks_heavy`] instead walks each
+//! tier twice with arrays and a small table:
+//!
+//! 1. *Candidates.* A frame the cut can keep has a merged total at least `τ`, the
+//!    `max_nodes`-th largest merged total; so in at least one of the `k` tiers its total is
+//!    at least `τ / k`. Any tier's own `max_nodes`-th largest total is a lower bound `L` of
+//!    `τ` (merged totals only add, values being non-negative), so every frame whose total in
+//!    some tier reaches `L / k` is a candidate, with its ancestors. `L` grows as tiers are
+//!    read (largest first), so early tiers offer a few more candidates than needed.
+//! 2. *Exact values.* Every tier is read again and each frame under a candidate is looked up
+//!    in the candidates' table: candidates get their exact merged self value and total.
+//!
+//! The result holds the candidates with exact self values and, per candidate, the total of
+//! what lies below it outside the candidates (`Merged::rest`), so a heaviest-first cut of it
+//! keeps the same frames with the same totals, selves and `other` children as a cut of the
+//! full merge: everything outside has a total below `L ≤ τ`. Negative values (diffs) break
+//! the bound: then the tiers are merged in full.
+
+use std::sync::Arc;
+
+use crate::head::FastMap;
+use crate::read::{Combiner, Merged, Query, RolledSeries};
+use crate::rollup::Rollup;
+use crate::{PROFILE_TYPE_LABEL, Store};
+
+/// One tier's share of a merge.
+pub(crate) enum Part {
+    /// A head, or a section read in full, summed onto frames.
+    Merged(Merged),
+    /// A section's rollup and the index positions of the selected series; `meta` carries
+    /// their profile and series counts and profile types (its frames are empty).
+    Rollup {
+        rollup: Arc<Rollup>,
+        series: Vec<usize>,
+        meta: Merged,
+    },
+}
+
+impl Part {
+    /// The part of `series` (all with a rollup) of `rollup`.
+    pub(crate) fn rollup(rollup: &Arc<Rollup>, series: &[RolledSeries<'_>]) -> Part {
+        let mut meta = Merged::default();
+        for &(_, labels, profiles) in series {
+            if profiles > 0 {
+                meta.profiles += profiles;
+                meta.series += 1;
+                if let Some((_, v)) = labels.iter().find(|(n, _)| n == PROFILE_TYPE_LABEL) {
+                    meta.profile_types.insert(v.clone());
+                }
+            }
+        }
+        Part::Rollup {
+            rollup: rollup.clone(),
+            series: series.iter().map(|s| s.0).collect(),
+            meta,
+        }
+    }
+
+    /// Profiles merged into this part.
+    pub(crate) fn profiles(&self) -> usize {
+        self.meta().profiles
+    }
+
+    fn meta(&self) -> &Merged {
+        match self {
+            Part::Merged(m) => m,
+            Part::Rollup { meta, .. } => meta,
+        }
+    }
+
+    /// The part as a merge of its own.
+    pub(crate) fn into_merged(self) -> Merged {
+        match self {
+            Part::Merged(m) => m,
+            Part::Rollup {
+                rollup,
+                series,
+                meta,
+            } => {
+                let mut m = rollup.merged_values(rollup.selves(series));
+                m.profiles = meta.profiles;
+                m.series = meta.series;
+                m.profile_types = meta.profile_types;
+                m
+            }
+        }
+    }
+
+    /// `(parent, name)` per frame, parents first.
+    fn frames(&self) -> &[(u32, u32)] {
+        match self {
+            Part::Merged(m) => &m.frames,
+            Part::Rollup { rollup, .. } => rollup.frames(),
+        }
+    }
+
+    fn names(&self) -> &[String] {
+        match self {
+            Part::Merged(m) => &m.names,
+            Part::Rollup { rollup, .. } => rollup.names(),
+        }
+    }
+
+    /// Per frame, the value of the samples ending at it or below it; `None` when a sample's
+    /// value is negative (then totals do not shrink going down, and the cut's bound fails).
+    fn totals(&self) -> Option<Vec<i64>> {
+        let mut t = match self {
+            Part::Merged(m) => {
+                let mut t = m.self_values.clone();
+                t.resize(m.frames.len(), 0);
+                t
+            }
+            Part::Rollup { rollup, series, .. } => rollup.selves(series.iter().copied()),
+        };
+        if t.iter().any(|v| *v < 0) {
+            return None;
+        }
+        // Parents come first: one reverse pass folds every value into its parent.
+        let frames = self.frames();
+        for f in (1..frames.len()).rev() {
+            let p = frames[f].0 as usize;
+            t[p] = t[p].saturating_add(t[f]);
+        }
+        Some(t)
+    }
+}
+
+/// A lower bound of the `n`-th largest total of the frames after the root (0 when there are
+/// fewer than `n`): the largest power of two that at least `n` totals reach. One pass, no
+/// sort; at most a factor of two below the exact value.
+fn nth_largest_floor(totals: &[i64], n: usize) -> i64 {
+    let mut by_bits = [0usize; 64];
+    for &t in totals.iter().skip(1).filter(|t| **t > 0) {
+        by_bits[63 - t.leading_zeros() as usize] += 1;
+    }
+    let mut reached = 0;
+    for bit in (0..63).rev() {
+        reached += by_bits[bit];
+        if reached >= n {
+            return 1i64 << bit;
+        }
+    }
+    0
+}
+
+const NONE: u32 = u32::MAX;
+
+/// The candidates: frames of the merged tree by `(parent, name)`, parents first.
+struct Candidates {
+    names: Vec<String>,
+    name_ids: FastMap<String, u32>,
+    frames: Vec<(u32, u32)>,
+    /// Candidate id by `(parent << 32) | name`.
+    ids: FastMap<u64, u32>,
+}
+
+impl Candidates {
+    fn new() -> Self {
+        let mut c = Candidates {
+            names: vec![String::new()],
+            name_ids: FastMap::default(),
+            frames: vec![(0, 0)],
+            ids: FastMap::default(),
+        };
+        c.name_ids.insert(String::new(), 0);
+        c
+    }
+
+    /// The shared name ids of a part's names.
+    fn name_ids(&mut self, names: &[String]) -> Vec<u32> {
+        names
+            .iter()
+            .map(|n| match self.name_ids.get(n) {
+                Some(id) => *id,
+                None => {
+                    let id = self.names.len() as u32;
+                    self.names.push(n.clone());
+                    self.name_ids.insert(n.clone(), id);
+                    id
+                }
+            })
+            .collect()
+    }
+
+    /// Adds the frames of a part whose total reaches `threshold` (and so do their parents).
+    fn offer(&mut self, frames: &[(u32, u32)], names: &[u32], totals: &[i64], threshold: i64) {
+        let mut ids = vec![NONE; frames.len()];
+        ids[0] = 0;
+        for (f, &(parent, name)) in frames.iter().enumerate().skip(1) {
+            let p = ids[parent as usize];
+            if p == NONE || totals[f] < threshold {
+                continue;
+            }
+            let key = u64::from(p) << 32 | u64::from(names[name as usize]);
+            let next = self.frames.len() as u32;
+            let id = *self.ids.entry(key).or_insert(next);
+            if id == next {
+                self.frames.push((p, names[name as usize]));
+            }
+            ids[f] = id;
+        }
+    }
+
+    /// Adds a part's totals to the candidates it holds: per candidate, its own total and
+    /// the totals of all its children in the part (candidates or not). A frame's self value
+    /// is its total less its children's, so the two give exact selves and what is left out.
+    fn add_exact(&self, frames: &[(u32, u32)], names: &[u32], totals: &[i64], exact: &mut [Exact]) {
+        let mut ids = vec![NONE; frames.len()];
+        ids[0] = 0;
+        if let Some(t) = totals.first() {
+            exact[0].total = exact[0].total.saturating_add(*t);
+        }
+        for (f, &(parent, name)) in frames.iter().enumerate().skip(1) {
+            let p = ids[parent as usize];
+            if p == NONE {
+                continue;
+            }
+            let c = &mut exact[p as usize].children;
+            *c = c.saturating_add(totals[f]);
+            let key = u64::from(p) << 32 | u64::from(names[name as usize]);
+            if let Some(&id) = self.ids.get(&key) {
+                ids[f] = id;
+                let e = &mut exact[id as usize].total;
+                *e = e.saturating_add(totals[f]);
+            }
+        }
+    }
+}
+
+/// A candidate's merged total, and the merged total of all its children.
+#[derive(Clone, Copy, Default)]
+struct Exact {
+    total: i64,
+    children: i64,
+}
+
+/// A node-limited merge under way: pass 1 runs on each part as it arrives, pass 2 at the end.
+struct HeavyMerge {
+    max_nodes: usize,
+    /// Tiers the query may read (the bound is divided among them).
+    tiers: i64,
+    bound: i64,
+    cands: Candidates,
+    /// Per part received, its names' shared ids.
+    part_names: Vec<Vec<u32>>,
+    /// A part held a negative value: the bound does not hold.
+    negative: bool,
+}
+
+impl HeavyMerge {
+    fn new(max_nodes: usize) -> Self {
+        HeavyMerge {
+            max_nodes,
+            tiers: 1,
+            bound: 0,
+            cands: Candidates::new(),
+            part_names: Vec::new(),
+            negative: false,
+        }
+    }
+
+    /// Pass 1 on one part: raise the bound, offer the part's frames above `bound / tiers`.
+    fn offer(&mut self, part: &Part) {
+        let names = self.cands.name_ids(part.names());
+        self.part_names.push(names);
+        if self.negative {
+            return;
+        }
+        let Some(totals) = part.totals() else {
+            self.negative = true;
+            return;
+        };
+        self.bound = self.bound.max(nth_largest_floor(&totals, self.max_nodes));
+        let names = self.part_names.last().map_or(&[][..], Vec::as_slice);
+        let threshold = (self.bound / self.tiers).max(1);
+        self.cands.offer(part.frames(), names, &totals, threshold);
+    }
+
+    /// Pass 2 over `parts` (those offered, in order), on two threads: the candidates with
+    /// exact values; `None` when a part held a negative value or more parts came than tiers.
+    fn finish(self, parts: &[Part]) -> Option<Merged> {
+        if self.negative || parts.len() as i64 > self.tiers {
+            return None;
+        }
+        let cands = &self.cands;
+        let part_names = &self.part_names;
+        let exact_of = |range: std::ops::Range<usize>| {
+            let mut exact = vec![Exact::default(); cands.frames.len()];
+            for i in range {
+                let part = &parts[i];
+                if let Some(totals) = part.totals() {
+                    cands.add_exact(part.frames(), &part_names[i], &totals, &mut exact);
+                }
+            }
+            exact
+        };
+        // Two halves of about equal frames, one per thread.
+        let all: usize = parts.iter().map(|p| p.frames().len()).sum();
+        let (mut half, mut seen) = (0, 0);
+        while half < parts.len() && seen * 2 < all {
+            seen += parts[half].frames().len();
+            half += 1;
+        }
+        let exact = std::thread::scope(|scope| {
+            let second = scope.spawn(|| exact_of(half..parts.len()));
+            let mut first = exact_of(0..half);
+            let second = second
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            for (a, b) in first.iter_mut().zip(second) {
+                a.total = a.total.saturating_add(b.total);
+                a.children = a.children.saturating_add(b.children);
+            }
+            first
+        });
+        // What a candidate's children hold outside the candidates.
+        let mut rest: Vec<i64> = exact.iter().map(|e| e.children).collect();
+        for (c, &(parent, _)) in self.cands.frames.iter().enumerate().skip(1) {
+            let r = &mut rest[parent as usize];
+            *r = r.saturating_sub(exact[c].total);
+        }
+        Some(Merged {
+            total: exact[0].total,
+            self_values: exact
+                .iter()
+                .map(|e| e.total.saturating_sub(e.children))
+                .collect(),
+            frames: self.cands.frames,
+            names: self.cands.names,
+            rest,
+            ..Merged::default()
+        })
+    }
+}
+
+impl Store {
+    /// Hands each tier's merge of the selection to `f`, one at a time, in no set order: the
+    /// open head, sections read in full, section rollups. Their sum is
+    /// [`Store::merge_stacks`]; for sums that add up tier by tier (a top table's function
+    /// sums) this spares merging the tiers, and holds one tier at a time.
+    pub fn for_each_tier_merge(&self, tenant: &str, query: &Query, mut f: impl FnMut(Merged)) {
+        let query = &self.within_retention(query);
+        self.for_each_part(tenant, query, |_| {}, |p| f(p.into_merged()));
+    }
+
+    /// Like [`Store::merge_stacks`], for a call tree cut to `max_nodes` nodes (0 = no limit:
+    /// then exactly `merge_stacks`): holds every frame that cut can keep, with its exact
+    /// self value, and in [`Merged::rest`] what each frame has below it that is left out.
+    /// A heaviest-first cut of this merge (adding `rest` to totals and `other` children) is
+    /// the cut of the full merge, at a fraction of its time and memory over wide ranges
+    /// (see the module's documentation).
+    pub fn merge_stacks_heavy(&self, tenant: &str, query: &Query, max_nodes: usize) -> Merged {
+        if max_nodes == 0 {
+            return self.merge_stacks(tenant, query);
+        }
+        let query = &self.within_retention(query);
+        let mut parts = Vec::new();
+        let heavy = std::cell::RefCell::new(HeavyMerge::new(max_nodes));
+        self.for_each_part(
+            tenant,
+            query,
+            |tiers| heavy.borrow_mut().tiers = tiers.max(1) as i64,
+            |p| {
+                heavy.borrow_mut().offer(&p);
+                parts.push(p);
+            },
+        );
+        let heavy = heavy.into_inner();
+        let mut merged = match parts.len() {
+            0 => return Merged::default(),
+            1 => return parts.pop().map(Part::into_merged).unwrap_or_default(),
+            _ => match heavy.finish(&parts) {
+                Some(m) => m,
+                None => {
+                    let mut all = Combiner::default();
+                    for p in parts.drain(..) {
+                        all.add(p.into_merged());
+                    }
+                    all.finish()
+                }
+            },
+        };
+        for p in &parts {
+            let meta = p.meta();
+            merged.profiles += meta.profiles;
+            merged
+                .profile_types
+                .extend(meta.profile_types.iter().cloned());
+        }
+        // A series split by a flush contributed from two tiers; count it once.
+        merged.series = self.series(tenant, Some(query)).len();
+        merged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nth_largest_floor_is_a_power_of_two_at_most_the_nth_total() {
+        let totals = [100, 40, 9, 8, 7, 1, 0];
+        assert_eq!(nth_largest_floor(&totals, 1), 32);
+        assert_eq!(nth_largest_floor(&totals, 2), 8);
+        assert_eq!(nth_largest_floor(&totals, 4), 4);
+        assert_eq!(nth_largest_floor(&totals, 5), 1);
+        assert_eq!(nth_largest_floor(&totals, 6), 0);
+    }
+}

@@ -1,0 +1,492 @@
+// The Explore page: wires the controls, the URL state, the API and the views together.
+// Every figure comes from the server; this module only asks and shows.
+
+import { Api } from "./api.js";
+import { FlameView } from "./flamedraw.js";
+import { formatTime, formatValue, percent, unitOf } from "./format.js";
+import { SelectorInput, matchers, setMatcher } from "./selector.js";
+import { sandwich } from "./sandwich.js";
+import { readState, writeState } from "./state.js";
+import { TimeSeriesChart } from "./timeseries.js";
+import { TopTable } from "./top.js";
+
+const $ = (id) => document.getElementById(id);
+const EXPORTS = [["export-pprof", "pprof"], ["export-folded", "folded"], ["export-svg", "svg"]];
+let state = readState();
+// A server with auth wants a bearer token: kept for the browser tab (never in the URL).
+const TOKEN_KEY = "ember-token";
+const api = new Api(() => state.tenant, () => sessionStorage.getItem(TOKEN_KEY) || "");
+let loading = 0;
+let generation = 0;
+
+// The test hook: what the page shows, as data (read by the browser tests).
+const hook = (window.__ember = { ready: false, loading: 0, errors: [], view: {} });
+
+// A time parameter (`now`, `now-1h`, unix s/ms) as unix ms.
+function toMs(text, now = Date.now()) {
+  if (!text || text === "now") return now;
+  const rel = /^now-(\d+(?:\.\d+)?)(s|m|h|d|w)$/.exec(text);
+  if (rel) return now - Number(rel[1]) * { s: 1e3, m: 6e4, h: 36e5, d: 864e5, w: 6048e5 }[rel[2]];
+  const n = Number(text);
+  if (!Number.isFinite(n)) return now;
+  // Seconds, milliseconds, microseconds or nanoseconds, by magnitude (as the API reads them).
+  return n < 1e11 ? n * 1e3 : n < 1e14 ? n : n < 1e17 ? n / 1e3 : n / 1e6;
+}
+
+function busy(delta) {
+  loading += delta;
+  hook.loading = loading;
+  document.body.classList.toggle("busy", loading > 0);
+  $("spinner").hidden = loading === 0;
+}
+
+// Runs `f` with the loading indicator; API errors become the status line.
+async function task(f) {
+  busy(1);
+  try {
+    return await f();
+  } catch (e) {
+    if (e.name !== "AbortError") {
+      hook.errors.push(e.message);
+      if (e.status === 401) {
+        $("token-box").hidden = false;
+        status("This server needs a bearer token: enter it in the Token field above. (" + e.message + ")", "error");
+      } else {
+        status(e.message, "error");
+      }
+    }
+  } finally {
+    busy(-1);
+  }
+}
+
+function status(text, kind = "") {
+  const s = $("status");
+  s.textContent = text;
+  s.className = kind;
+  s.hidden = !text;
+}
+
+function save(push = false) {
+  writeState(state, push);
+}
+
+function params(extra = {}) {
+  return { query: state.query, type: state.type, from: state.from, until: state.until, ...extra };
+}
+
+// The parameters of an export of the view (focused on the zoomed call path).
+function exportParams(format) {
+  return params({ format, focus: state.zoom ? JSON.stringify(state.zoom.split(";")) : "" });
+}
+
+const flame = new FlameView({
+  wrap: $("flame-wrap"), canvas: $("flame"), spacer: $("flame-spacer"), tooltip: $("tooltip"),
+  onZoom: (path) => zoomTo(path),
+});
+hook.flame = flame;
+// The sandwich's two halves zoom on their own (their zoom is not part of the URL).
+const halves = ["callers", "callees"].map((id) => {
+  const v = new FlameView({
+    wrap: $(id + "-wrap"), canvas: $(id), spacer: $(id + "-spacer"), tooltip: $(id + "-tooltip"),
+    onZoom: (path) => v.setZoom(path),
+  });
+  return v;
+});
+hook.sandwich = halves;
+const chart = new TimeSeriesChart($("timeseries"), $("ts-tooltip"), (a, b) => {
+  state.from = String(a);
+  state.until = String(b);
+  save(true);
+  syncControls();
+  loadAll();
+});
+const top = new TopTable($("top"), $("top-filter"), {
+  onPick: (name) => pickFunction(name),
+  onSort: (key) => { state.sort = key; save(); },
+  onFilter: (text) => { state.filter = text; save(); },
+});
+new SelectorInput($("selector"), $("suggest"), {
+  names: labelNamesWithCardinality,
+  values: (name) => api.json(`/api/v1/label/${encodeURIComponent(name)}/values`,
+    { type: state.type, from: state.from, until: state.until }, "values"),
+  onCommit: (text) => { state.query = text.trim() || "{}"; state.zoom = ""; save(true); syncControls(); loadAll(); },
+});
+
+// The label names of the time range, each with its number of values (its cardinality),
+// asked for at most `MAX_CARDINALITY_QUERIES` names at once.
+const MAX_CARDINALITY_QUERIES = 40;
+async function labelNamesWithCardinality() {
+  const range = { type: state.type, from: state.from, until: state.until };
+  const names = (await api.json("/api/v1/labels", range, "names")).filter((n) => !n.startsWith("__"));
+  const counts = await Promise.all(names.slice(0, MAX_CARDINALITY_QUERIES).map((n) =>
+    api.json(`/api/v1/label/${encodeURIComponent(n)}/values`, range, "card-" + n).then((v) => v.length, () => null)));
+  return names.map((value, i) => ({ value, note: counts[i] == null ? "" : `${counts[i]} values` }));
+}
+
+// The whole selection's flame graph (the server's answer and its model); the view may show a
+// focused answer instead.
+let full = null, fullModel = null;
+// Whether the server cut the whole graph at its node limit (it names the rest "other"): then
+// a zoom asks the server for the subtree, so nothing under it stays hidden.
+let fullTruncated = false;
+
+function zoomTo(path) {
+  state.zoom = path.join(";");
+  save(true);
+  task(() => applyZoom(path));
+}
+
+// Shows the graph zoomed to `path`: on the whole graph, or on the server's answer focused on
+// the path when the whole one was cut.
+async function applyZoom(path) {
+  if (!full) return;
+  const unit = unitOf(state.type);
+  let focused = null;
+  if (fullTruncated && path.length) {
+    let fb;
+    try {
+      fb = await api.json("/api/v1/query",
+        params({ format: "flamebearer", maxNodes: state.maxNodes, focus: JSON.stringify(path) }), "focus");
+    } catch (e) {
+      if (e.name === "AbortError") return; // a newer zoom took over
+      throw e;
+    }
+    if (state.zoom !== path.join(";")) return; // a newer zoom is on its way
+    if (fb.flamebearer.numTicks) focused = fb;
+  }
+  if (focused) {
+    flame.setData(focused, unit, full.flamebearer.numTicks);
+  } else if (flame.model !== fullModel) {
+    flame.setData(full, unit);
+    fullModel = flame.model;
+  }
+  flame.focused = Boolean(focused);
+  flame.setZoom(path);
+  flame.setFunction(state.fn);
+  showCrumbs();
+  showSearch();
+}
+
+function pickFunction(name) {
+  state.fn = name;
+  if (!name) state.mode = "";
+  save(true);
+  flame.setFunction(name);
+  top.set({ picked: name });
+  showSearch();
+  showSandwich();
+}
+
+// The callers and callees of the chosen function, in place of the whole graph.
+function showSandwich() {
+  const on = state.mode === "sandwich" && Boolean(state.fn) && Boolean(fullModel);
+  $("sandwich-btn").disabled = !state.fn;
+  $("sandwich-btn").setAttribute("aria-pressed", String(on));
+  $("flame-wrap").hidden = on;
+  $("sandwich").hidden = !on;
+  hook.view.sandwich = null;
+  if (!on) return;
+  const s = sandwich(fullModel, state.fn);
+  const [callers, callees] = halves;
+  $("sandwich-fn").textContent = state.fn;
+  callers.setData(s.total ? s.callers : null, flame.unit);
+  callers.setFlipped(true);
+  callees.setData(s.total ? s.callees : null, flame.unit);
+  callees.setFlipped(false);
+  for (const h of halves) h.setSearch(state.search);
+  hook.view.sandwich = {
+    fn: state.fn, total: s.total,
+    callers: callers.model ? callers.model.nodeCount : 0,
+    callees: callees.model ? callees.model.nodeCount : 0,
+    nearestCaller: callers.model ? callers.model.topFrame() : "",
+    heaviestCallee: callees.model ? callees.model.topFrame() : "",
+  };
+}
+
+function showCrumbs() {
+  const crumbs = $("crumbs");
+  crumbs.replaceChildren();
+  const path = flame.model ? flame.model.path(...flame.zoom) : [];
+  const add = (label, target) => {
+    const b = document.createElement("button");
+    b.textContent = label;
+    b.title = label;
+    b.addEventListener("click", () => zoomTo(target));
+    crumbs.append(b);
+  };
+  add("all", []);
+  path.forEach((name, i) => add(name, path.slice(0, i + 1)));
+  $("reset").disabled = path.length === 0;
+  hook.view.zoom = path;
+  hook.view.focused = Boolean(flame.focused);
+  hook.view.viewNodes = flame.model ? flame.model.nodeCount : 0;
+  // The exports are of the view: the zoomed subtree when zoomed.
+  for (const [id, format] of EXPORTS) $(id).href = api.url("/api/v1/query", exportParams(format));
+}
+
+function showSearch() {
+  const r = flame.setSearch(state.search);
+  if (state.mode === "sandwich") for (const h of halves) h.setSearch(state.search);
+  const out = $("search-result");
+  $("search").classList.toggle("invalid", Boolean(r?.error));
+  if (!r) out.textContent = "";
+  else if (r.error) out.textContent = "invalid regex: " + r.error;
+  else out.textContent = `${r.count} frames, ${(100 * r.share).toFixed(2)} % of the view`;
+  hook.view.search = r;
+  const fn = flame.fnMarks;
+  hook.view.fn = state.fn ? { name: state.fn, count: fn ? fn.count : 0 } : null;
+  hook.view.drawn = flame.stats.drawn;
+}
+
+function syncControls() {
+  $("selector").value = state.query;
+  $("search").value = state.search;
+  $("view").textContent = state.view === "flame" ? "Icicle" : "Flame";
+  $("tenant").value = state.tenant;
+  $("auto-refresh").value = state.refresh;
+  for (const b of document.querySelectorAll("#presets button")) {
+    b.classList.toggle("on", state.from === "now-" + b.dataset.range && state.until === "now");
+  }
+  const now = Date.now();
+  $("from").value = localInput(toMs(state.from, now));
+  $("until").value = localInput(toMs(state.until, now));
+  const service = matchers(state.query).find((m) => m.name === "service_name" && m.op === "=");
+  $("service").value = service ? service.value : "";
+}
+
+function localInput(ms) {
+  return formatTime(ms).replace(" ", "T");
+}
+
+async function loadTypes() {
+  const types = await api.json("/api/v1/profile_types");
+  const sel = $("type");
+  sel.replaceChildren(...types.map((t) => new Option(t.split(":").slice(0, 3).join(":"), t)));
+  // By default CPU time (`…:cpu:nanoseconds:…`), else the first type.
+  if (!types.includes(state.type)) state.type = types.find((t) => t.split(":")[1] === "cpu") || types[0] || "";
+  sel.value = state.type;
+  save();
+  return types;
+}
+
+// The services with how much data each has in the time range (from the time series grouped
+// by service_name, so one request answers both).
+async function loadServices() {
+  const sel = $("service");
+  const answer = await api.json("/api/v1/timeseries",
+    { type: state.type, from: state.from, until: state.until, groupBy: "service_name" }, "services");
+  const totals = answer.series.map((s) => [s.labels.service_name || "", s.points.reduce((a, p) => a + p[1], 0)])
+    .sort((a, b) => b[1] - a[1]);
+  const unit = unitOf(state.type);
+  const options = [new Option(`all services (${totals.length})`, "")];
+  for (const [name, total] of totals) options.push(new Option(`${name || "(none)"} — ${formatValue(total, unit)}`, name));
+  const current = matchers(state.query).find((m) => m.name === "service_name" && m.op === "=");
+  if (current && !totals.some(([n]) => n === current.value)) {
+    options.push(new Option(`${current.value} — no data`, current.value));
+  }
+  sel.replaceChildren(...options);
+  sel.value = current ? current.value : "";
+  hook.view.services = totals.map(([n]) => n);
+}
+
+// The legend of the time series: a series per value of the group-by label (a click narrows
+// the selector to it), or the total.
+function showLegend(entries, unit) {
+  const legend = $("legend");
+  legend.replaceChildren();
+  for (const e of entries) {
+    const b = document.createElement("button");
+    const swatch = document.createElement("span");
+    swatch.className = "swatch";
+    swatch.style.background = e.colour || "var(--accent)";
+    b.append(swatch, `${e.label} — ${formatValue(e.total, unit)}`);
+    const value = e.labels?.[state.groupBy];
+    if (state.groupBy && value !== undefined) {
+      b.title = `Only ${state.groupBy}="${value}"`;
+      b.dataset.value = value;
+      b.addEventListener("click", () => {
+        state.query = setMatcher(state.query, state.groupBy, value);
+        state.zoom = "";
+        save(true);
+        syncControls();
+        loadAll();
+      });
+    } else {
+      b.disabled = true;
+    }
+    legend.append(b);
+  }
+  hook.view.legend = entries.map((e) => [e.label, e.total]);
+}
+
+// The label names the time series can be grouped by.
+async function loadGroupBy() {
+  const names = await api.json("/api/v1/labels", { type: state.type, from: state.from, until: state.until }, "group-by");
+  const sel = $("group-by");
+  const shown = names.filter((n) => !n.startsWith("__"));
+  if (state.groupBy && !shown.includes(state.groupBy)) shown.push(state.groupBy);
+  sel.replaceChildren(new Option("nothing", ""), ...shown.map((n) => new Option(n, n)));
+  sel.value = state.groupBy;
+}
+
+// The chart, flame graph and top table of the current selection.
+async function loadView() {
+  const gen = ++generation;
+  const unit = unitOf(state.type);
+  const now = Date.now();
+  const [series, fb] = await Promise.all([
+    api.json("/api/v1/timeseries", params({ groupBy: state.groupBy }), "series"),
+    api.json("/api/v1/query", params({ format: "flamebearer", maxNodes: state.maxNodes }), "flame"),
+  ]);
+  if (gen !== generation) return;
+  showLegend(chart.setData(series, toMs(state.from, now), toMs(state.until, now), unit, state.groupBy), unit);
+  const empty = !fb.flamebearer.numTicks;
+  full = empty ? null : fb;
+  flame.focused = false;
+  flame.setData(full, unit);
+  fullModel = flame.model;
+  fullTruncated = !empty && fb.flamebearer.names.includes("other");
+  flame.setFlipped(state.view === "flame");
+  if (empty) {
+    status(`No profiles of ${state.type || "any type"} match ${state.query} in this time range. ` +
+      "Try a longer range, check that an agent is running and pushing to this server, or the tenant.", "empty");
+  } else {
+    status("");
+  }
+  await applyZoom(state.zoom ? state.zoom.split(";") : []);
+  if (gen !== generation) return;
+  showCrumbs();
+  showSearch();
+  showSandwich();
+  $("total").textContent = empty ? "" : `total ${formatValue(fb.flamebearer.numTicks, unit)}, ` +
+    `${fullModel.nodeCount} nodes` + (fullTruncated ? " (the server's node limit: zoom to see every frame below)" : "");
+  hook.view.topFrame = fullModel ? fullModel.topFrame() : "";
+  hook.view.nodes = fullModel ? fullModel.nodeCount : 0;
+  hook.view.truncated = fullTruncated;
+  hook.view.total = fb.flamebearer.numTicks;
+  top.set({ data: null, unit, sort: state.sort, filter: state.filter, picked: state.fn });
+  if (!empty) {
+    const table = await api.json("/api/v1/query", params({ format: "top-json" }), "top");
+    if (gen !== generation) return;
+    top.set({ data: table, unit: unitOf(state.type) });
+    hook.view.topRows = table.rows.length;
+  }
+}
+
+// Auto-refresh: reloads the view every `state.refresh` seconds while its range ends "now"
+// (an absolute range does not change, so it is not reloaded).
+let refreshTimer = 0;
+function armRefresh() {
+  clearInterval(refreshTimer);
+  refreshTimer = 0;
+  const secs = Number(state.refresh);
+  if (secs > 0) {
+    refreshTimer = setInterval(() => {
+      if (state.until === "now" && loading === 0 && !document.hidden) loadAll();
+    }, secs * 1000);
+  }
+  hook.view.refresh = secs || 0;
+}
+
+async function loadAll() {
+  hook.ready = false;
+  hook.loads = (hook.loads || 0) + 1;
+  await task(async () => {
+    status("");
+    await loadTypes();
+    await Promise.all([loadServices(), loadGroupBy(), loadView()]);
+  });
+  hook.ready = true;
+}
+
+function wire() {
+  $("type").addEventListener("change", (e) => {
+    state.type = e.target.value;
+    state.zoom = "";
+    save(true);
+    loadAll();
+  });
+  $("service").addEventListener("change", (e) => {
+    state.query = setMatcher(state.query, "service_name", e.target.value);
+    state.zoom = "";
+    save(true);
+    syncControls();
+    loadAll();
+  });
+  $("group-by").addEventListener("change", (e) => {
+    state.groupBy = e.target.value;
+    save(true);
+    loadAll();
+  });
+  for (const b of document.querySelectorAll("#presets button")) {
+    b.addEventListener("click", () => {
+      state.from = "now-" + b.dataset.range;
+      state.until = "now";
+      save(true);
+      syncControls();
+      loadAll();
+    });
+  }
+  $("apply-range").addEventListener("click", () => {
+    const a = new Date($("from").value).getTime(), b = new Date($("until").value).getTime();
+    if (!(a < b)) { status("the start of the range must be before its end", "error"); return; }
+    state.from = String(a);
+    state.until = String(b);
+    save(true);
+    syncControls();
+    loadAll();
+  });
+  $("refresh").addEventListener("click", () => loadAll());
+  $("auto-refresh").addEventListener("change", (e) => {
+    state.refresh = e.target.value;
+    save();
+    armRefresh();
+  });
+  // Downloads go through the API client so they carry the tenant and token like the page's
+  // own requests (a plain link would not); the link stays copyable.
+  for (const [id, format] of EXPORTS) {
+    $(id).addEventListener("click", (e) => {
+      e.preventDefault();
+      task(async () => {
+        const file = await api.blob("/api/v1/query", exportParams(format));
+        const a = document.createElement("a");
+        a.href = URL.createObjectURL(file);
+        a.download = $(id).getAttribute("download");
+        a.click();
+        setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+      });
+    });
+  }
+  $("search").addEventListener("input", (e) => { state.search = e.target.value; save(); showSearch(); });
+  $("reset").addEventListener("click", () => zoomTo([]));
+  $("sandwich-btn").addEventListener("click", () => {
+    state.mode = state.mode === "sandwich" ? "" : "sandwich";
+    save(true);
+    showSandwich();
+  });
+  $("view").addEventListener("click", () => {
+    state.view = state.view === "flame" ? "icicle" : "flame";
+    save(true);
+    syncControls();
+    flame.setFlipped(state.view === "flame");
+  });
+  $("token").addEventListener("change", (e) => {
+    sessionStorage.setItem(TOKEN_KEY, e.target.value.trim());
+    state.type = "";
+    loadAll();
+  });
+  $("tenant").addEventListener("change", (e) => { state.tenant = e.target.value.trim(); state.type = ""; save(true); loadAll(); });
+  document.addEventListener("keydown", (e) => {
+    if (e.target instanceof HTMLInputElement) return;
+    if (e.key === "/") { e.preventDefault(); $("search").focus(); }
+    if (e.key === "Escape") zoomTo([]);
+  });
+  window.addEventListener("popstate", () => { state = readState(); syncControls(); armRefresh(); loadAll(); });
+}
+
+wire();
+$("token-box").hidden = !sessionStorage.getItem(TOKEN_KEY);
+syncControls();
+armRefresh();
+loadAll();
