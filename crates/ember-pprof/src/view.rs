@@ -143,6 +143,18 @@ impl<'a> ProfileView<'a> {
         String::from_utf8_lossy(bytes)
     }
 
+    /// The raw bytes of string `index` ("" when out of range), as the profile holds them:
+    /// not checked for UTF-8. For keys that only need to tell strings apart (two byte
+    /// strings equal here are equal after [`ProfileView::string`]'s repair), without the
+    /// check's cost.
+    pub fn string_bytes(&self, index: i64) -> &'a [u8] {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.strings.get(i))
+            .copied()
+            .unwrap_or(b"")
+    }
+
     /// Position of the mapping with `id` in [`ProfileView::mapping`].
     pub fn mapping_position(&self, id: u64) -> Option<usize> {
         self.mapping_ids.get(id)
@@ -313,14 +325,18 @@ impl<'a> Wire<'a> {
     /// A base-128 varint of at most 10 bytes whose value fits 64 bits (prost's rule).
     #[inline]
     fn varint(&mut self) -> Walk<u64> {
-        // Most keys, ids and string indices fit one byte.
-        if let Some(&byte) = self.b.get(self.pos)
-            && byte < 0x80
-        {
-            self.pos += 1;
-            return Ok(u64::from(byte));
+        // Most keys fit one byte, most ids, string indices and line numbers one or two.
+        match self.b.get(self.pos..) {
+            Some(&[b0, ..]) if b0 < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b0))
+            }
+            Some(&[b0, b1, ..]) if b1 < 0x80 => {
+                self.pos += 2;
+                Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7)
+            }
+            _ => self.varint_slow(),
         }
-        self.varint_slow()
     }
 
     fn varint_slow(&mut self) -> Walk<u64> {
@@ -434,23 +450,27 @@ fn packed<T>(bytes: &[u8], out: &mut Vec<T>, f: impl Fn(u64) -> T) -> Walk<()> {
     // Every varint ends with the one byte below 0x80: the exact count, so the column grows
     // once. (Summed as integers, which vectorises.)
     out.reserve(bytes.iter().map(|b| usize::from(*b < 0x80)).sum());
-    let (mut v, mut shift) = (0u64, 0u32);
-    for &b in bytes {
-        if shift == 63 && b > 1 {
-            return Err("varint overflow");
-        }
-        v |= u64::from(b & 0x7f) << shift;
-        if b < 0x80 {
-            out.push(f(v));
-            (v, shift) = (0, 0);
-        } else {
-            shift += 7;
+    let mut rest = bytes;
+    loop {
+        // Value by value, one- and two-byte varints without a loop: ids below 16,384 (the
+        // location ids of samples, nearly all of a profile's varints) are one of those.
+        match *rest {
+            [] => return Ok(()),
+            [b0, ref tail @ ..] if b0 < 0x80 => {
+                out.push(f(u64::from(b0)));
+                rest = tail;
+            }
+            [b0, b1, ref tail @ ..] if b1 < 0x80 => {
+                out.push(f(u64::from(b0 & 0x7f) | u64::from(b1) << 7));
+                rest = tail;
+            }
+            _ => {
+                let mut w = Wire::new(rest);
+                out.push(f(w.varint_slow()?));
+                rest = rest.get(w.pos..).unwrap_or(&[]);
+            }
         }
     }
-    if shift != 0 {
-        return Err("truncated varint");
-    }
-    Ok(())
 }
 
 fn value_type(mut w: Wire<'_>, into: &mut ValueType) -> Walk<()> {

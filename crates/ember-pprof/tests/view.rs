@@ -209,11 +209,17 @@ fn packed_varints_are_read_like_prost() {
     assert_eq!(value(&max), [-1]);
     assert_eq!(value(&[0x80, 0x80, 0x00]), [0]);
     assert_eq!(value(&[0x81, 0x01]), [129]);
+    // Around the one- and two-byte fast paths: the largest of each, the first of three
+    // bytes, a two-byte encoding of a small value.
+    assert_eq!(value(&[0x7f]), [127]);
+    assert_eq!(value(&[0xff, 0x7f]), [16383]);
+    assert_eq!(value(&[0x80, 0x80, 0x01]), [16384]);
+    assert_eq!(value(&[0x85, 0x00]), [5]);
     let mut over = vec![0xff; 9];
     over.push(0x02);
     let mut eleven = vec![0xff; 10];
     eleven.push(0x01);
-    for bad in [&over[..], &eleven, &[0x80], &[0x05, 0x80]] {
+    for bad in [&over[..], &eleven, &[0x80], &[0x05, 0x80], &[0x80, 0x81]] {
         assert!(!parity(&with_value(bad)), "{bad:x?} accepted");
     }
 }

@@ -42,7 +42,8 @@ pub(crate) async fn read_body(
         .trim()
         .to_ascii_lowercase();
     match encoding.as_str() {
-        "" | "identity" => Ok(bytes.to_vec()),
+        // Into a Vec without a copy when the body arrived as one buffer (hyper's usual case).
+        "" | "identity" => Ok(Vec::from(bytes)),
         "gzip" => {
             let max = s.limits.max_decompressed_bytes;
             tokio::task::spawn_blocking(move || gunzip(&bytes, max, "gzip body", "body"))

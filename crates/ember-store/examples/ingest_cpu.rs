@@ -5,12 +5,18 @@
 //! `EMBER_BENCH_DIR` (default: the system temp dir). Prints CPU ms per profile for each,
 //! then flushes and prints the block bytes per profile.
 //!
-//! `cargo run -p ember-store --release --example ingest_cpu -- DIR [ROUNDS]`
+//! `cargo run -p ember-store --release --example ingest_cpu -- DIR [ROUNDS] [LIMIT]`
+//!
+//! `LIMIT` reads only the first LIMIT profiles of the directory. With `EMBER_INGEST_ONLY=1`
+//! steps (1) and (2) are skipped, so a profiler (`perf record`) sees the ingest alone.
 
 use std::time::Instant;
 
 use ember_pprof::{DecodeLimits, ProfileView};
 use ember_store::{IngestBatch, IngestProfile, Store, StoreOptions};
+
+/// One profile of the directory: its series labels and its gzip'd bytes.
+type Profile = (Vec<(String, String)>, Vec<u8>);
 
 /// This process's user+sys CPU seconds.
 fn cpu() -> f64 {
@@ -23,13 +29,31 @@ fn cpu() -> f64 {
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
+/// The main thread's user+sys CPU seconds: the ingest's own work (decompress, parse,
+/// apply), without the log's writer and fsync threads.
+fn main_thread_cpu() -> f64 {
+    let path = format!("/proc/self/task/{}/stat", std::process::id());
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let dir = std::path::PathBuf::from(args.get(1).expect("usage: ingest_cpu DIR [ROUNDS]"));
     let rounds: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(1);
+    let limit: usize = args
+        .get(3)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(usize::MAX);
+    let ingest_only = std::env::var_os("EMBER_INGEST_ONLY").is_some_and(|v| v == "1");
     let index = std::fs::read_to_string(dir.join("index.tsv")).expect("index.tsv");
     let mut profiles = Vec::new();
-    for line in index.lines().skip(1) {
+    for line in index.lines().skip(1).take(limit) {
         let mut f = line.split('\t');
         let (Some(file), Some(_), Some(labels)) = (f.next(), f.next(), f.next()) else {
             continue;
@@ -42,7 +66,6 @@ fn main() {
         let bytes = std::fs::read(dir.join(file)).expect("profile");
         profiles.push((labels, bytes));
     }
-    let n = profiles.len() as f64;
     {
         let raw = ember_pprof::decompress(&profiles[0].1, &DecodeLimits::default()).expect("gzip");
         let v = ProfileView::parse(&raw).expect("pprof");
@@ -60,13 +83,23 @@ fn main() {
         );
     }
     let limits = DecodeLimits::default();
+    if !ingest_only {
+        decode_steps(&profiles, &limits);
+    }
+    ingest_rounds(&profiles, rounds);
+}
+
+/// Steps (1) and (2): decompression alone, then with parsing, and parsing alone.
+fn decode_steps(profiles: &[Profile], limits: &DecodeLimits) {
+    let n = profiles.len() as f64;
+    let limits = *limits;
     let (c0, t0) = (cpu(), Instant::now());
     let mut raw_bytes = 0usize;
-    for (_, b) in &profiles {
+    for (_, b) in profiles {
         raw_bytes += ember_pprof::decompress(b, &limits).expect("gzip").len();
     }
     let (c1, t1) = (cpu(), Instant::now());
-    for (_, b) in &profiles {
+    for (_, b) in profiles {
         let raw = ember_pprof::decompress(b, &limits).expect("gzip");
         std::hint::black_box(ProfileView::parse(&raw).expect("pprof").sample.len());
     }
@@ -107,13 +140,18 @@ fn main() {
         (cpu() - c0) * 1000.0 / 2000.0
     );
     drop(raws);
+}
+
+/// Step (3): `rounds` passes of `Store::ingest` over every profile, then the flush.
+fn ingest_rounds(profiles: &[Profile], rounds: usize) {
+    let n = profiles.len() as f64;
     let base = std::env::var_os("EMBER_BENCH_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     let data = base.join(format!("ember-ingest-cpu-{}", std::process::id()));
     let store = Store::open(&data, StoreOptions::default()).expect("store");
     for round in 0..rounds {
-        let (c0, t0) = (cpu(), Instant::now());
+        let (c0, t0, m0) = (cpu(), Instant::now(), main_thread_cpu());
         for (i, (labels, bytes)) in profiles.iter().enumerate() {
             let batch = IngestBatch {
                 profiles: vec![IngestProfile {
@@ -125,11 +163,12 @@ fn main() {
             };
             store.ingest("t", batch).expect("ingest");
         }
-        let (c1, t1) = (cpu(), Instant::now());
+        let (c1, t1, m1) = (cpu(), Instant::now(), main_thread_cpu());
         println!(
-            "round {round}: Store::ingest {:.3} ms CPU/profile ({:.3} wall)",
+            "round {round}: Store::ingest {:.3} ms CPU/profile ({:.3} wall, {:.3} in the ingesting thread)",
             (c1 - c0) * 1000.0 / n,
             (t1 - t0).as_secs_f64() * 1000.0 / n,
+            (m1 - m0) * 1000.0 / n,
         );
     }
     let stats = store.head_stats();

@@ -166,14 +166,25 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
 struct StringIds(Vec<u32>);
 
 impl StringIds {
+    /// The id of string `i`, a sample label's key or value.
     fn id(&mut self, head: &mut TenantHead, profile: &ProfileView<'_>, i: i64) -> u32 {
+        self.get(i, || head.intern(&profile.string(i)))
+    }
+
+    /// The id of string `i`, part of a symbol ([`TenantHead::intern_symbol`]).
+    fn symbol(&mut self, head: &mut TenantHead, profile: &ProfileView<'_>, i: i64) -> u32 {
+        self.get(i, || head.intern_symbol(profile.string_bytes(i)))
+    }
+
+    /// String `i`'s id, from `intern` the first time (out of range: `intern` of "").
+    fn get(&mut self, i: i64, intern: impl FnOnce() -> u32) -> u32 {
         match usize::try_from(i).ok().and_then(|i| self.0.get_mut(i)) {
             Some(slot) if *slot != u32::MAX => *slot,
             Some(slot) => {
-                *slot = head.intern(&profile.string(i));
+                *slot = intern();
                 *slot
             }
-            None => head.intern(""),
+            None => intern(),
         }
     }
 }
@@ -183,7 +194,7 @@ impl StringIds {
 /// ids interned so far.
 fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> (Vec<u32>, StringIds) {
     let mut strings = StringIds(vec![u32::MAX; profile.string_count()]);
-    let mut s = |head: &mut TenantHead, i: i64| -> u32 { strings.id(head, profile, i) };
+    let mut s = |head: &mut TenantHead, i: i64| -> u32 { strings.symbol(head, profile, i) };
     // Interned ids by table position (the view resolves pprof ids to positions).
     let mappings: Vec<u32> = profile
         .mapping

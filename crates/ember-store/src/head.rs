@@ -19,6 +19,7 @@ use std::hash::Hash;
 use crate::selector::Selector;
 
 mod codec;
+mod intern;
 
 /// A `HashMap` with rustc's Fx hash for the symbol and stack maps: their keys are small
 /// integers and short strings from the tenant's own data, looked up once per frame of every
@@ -207,6 +208,12 @@ impl<T: Hash + Eq + Clone> Interner<T> {
 pub struct TenantHead {
     strings: Vec<Box<str>>,
     string_ids: FastMap<Box<str>, u32>,
+    /// The strings of symbols (function names and files, mapping files and build ids) by
+    /// their bytes as profiles send them, with the ids of `string_ids`: every profile looks
+    /// up each of its symbols' strings, and in this small table they stay in cache, while
+    /// `string_ids` also holds every sample label value (hundreds of thousands of span ids
+    /// a day). Keyed by the raw bytes, a string known here needs no UTF-8 check.
+    symbol_ids: FastMap<Box<[u8]>, u32>,
     mappings: Interner<MappingSym>,
     functions: Interner<FunctionSym>,
     locations: Interner<LocationSym>,
@@ -250,6 +257,7 @@ impl TenantHead {
         let mut h = TenantHead {
             strings: Vec::new(),
             string_ids: FastMap::default(),
+            symbol_ids: FastMap::default(),
             mappings: Interner::new(),
             functions: Interner::new(),
             locations: Interner::new(),
@@ -438,50 +446,6 @@ impl TenantHead {
         self.node_ids.insert((parent, location), id);
         self.node_frame.push(f);
         id
-    }
-
-    /// The leaf node of the stack `locations` (interned location ids, leaf first), created
-    /// if new. A stack seen before is found by its 128-bit keyed hash alone: with random keys
-    /// the chance that two of even 10^9 distinct stacks share one is about 10^-21, while
-    /// checking each hit frame by frame (a cache miss per frame in a tree of millions of
-    /// nodes) cost more than the rest of the stack's ingest.
-    pub fn stack(&mut self, locations: &[u32]) -> u32 {
-        self.stacks([locations]).first().copied().unwrap_or(0)
-    }
-
-    /// [`TenantHead::stack`] of each of `stacks`, in order. Hashes them all first, then looks
-    /// them all up: the lookups do not depend on each other, so their cache misses in a
-    /// table of millions of stacks overlap instead of coming one after the other.
-    pub fn stacks<'s>(&mut self, stacks: impl IntoIterator<Item = &'s [u32]>) -> Vec<u32> {
-        use std::hash::BuildHasher;
-        let (a, b) = &self.stack_keys;
-        let keyed: Vec<(u128, &[u32])> = stacks
-            .into_iter()
-            .map(|s| {
-                let hash = (u128::from(a.hash_one(s)) << 64) | u128::from(b.hash_one(s));
-                (hash, s)
-            })
-            .collect();
-        let found: Vec<Option<u32>> = keyed
-            .iter()
-            .map(|(hash, _)| self.stack_leaves.get(hash).copied())
-            .collect();
-        keyed
-            .iter()
-            .zip(found)
-            .map(|((hash, locations), found)| {
-                // Not found above, but an earlier stack of this batch may have been the same.
-                if let Some(leaf) = found.or_else(|| self.stack_leaves.get(hash).copied()) {
-                    return leaf;
-                }
-                let leaf = locations
-                    .iter()
-                    .rev()
-                    .fold(0u32, |node, loc| self.child(node, *loc));
-                self.stack_leaves.insert(*hash, leaf);
-                leaf
-            })
-            .collect()
     }
 
     /// Every series, in creation order.
@@ -689,8 +653,10 @@ impl TenantHead {
             m.capacity() * (size_of::<(K, V)>() + 1)
         }
         let strings: usize = self.strings.iter().map(|s| s.len() + 16).sum();
-        let string_ids: usize =
-            map(&self.string_ids) + self.string_ids.keys().map(|s| s.len()).sum::<usize>();
+        let string_ids: usize = map(&self.string_ids)
+            + self.string_ids.keys().map(|s| s.len()).sum::<usize>()
+            + map(&self.symbol_ids)
+            + self.symbol_ids.keys().map(|s| s.len()).sum::<usize>();
         let tables = self.mappings.items.capacity() * size_of::<MappingSym>()
             + map(&self.mappings.ids)
             + self.functions.items.capacity() * size_of::<FunctionSym>()
@@ -749,6 +715,7 @@ impl TenantHead {
     /// for read-only heads only.
     pub(crate) fn into_read_only(mut self) -> Self {
         self.string_ids = FastMap::default();
+        self.symbol_ids = FastMap::default();
         self.mappings.ids = FastMap::default();
         self.functions.ids = FastMap::default();
         self.locations.ids = FastMap::default();

@@ -342,7 +342,7 @@ impl Store {
             query,
             |_| {},
             f,
-            None::<fn(&Arc<crate::rollup::Rollup>, &[RolledSeries<'_>])>,
+            None::<fn(&Arc<Section>, &Arc<crate::rollup::Rollup>, &[RolledSeries<'_>])>,
         );
     }
 
@@ -361,7 +361,9 @@ impl Store {
         query: &Query,
         tiers: impl FnOnce(usize),
         mut from_head: impl FnMut(&TenantHead),
-        mut from_rollup: Option<impl FnMut(&Arc<crate::rollup::Rollup>, &[RolledSeries<'_>])>,
+        mut from_rollup: Option<
+            impl FnMut(&Arc<Section>, &Arc<crate::rollup::Rollup>, &[RolledSeries<'_>]),
+        >,
     ) {
         let Some(t) = self.tenant(tenant) else {
             return;
@@ -427,7 +429,7 @@ impl Store {
                                 .map(|i| (*i, &s.series[*i].labels, s.series[*i].times.len()))
                                 .collect();
                             if let Some(f) = from_rollup.as_mut() {
-                                f(&r, &series);
+                                f(&s, &r, &series);
                             }
                             continue;
                         }
@@ -479,8 +481,10 @@ impl Store {
                 (f.borrow_mut())(heavy::Part::Merged(out));
             },
             Some(
-                |rollup: &Arc<crate::rollup::Rollup>, series: &[RolledSeries<'_>]| {
-                    let part = heavy::Part::rollup(rollup, series);
+                |section: &Arc<Section>,
+                 rollup: &Arc<crate::rollup::Rollup>,
+                 series: &[RolledSeries<'_>]| {
+                    let part = heavy::Part::rollup(section, rollup, series);
                     if part.profiles() > 0 {
                         (f.borrow_mut())(part);
                     }

@@ -22,21 +22,27 @@
 //! full merge: everything outside has a total below `L ≤ τ`. Negative values (diffs) break
 //! the bound: then the tiers are merged in full.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::block::Section;
 use crate::head::FastMap;
-use crate::read::{Combiner, Merged, Query, RolledSeries};
+use crate::read::{Merged, Query, RolledSeries};
 use crate::rollup::Rollup;
 use crate::{PROFILE_TYPE_LABEL, Store};
 
 /// One tier's share of a merge.
+#[derive(Clone)]
 pub(crate) enum Part {
     /// A head, or a section read in full, summed onto frames.
     Merged(Merged),
     /// A section's rollup and the index positions of the selected series; `meta` carries
-    /// their profile and series counts and profile types (its frames are empty).
+    /// their profile and series counts and profile types (its frames are empty). `rollup`
+    /// is `None` once let go between the passes of a node-limited merge (read again from
+    /// the section, through the cache, when needed).
     Rollup {
-        rollup: Arc<Rollup>,
+        section: Arc<Section>,
+        rollup: Option<Arc<Rollup>>,
         series: Vec<usize>,
         meta: Merged,
     },
@@ -44,7 +50,11 @@ pub(crate) enum Part {
 
 impl Part {
     /// The part of `series` (all with a rollup) of `rollup`.
-    pub(crate) fn rollup(rollup: &Arc<Rollup>, series: &[RolledSeries<'_>]) -> Part {
+    pub(crate) fn rollup(
+        section: &Arc<Section>,
+        rollup: &Arc<Rollup>,
+        series: &[RolledSeries<'_>],
+    ) -> Part {
         let mut meta = Merged::default();
         for &(_, labels, profiles) in series {
             if profiles > 0 {
@@ -56,7 +66,8 @@ impl Part {
             }
         }
         Part::Rollup {
-            rollup: rollup.clone(),
+            section: section.clone(),
+            rollup: Some(rollup.clone()),
             series: series.iter().map(|s| s.0).collect(),
             meta,
         }
@@ -79,9 +90,13 @@ impl Part {
         match self {
             Part::Merged(m) => m,
             Part::Rollup {
-                rollup,
+                rollup: None, meta, ..
+            } => meta,
+            Part::Rollup {
+                rollup: Some(rollup),
                 series,
                 meta,
+                ..
             } => {
                 let mut m = rollup.merged_values(rollup.selves(series));
                 m.profiles = meta.profiles;
@@ -96,14 +111,14 @@ impl Part {
     fn frames(&self) -> &[(u32, u32)] {
         match self {
             Part::Merged(m) => &m.frames,
-            Part::Rollup { rollup, .. } => rollup.frames(),
+            Part::Rollup { rollup, .. } => rollup.as_ref().map_or(&[], |r| r.frames()),
         }
     }
 
     fn names(&self) -> &[String] {
         match self {
             Part::Merged(m) => &m.names,
-            Part::Rollup { rollup, .. } => rollup.names(),
+            Part::Rollup { rollup, .. } => rollup.as_ref().map_or(&[], |r| r.names()),
         }
     }
 
@@ -116,7 +131,12 @@ impl Part {
                 t.resize(m.frames.len(), 0);
                 t
             }
-            Part::Rollup { rollup, series, .. } => rollup.selves(series.iter().copied()),
+            Part::Rollup {
+                rollup: Some(rollup),
+                series,
+                ..
+            } => rollup.selves(series.iter().copied()),
+            Part::Rollup { rollup: None, .. } => Vec::new(),
         };
         if t.iter().any(|v| *v < 0) {
             return None;
@@ -128,6 +148,58 @@ impl Part {
             t[p] = t[p].saturating_add(t[f]);
         }
         Some(t)
+    }
+}
+
+impl Part {
+    /// Lets go of the rollup unless the cache holds it too or `held` (bytes of uncached
+    /// rollups held so far) stays within a quarter of the cache's budget (64 MiB by
+    /// default). Beyond, rollups are read again in pass 2, so a week's query (a dozen
+    /// rollups of some 30 MB each) holds at most the cache's budget and a quarter more.
+    fn release(&mut self, store: &Store, held: &mut usize) {
+        if let Part::Rollup {
+            section, rollup, ..
+        } = self
+            && let Some(r) = rollup
+            && !store.cache.holds(section, true)
+        {
+            let bytes = r.approx_bytes();
+            if *held + bytes > store.cache.budget() / 4 {
+                *rollup = None;
+            } else {
+                *held += bytes;
+            }
+        }
+    }
+
+    /// [`Part::reloaded`], taking the part.
+    fn reload(self, store: &Store) -> Option<Part> {
+        match self {
+            Part::Rollup { rollup: None, .. } => self.reloaded(store).map(Cow::into_owned),
+            _ => Some(self),
+        }
+    }
+
+    /// This part with its rollup read again if it was let go (`None` when it can no longer
+    /// be read: its block was compacted away meanwhile).
+    fn reloaded(&self, store: &Store) -> Option<Cow<'_, Part>> {
+        match self {
+            Part::Rollup {
+                section,
+                rollup: None,
+                series,
+                meta,
+            } => {
+                let r = store.cache.rollup(&store.objects, section).ok()??;
+                Some(Cow::Owned(Part::Rollup {
+                    section: section.clone(),
+                    rollup: Some(r),
+                    series: series.clone(),
+                    meta: meta.clone(),
+                }))
+            }
+            _ => Some(Cow::Borrowed(self)),
+        }
     }
 }
 
@@ -249,6 +321,8 @@ struct HeavyMerge {
     cands: Candidates,
     /// Per part received, its names' shared ids.
     part_names: Vec<Vec<u32>>,
+    /// Per part received, its frame count.
+    part_frames: Vec<usize>,
     /// A part held a negative value: the bound does not hold.
     negative: bool,
 }
@@ -261,6 +335,7 @@ impl HeavyMerge {
             bound: 0,
             cands: Candidates::new(),
             part_names: Vec::new(),
+            part_frames: Vec::new(),
             negative: false,
         }
     }
@@ -269,6 +344,7 @@ impl HeavyMerge {
     fn offer(&mut self, part: &Part) {
         let names = self.cands.name_ids(part.names());
         self.part_names.push(names);
+        self.part_frames.push(part.frames().len());
         if self.negative {
             return;
         }
@@ -282,43 +358,44 @@ impl HeavyMerge {
         self.cands.offer(part.frames(), names, &totals, threshold);
     }
 
-    /// Pass 2 over `parts` (those offered, in order), on two threads: the candidates with
-    /// exact values; `None` when a part held a negative value or more parts came than tiers.
-    fn finish(self, parts: &[Part]) -> Option<Merged> {
+    /// Pass 2 over `parts` (those offered, in order), on two threads, rollups let go after
+    /// pass 1 read again: the candidates with exact values; `None` when a part held a
+    /// negative value, more parts came than tiers, or a rollup could not be read again.
+    fn finish(self, parts: &[Part], store: &Store) -> Option<Merged> {
         if self.negative || parts.len() as i64 > self.tiers {
             return None;
         }
         let cands = &self.cands;
         let part_names = &self.part_names;
-        let exact_of = |range: std::ops::Range<usize>| {
+        let exact_of = |range: std::ops::Range<usize>| -> Option<Vec<Exact>> {
             let mut exact = vec![Exact::default(); cands.frames.len()];
             for i in range {
-                let part = &parts[i];
-                if let Some(totals) = part.totals() {
-                    cands.add_exact(part.frames(), &part_names[i], &totals, &mut exact);
-                }
+                let part = parts[i].reloaded(store)?;
+                let totals = part.totals()?;
+                cands.add_exact(part.frames(), &part_names[i], &totals, &mut exact);
             }
-            exact
+            Some(exact)
         };
         // Two halves of about equal frames, one per thread.
-        let all: usize = parts.iter().map(|p| p.frames().len()).sum();
+        let all: usize = self.part_frames.iter().sum();
         let (mut half, mut seen) = (0, 0);
         while half < parts.len() && seen * 2 < all {
-            seen += parts[half].frames().len();
+            seen += self.part_frames[half];
             half += 1;
         }
         let exact = std::thread::scope(|scope| {
             let second = scope.spawn(|| exact_of(half..parts.len()));
-            let mut first = exact_of(0..half);
+            let first = exact_of(0..half);
             let second = second
                 .join()
                 .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            let (mut first, second) = (first?, second?);
             for (a, b) in first.iter_mut().zip(second) {
                 a.total = a.total.saturating_add(b.total);
                 a.children = a.children.saturating_add(b.children);
             }
-            first
-        });
+            Some(first)
+        })?;
         // What a candidate's children hold outside the candidates.
         let mut rest: Vec<i64> = exact.iter().map(|e| e.children).collect();
         for (c, &(parent, _)) in self.cands.frames.iter().enumerate().skip(1) {
@@ -362,30 +439,33 @@ impl Store {
         let query = &self.within_retention(query);
         let mut parts = Vec::new();
         let heavy = std::cell::RefCell::new(HeavyMerge::new(max_nodes));
+        let mut held = 0;
         self.for_each_part(
             tenant,
             query,
             |tiers| heavy.borrow_mut().tiers = tiers.max(1) as i64,
-            |p| {
+            |mut p| {
                 heavy.borrow_mut().offer(&p);
+                p.release(self, &mut held);
                 parts.push(p);
             },
         );
         let heavy = heavy.into_inner();
-        let mut merged = match parts.len() {
+        let merged = match parts.len() {
             0 => return Merged::default(),
-            1 => return parts.pop().map(Part::into_merged).unwrap_or_default(),
-            _ => match heavy.finish(&parts) {
-                Some(m) => m,
-                None => {
-                    let mut all = Combiner::default();
-                    for p in parts.drain(..) {
-                        all.add(p.into_merged());
-                    }
-                    all.finish()
-                }
-            },
+            1 => parts
+                .pop()
+                .and_then(|p| p.reload(self))
+                .map(Part::into_merged),
+            _ => heavy.finish(&parts, self),
         };
+        // Negative values, or a block compacted away between the passes: merge in full.
+        let Some(mut merged) = merged else {
+            return self.merge_stacks(tenant, query);
+        };
+        if parts.is_empty() {
+            return merged;
+        }
         for p in &parts {
             let meta = p.meta();
             merged.profiles += meta.profiles;

@@ -1,0 +1,159 @@
+//! The ingest side's lookups into a tenant's head that are tuned for speed: symbol strings
+//! by the bytes a profile sends, and whole stacks by a keyed hash, new ones walked into
+//! the stack tree together.
+
+use super::TenantHead;
+
+impl TenantHead {
+    /// [`TenantHead::intern`] for a string of a symbol (a function's name or file, a
+    /// mapping's file or build id) given as the profile's bytes: the id of the string those
+    /// bytes read as (invalid UTF-8 repaired with U+FFFD, as everywhere), found in a table
+    /// of symbol strings only.
+    pub(crate) fn intern_symbol(&mut self, raw: &[u8]) -> u32 {
+        if let Some(&id) = self.symbol_ids.get(raw) {
+            return id;
+        }
+        let id = self.intern(&String::from_utf8_lossy(raw));
+        self.symbol_ids.insert(raw.into(), id);
+        id
+    }
+
+    /// The leaf node of the stack `locations` (interned location ids, leaf first), created
+    /// if new. A stack seen before is found by its 128-bit keyed hash alone: with random keys
+    /// the chance that two of even 10^9 distinct stacks share one is about 10^-21, while
+    /// checking each hit frame by frame (a cache miss per frame in a tree of millions of
+    /// nodes) cost more than the rest of the stack's ingest.
+    pub fn stack(&mut self, locations: &[u32]) -> u32 {
+        self.stacks([locations]).first().copied().unwrap_or(0)
+    }
+
+    /// [`TenantHead::stack`] of each of `stacks`, in order. Hashes them all first, then looks
+    /// them all up: the lookups do not depend on each other, so their cache misses in a
+    /// table of millions of stacks overlap instead of coming one after the other.
+    pub fn stacks<'s>(&mut self, stacks: impl IntoIterator<Item = &'s [u32]>) -> Vec<u32> {
+        use std::hash::BuildHasher;
+        let (a, b) = &self.stack_keys;
+        let keyed: Vec<(u128, &[u32])> = stacks
+            .into_iter()
+            .map(|s| {
+                let hash = (u128::from(a.hash_one(s)) << 64) | u128::from(b.hash_one(s));
+                (hash, s)
+            })
+            .collect();
+        let mut leaves: Vec<Option<u32>> = keyed
+            .iter()
+            .map(|(hash, _)| self.stack_leaves.get(hash).copied())
+            .collect();
+        // The new stacks are walked from the root together, one frame of each per pass: the
+        // steps of one walk wait on each other (a child's key holds its parent), those of
+        // different walks do not, so their misses in the (large) node table overlap. Two
+        // walks of one stack meet the same nodes, the second finding what the first made.
+        let mut walks: Vec<(usize, u32)> = (0..keyed.len())
+            .filter(|&i| leaves[i].is_none())
+            .map(|i| (i, 0u32))
+            .collect();
+        let mut depth = 0;
+        while !walks.is_empty() {
+            walks.retain_mut(|(i, node)| {
+                let locations = keyed[*i].1;
+                match locations.len().checked_sub(depth + 1) {
+                    Some(at) => {
+                        *node = self.child(*node, locations[at]);
+                        true
+                    }
+                    None => {
+                        leaves[*i] = Some(*node);
+                        self.stack_leaves.insert(keyed[*i].0, *node);
+                        false
+                    }
+                }
+            });
+            depth += 1;
+        }
+        leaves.into_iter().map(|l| l.unwrap_or(0)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{FunctionSym, LocationSym};
+    use super::*;
+
+    /// A head with one function per name and one location per function; returns the
+    /// locations' ids.
+    fn head_with(names: &[&str]) -> (TenantHead, Vec<u32>) {
+        let mut h = TenantHead::new();
+        let file = h.intern("main.go");
+        let locations = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let name = h.intern(n);
+                let f = h.function(FunctionSym {
+                    name,
+                    system_name: name,
+                    filename: file,
+                    start_line: 1,
+                });
+                h.location(LocationSym {
+                    mapping: 0,
+                    address: 0x1000 + i as u64,
+                    lines: Box::new([(f, 10 + i as i64)]),
+                    is_folded: false,
+                })
+            })
+            .collect();
+        (h, locations)
+    }
+
+    #[test]
+    fn stacks_walked_together_are_the_stacks_walked_one_by_one() {
+        let names = ["main", "serve", "handle", "parse", "write", "gc"];
+        let (mut together, l) = head_with(&names);
+        let (mut one_by_one, _) = head_with(&names);
+        // Leaf first. Shared roots, one stack inside another, the same stack twice in one
+        // batch, different depths, an empty stack.
+        let batch: Vec<Vec<u32>> = vec![
+            vec![l[3], l[2], l[1], l[0]],
+            vec![l[4], l[2], l[1], l[0]],
+            vec![l[1], l[0]],
+            vec![l[3], l[2], l[1], l[0]],
+            vec![l[5]],
+            vec![],
+            vec![l[0], l[0], l[0], l[4], l[2], l[1], l[0]],
+        ];
+        let leaves = together.stacks(batch.iter().map(|s| &s[..]));
+        let singles: Vec<u32> = batch.iter().map(|s| one_by_one.stack(s)).collect();
+        assert_eq!(leaves.len(), batch.len());
+        assert_eq!(leaves[0], leaves[3], "one stack, one leaf");
+        assert_eq!(leaves[5], 0, "the empty stack is the root");
+        for (i, stack) in batch.iter().enumerate() {
+            assert_eq!(together.stack_locations(leaves[i]), *stack, "stack {i}");
+            assert_eq!(one_by_one.stack_locations(singles[i]), *stack, "stack {i}");
+            assert_eq!(together.path(leaves[i]), one_by_one.path(singles[i]));
+        }
+        // Same nodes, only perhaps numbered in another order.
+        assert_eq!(together.node_count(), one_by_one.node_count());
+        assert_eq!(together.frame_count(), one_by_one.frame_count());
+        // Known now: found by hash, nothing new made.
+        let nodes = together.node_count();
+        assert_eq!(together.stacks(batch.iter().map(|s| &s[..])), leaves);
+        assert_eq!(together.node_count(), nodes);
+    }
+
+    #[test]
+    fn symbol_strings_have_the_string_tables_ids() {
+        let mut h = TenantHead::new();
+        let main = h.intern("main");
+        assert_eq!(h.intern_symbol(b"main"), main, "interned before as a label");
+        let serve = h.intern_symbol(b"serve");
+        assert_eq!(h.intern("serve"), serve, "interned first as a symbol");
+        assert_eq!(h.intern_symbol(b"serve"), serve, "found again");
+        // Invalid UTF-8 reads as its repaired text, as `ProfileView::string` gives it.
+        let bad = h.intern_symbol(b"ma\xffin");
+        assert_eq!(h.string(bad), "ma\u{fffd}in");
+        assert_eq!(h.intern("ma\u{fffd}in"), bad);
+        assert_eq!(h.intern_symbol("ma\u{fffd}in".as_bytes()), bad);
+        assert_eq!(h.intern_symbol(b""), 0, "string 0 is the empty string");
+    }
+}
