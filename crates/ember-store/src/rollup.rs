@@ -207,7 +207,19 @@ impl Rollup {
     /// The value of the samples ending at each frame, summed over the series at the index
     /// positions `selected` (those without a rollup add nothing).
     pub(crate) fn selves(&self, selected: impl IntoIterator<Item = usize>) -> Vec<i64> {
-        let mut values = vec![0i64; self.frames.len()];
+        let mut values = Vec::new();
+        self.selves_into(selected, &mut values);
+        values
+    }
+
+    /// [`Rollup::selves`] into `values` (cleared first; its allocation is reused).
+    pub(crate) fn selves_into(
+        &self,
+        selected: impl IntoIterator<Item = usize>,
+        values: &mut Vec<i64>,
+    ) {
+        values.clear();
+        values.resize(self.frames.len(), 0);
         for i in selected {
             let Some(Some((frames, frame_values))) = self.series.get(i) else {
                 continue;
@@ -217,7 +229,6 @@ impl Rollup {
                 *e = e.saturating_add(*v);
             }
         }
-        values
     }
 
     /// Whether series `i` of the index has a rollup (it is not averaged).

@@ -122,24 +122,26 @@ impl Part {
         }
     }
 
-    /// Per frame, the value of the samples ending at it or below it; `None` when a sample's
-    /// value is negative (then totals do not shrink going down, and the cut's bound fails).
-    fn totals(&self) -> Option<Vec<i64>> {
-        let mut t = match self {
+    /// Per frame into `t` (its allocation reused: freeing tens of megabytes a tier costs
+    /// the whole process a TLB shootdown each time), the value of the samples ending at it or
+    /// below it; `false` when a sample's value is negative (then totals do not shrink going
+    /// down, and the cut's bound fails).
+    fn totals_into(&self, t: &mut Vec<i64>) -> bool {
+        match self {
             Part::Merged(m) => {
-                let mut t = m.self_values.clone();
+                t.clear();
+                t.extend_from_slice(&m.self_values);
                 t.resize(m.frames.len(), 0);
-                t
             }
             Part::Rollup {
                 rollup: Some(rollup),
                 series,
                 ..
-            } => rollup.selves(series.iter().copied()),
-            Part::Rollup { rollup: None, .. } => Vec::new(),
-        };
+            } => rollup.selves_into(series.iter().copied(), t),
+            Part::Rollup { rollup: None, .. } => t.clear(),
+        }
         if t.iter().any(|v| *v < 0) {
-            return None;
+            return false;
         }
         // Parents come first: one reverse pass folds every value into its parent.
         let frames = self.frames();
@@ -147,7 +149,7 @@ impl Part {
             let p = frames[f].0 as usize;
             t[p] = t[p].saturating_add(t[f]);
         }
-        Some(t)
+        true
     }
 }
 
@@ -261,8 +263,16 @@ impl Candidates {
     }
 
     /// Adds the frames of a part whose total reaches `threshold` (and so do their parents).
-    fn offer(&mut self, frames: &[(u32, u32)], names: &[u32], totals: &[i64], threshold: i64) {
-        let mut ids = vec![NONE; frames.len()];
+    fn offer(
+        &mut self,
+        frames: &[(u32, u32)],
+        names: &[u32],
+        totals: &[i64],
+        threshold: i64,
+        ids: &mut Vec<u32>,
+    ) {
+        ids.clear();
+        ids.resize(frames.len(), NONE);
         ids[0] = 0;
         for (f, &(parent, name)) in frames.iter().enumerate().skip(1) {
             let p = ids[parent as usize];
@@ -282,8 +292,14 @@ impl Candidates {
     /// Adds a part's totals to the candidates it holds: per candidate, its own total and
     /// the totals of all its children in the part (candidates or not). A frame's self value
     /// is its total less its children's, so the two give exact selves and what is left out.
-    fn add_exact(&self, frames: &[(u32, u32)], names: &[u32], totals: &[i64], exact: &mut [Exact]) {
-        let mut ids = vec![NONE; frames.len()];
+    fn add_exact(&self, part: &PartFrames<'_>, exact: &mut [Exact], ids: &mut Vec<u32>) {
+        let PartFrames {
+            frames,
+            names,
+            totals,
+        } = *part;
+        ids.clear();
+        ids.resize(frames.len(), NONE);
         ids[0] = 0;
         if let Some(t) = totals.first() {
             exact[0].total = exact[0].total.saturating_add(*t);
@@ -305,6 +321,14 @@ impl Candidates {
     }
 }
 
+/// What pass 2 reads of one part: frames, their names' shared ids, their totals.
+#[derive(Clone, Copy)]
+struct PartFrames<'a> {
+    frames: &'a [(u32, u32)],
+    names: &'a [u32],
+    totals: &'a [i64],
+}
+
 /// A candidate's merged total, and the merged total of all its children.
 #[derive(Clone, Copy, Default)]
 struct Exact {
@@ -323,6 +347,9 @@ struct HeavyMerge {
     part_names: Vec<Vec<u32>>,
     /// Per part received, its frame count.
     part_frames: Vec<usize>,
+    /// Buffers pass 1 reuses from part to part.
+    totals: Vec<i64>,
+    ids: Vec<u32>,
     /// A part held a negative value: the bound does not hold.
     negative: bool,
 }
@@ -336,6 +363,8 @@ impl HeavyMerge {
             cands: Candidates::new(),
             part_names: Vec::new(),
             part_frames: Vec::new(),
+            totals: Vec::new(),
+            ids: Vec::new(),
             negative: false,
         }
     }
@@ -348,14 +377,18 @@ impl HeavyMerge {
         if self.negative {
             return;
         }
-        let Some(totals) = part.totals() else {
+        let mut totals = std::mem::take(&mut self.totals);
+        if !part.totals_into(&mut totals) {
             self.negative = true;
             return;
-        };
+        }
         self.bound = self.bound.max(nth_largest_floor(&totals, self.max_nodes));
         let names = self.part_names.last().map_or(&[][..], Vec::as_slice);
         let threshold = (self.bound / self.tiers).max(1);
-        self.cands.offer(part.frames(), names, &totals, threshold);
+        let ids = &mut self.ids;
+        self.cands
+            .offer(part.frames(), names, &totals, threshold, ids);
+        self.totals = totals;
     }
 
     /// Pass 2 over `parts` (those offered, in order), on two threads, rollups let go after
@@ -369,10 +402,18 @@ impl HeavyMerge {
         let part_names = &self.part_names;
         let exact_of = |range: std::ops::Range<usize>| -> Option<Vec<Exact>> {
             let mut exact = vec![Exact::default(); cands.frames.len()];
+            let (mut totals, mut ids) = (Vec::new(), Vec::new());
             for i in range {
                 let part = parts[i].reloaded(store)?;
-                let totals = part.totals()?;
-                cands.add_exact(part.frames(), &part_names[i], &totals, &mut exact);
+                if !part.totals_into(&mut totals) {
+                    return None;
+                }
+                let frames = PartFrames {
+                    frames: part.frames(),
+                    names: &part_names[i],
+                    totals: &totals,
+                };
+                cands.add_exact(&frames, &mut exact, &mut ids);
             }
             Some(exact)
         };
