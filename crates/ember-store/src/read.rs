@@ -23,7 +23,7 @@ mod heavy;
 mod samples;
 mod sums;
 
-use sums::{NodeSums, SPARSE_RATIO, compact_frames, in_range, sum_nodes};
+use sums::{in_range, sum_nodes};
 
 /// A query: which series, which profile type, which time range.
 #[derive(Debug, Clone, Default)]
@@ -445,52 +445,6 @@ impl Store {
                 }
             }
         });
-    }
-
-    /// [`Store::for_each_tier`] for merges: each tier in range as a [`heavy::Part`], a head
-    /// or a section without a usable rollup summed onto frames, a section's rollup as it is.
-    /// Tiers without profiles of the selection are skipped.
-    fn for_each_part(
-        &self,
-        tenant: &str,
-        query: &Query,
-        tiers: impl FnOnce(usize),
-        f: impl FnMut(heavy::Part),
-    ) {
-        let averaged = self.averaged_counts(tenant, query);
-        let f = std::cell::RefCell::new(f);
-        self.for_each_tier(
-            tenant,
-            query,
-            tiers,
-            |head| {
-                let mut out = Merged::default();
-                let sums = sum_nodes(head, query, &averaged, &mut out);
-                if out.profiles == 0 {
-                    return;
-                }
-                let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
-                    NodeSums::Dense(vec![0i64; head.frame_count()])
-                } else {
-                    NodeSums::Sparse(crate::head::FastMap::default())
-                };
-                for (n, v) in sums {
-                    frames.add(head.frame_of(n), v);
-                }
-                compact_frames(head, frames.into_sorted(), &mut out);
-                (f.borrow_mut())(heavy::Part::Merged(out));
-            },
-            Some(
-                |section: &Arc<Section>,
-                 rollup: &Arc<crate::rollup::Rollup>,
-                 series: &[RolledSeries<'_>]| {
-                    let part = heavy::Part::rollup(section, rollup, series);
-                    if part.profiles() > 0 {
-                        (f.borrow_mut())(part);
-                    }
-                },
-            ),
-        );
     }
 
     /// Profile counts in range of the averaged series the query selects, over every tier

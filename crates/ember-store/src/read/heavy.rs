@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use crate::block::Section;
 use crate::head::FastMap;
+use crate::read::sums::{NodeSums, SPARSE_RATIO, compact_frames, sum_nodes};
 use crate::read::{Merged, Query, RolledSeries};
 use crate::rollup::Rollup;
 use crate::{PROFILE_TYPE_LABEL, Store};
@@ -458,6 +459,52 @@ impl HeavyMerge {
 }
 
 impl Store {
+    /// [`Store::for_each_tier`] for merges: each tier in range as a [`Part`], a head
+    /// or a section without a usable rollup summed onto frames, a section's rollup as it is.
+    /// Tiers without profiles of the selection are skipped.
+    pub(super) fn for_each_part(
+        &self,
+        tenant: &str,
+        query: &Query,
+        tiers: impl FnOnce(usize),
+        f: impl FnMut(Part),
+    ) {
+        let averaged = self.averaged_counts(tenant, query);
+        let f = std::cell::RefCell::new(f);
+        self.for_each_tier(
+            tenant,
+            query,
+            tiers,
+            |head| {
+                let mut out = Merged::default();
+                let sums = sum_nodes(head, query, &averaged, &mut out);
+                if out.profiles == 0 {
+                    return;
+                }
+                let mut frames = if sums.len().saturating_mul(SPARSE_RATIO) >= head.frame_count() {
+                    NodeSums::Dense(vec![0i64; head.frame_count()])
+                } else {
+                    NodeSums::Sparse(crate::head::FastMap::default())
+                };
+                for (n, v) in sums {
+                    frames.add(head.frame_of(n), v);
+                }
+                compact_frames(head, frames.into_sorted(), &mut out);
+                (f.borrow_mut())(Part::Merged(out));
+            },
+            Some(
+                |section: &Arc<Section>,
+                 rollup: &Arc<crate::rollup::Rollup>,
+                 series: &[RolledSeries<'_>]| {
+                    let part = Part::rollup(section, rollup, series);
+                    if part.profiles() > 0 {
+                        (f.borrow_mut())(part);
+                    }
+                },
+            ),
+        );
+    }
+
     /// Hands each tier's merge of the selection to `f`, one at a time, in no set order: the
     /// open head, sections read in full, section rollups. Their sum is
     /// [`Store::merge_stacks`]; for sums that add up tier by tier (a top table's function
