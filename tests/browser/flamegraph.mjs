@@ -4,7 +4,7 @@
 //
 // usage: node flamegraph.mjs SVG REGEX EXPECTED_MATCH_PERCENT ZOOM_FRAME_NAME
 // Prints one line per check; exits non-zero on the first failure.
-import { chromium } from "playwright-core";
+import { check, launch } from "./common.mjs";
 import { pathToFileURL } from "node:url";
 
 const [svgPath, searchTerm, expectedMatch, zoomName] = process.argv.slice(2);
@@ -13,16 +13,7 @@ if (!zoomName) {
   process.exit(2);
 }
 
-function check(ok, what) {
-  if (!ok) throw new Error("FAILED: " + what);
-  console.log("ok: " + what);
-}
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 let failed = false;
 try {
   const page = await browser.newPage({ viewport: { width: 1300, height: 900 } });

@@ -6,25 +6,12 @@
 // usage: node ui.mjs '{"base": "http://127.0.0.1:PORT", "service": ..., ...}' (see
 // crates/ember/tests/ui_browser.rs for the keys). Prints one line per check; exits non-zero
 // on the first failure.
-import { chromium } from "playwright-core";
+import { check, jsonArgument, launch } from "./common.mjs";
 import { join } from "node:path";
 
-const want = JSON.parse(process.argv[2] || "null");
-if (!want) {
-  console.error("usage: node ui.mjs JSON");
-  process.exit(2);
-}
+const want = jsonArgument("ui.mjs");
 
-function check(ok, what) {
-  if (!ok) throw new Error("FAILED: " + what);
-  console.log("ok: " + what);
-}
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 let failed = false;
 try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });

@@ -3,25 +3,12 @@
 // once it is typed the page shows the token's tenant's data.
 //
 // usage: node ui_auth.mjs '{"base": ..., "token": ..., "service": ..., "screenshots": ...}'
-import { chromium } from "playwright-core";
+import { check, jsonArgument, launch } from "./common.mjs";
 import { join } from "node:path";
 
-const want = JSON.parse(process.argv[2] || "null");
-if (!want) {
-  console.error("usage: node ui_auth.mjs JSON");
-  process.exit(2);
-}
+const want = jsonArgument("ui_auth.mjs");
 
-function check(ok, what) {
-  if (!ok) throw new Error("FAILED: " + what);
-  console.log("ok: " + what);
-}
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 let failed = false;
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });

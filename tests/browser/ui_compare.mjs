@@ -9,19 +9,10 @@
 // usage: node ui_compare.mjs '{"base": ..., "service": ..., "regressed": ..., "improved": ...,
 // "steady": ..., "parent": ..., "screenshots": ...}'. Prints one line per check; exits non-zero
 // on the first failure.
-import { chromium } from "playwright-core";
+import { check, jsonArgument, launch } from "./common.mjs";
 import { join } from "node:path";
 
-const want = JSON.parse(process.argv[2] || "null");
-if (!want) {
-  console.error("usage: node ui_compare.mjs JSON");
-  process.exit(2);
-}
-
-function check(ok, what) {
-  if (!ok) throw new Error("FAILED: " + what);
-  console.log("ok: " + what);
-}
+const want = jsonArgument("ui_compare.mjs");
 
 // What a colour looks like: "more" (red), "less" (blue-green), "same" (grey) from its RGB.
 function kind([r, g, b]) {
@@ -37,11 +28,7 @@ function hsl(text) {
   return m ? m.slice(1).map(Number) : null;
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 let failed = false;
 try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
