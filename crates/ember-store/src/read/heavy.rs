@@ -11,10 +11,15 @@
 //!    `max_nodes`-th largest merged total; so in at least one of the `k` tiers its total is
 //!    at least `τ / k`. Any tier's own `max_nodes`-th largest total is a lower bound `L` of
 //!    `τ` (merged totals only add, values being non-negative), so every frame whose total in
-//!    some tier reaches `L / k` is a candidate, with its ancestors. `L` grows as tiers are
-//!    read (largest first), so early tiers offer a few more candidates than needed.
-//! 2. *Exact values.* Every tier is read again and each frame under a candidate is looked up
-//!    in the candidates' table: candidates get their exact merged self value and total.
+//!    some tier reaches `L / k` is a candidate, with its ancestors (`k` is the number of
+//!    tiers the query may read, known before the first). `L` grows as tiers arrive, so
+//!    early tiers offer a few more candidates than needed. This pass runs as each tier
+//!    arrives, while the next rollup is decoded on another thread.
+//! 2. *Exact values.* Every tier is read again, on two threads, and each frame under a
+//!    candidate is looked up in the candidates' table: candidates get their exact merged
+//!    total and the total of their children, hence their self value. Rollups the cache does
+//!    not hold are let go between the passes (beyond a quarter of the cache's budget) and
+//!    read again, so memory stays bounded by the cache.
 //!
 //! The result holds the candidates with exact self values and, per candidate, the total of
 //! what lies below it outside the candidates (`Merged::rest`), so a heaviest-first cut of it
