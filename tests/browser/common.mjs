@@ -27,3 +27,20 @@ export function launch() {
       "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });
 }
+
+/**
+ * Runs `body` (the checks), prints the failure's message if one throws, closes `browser`,
+ * and exits: 0 when every check passed, 1 otherwise.
+ */
+export async function runChecks(browser, body) {
+  let failed = false;
+  try {
+    await body();
+  } catch (e) {
+    console.log(e.message);
+    failed = true;
+  } finally {
+    await browser.close();
+  }
+  process.exit(failed ? 1 : 0);
+}

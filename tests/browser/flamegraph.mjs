@@ -4,7 +4,7 @@
 //
 // usage: node flamegraph.mjs SVG REGEX EXPECTED_MATCH_PERCENT ZOOM_FRAME_NAME
 // Prints one line per check; exits non-zero on the first failure.
-import { check, launch } from "./common.mjs";
+import { check, launch, runChecks } from "./common.mjs";
 import { pathToFileURL } from "node:url";
 
 const [svgPath, searchTerm, expectedMatch, zoomName] = process.argv.slice(2);
@@ -14,8 +14,7 @@ if (!zoomName) {
 }
 
 const browser = await launch();
-let failed = false;
-try {
+await runChecks(browser, async () => {
   const page = await browser.newPage({ viewport: { width: 1300, height: 900 } });
   const problems = [];
   page.on("pageerror", (e) => problems.push("page error: " + e.message));
@@ -74,10 +73,4 @@ try {
   check(cleared === "", "Escape clears the search");
 
   await page.screenshot({ path: svgPath + ".png" });
-} catch (e) {
-  console.error(e.message);
-  failed = true;
-} finally {
-  await browser.close();
-}
-process.exit(failed ? 1 : 0);
+});

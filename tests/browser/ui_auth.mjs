@@ -3,14 +3,13 @@
 // once it is typed the page shows the token's tenant's data.
 //
 // usage: node ui_auth.mjs '{"base": ..., "token": ..., "service": ..., "screenshots": ...}'
-import { check, jsonArgument, launch } from "./common.mjs";
+import { check, jsonArgument, launch, runChecks } from "./common.mjs";
 import { join } from "node:path";
 
 const want = jsonArgument("ui_auth.mjs");
 
 const browser = await launch();
-let failed = false;
-try {
+await runChecks(browser, async () => {
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   const problems = [];
   page.on("pageerror", (e) => problems.push("page error: " + e.message));
@@ -47,10 +46,4 @@ try {
   check((await page.evaluate(() => window.__ember.view.nodes)) > 20, "the token survives a reload of the tab");
   check(problems.length === 0, "no other console or page errors " + JSON.stringify(problems));
   check(true, "all checks ran");
-} catch (e) {
-  console.log(e.message);
-  failed = true;
-} finally {
-  await browser.close();
-}
-process.exit(failed ? 1 : 0);
+});

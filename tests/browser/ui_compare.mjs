@@ -9,7 +9,7 @@
 // usage: node ui_compare.mjs '{"base": ..., "service": ..., "regressed": ..., "improved": ...,
 // "steady": ..., "parent": ..., "screenshots": ...}'. Prints one line per check; exits non-zero
 // on the first failure.
-import { check, jsonArgument, launch } from "./common.mjs";
+import { check, jsonArgument, launch, runChecks } from "./common.mjs";
 import { join } from "node:path";
 
 const want = jsonArgument("ui_compare.mjs");
@@ -29,8 +29,7 @@ function hsl(text) {
 }
 
 const browser = await launch();
-let failed = false;
-try {
+await runChecks(browser, async () => {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = await context.newPage();
   const problems = [];
@@ -196,10 +195,4 @@ try {
   check(problems.length === 0, "no console or page errors " + JSON.stringify(problems));
   check(foreign.length === 0, "no request left the server's origin " + JSON.stringify(foreign));
   check(true, "all checks ran");
-} catch (e) {
-  console.log(e.message);
-  failed = true;
-} finally {
-  await browser.close();
-}
-process.exit(failed ? 1 : 0);
+});
