@@ -6,12 +6,11 @@
 //! the SVG's script. Needs `bash .ci/setup`; without chromium or node it is skipped with a
 //! loud message, except under CI (`CI` set), where that is a failure.
 
-use std::path::{Path, PathBuf};
+mod browser_util;
+
 use std::process::Command;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use browser_util::{browser_available, repo_root};
 
 /// Share of samples (in percent) whose stack has at least one frame matching `pattern`:
 /// what the search box must report when the graph is not zoomed.
@@ -31,25 +30,9 @@ fn matched_percent(folded: &str, pattern: &str) -> f64 {
     matched as f64 * 100.0 / total as f64
 }
 
-fn browser_tools_present() -> bool {
-    let chromium = Path::new("/usr/bin/chromium").exists();
-    let node = Command::new("node").arg("--version").output().is_ok();
-    let playwright = repo_root()
-        .join("tests/browser/node_modules/playwright-core")
-        .exists();
-    chromium && node && playwright
-}
-
 #[test]
 fn flame_graph_is_interactive_in_chromium() {
-    if !browser_tools_present() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromium, node or playwright-core missing under CI: run `bash .ci/setup`"
-        );
-        eprintln!(
-            "SKIPPED: browser test needs chromium, node and tests/browser/node_modules (run `bash .ci/setup`)"
-        );
+    if !browser_available() {
         return;
     }
     let input = repo_root().join(

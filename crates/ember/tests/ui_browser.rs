@@ -11,12 +11,14 @@
 //! `bash .ci/setup`; without chromium or node it is skipped with a loud message, except under
 //! CI (`CI` set), where that is a failure.
 
+mod browser_util;
 mod server_util;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use browser_util::{browser_available, repo_root};
 use server_util::{Server, corpus, temp_dir};
 
 const JAVA: &str = "pyroscope/pkg/pprof/testdata/profile_java";
@@ -24,19 +26,6 @@ const GO: &str = "pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof";
 const SEARCH: &str = "UnixFileSystem";
 /// A function that calls itself in the Java profile (`createTempFile` overloads).
 const SANDWICH: &str = "java/io/File.createTempFile";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn browser_tools_present() -> bool {
-    let chromium = Path::new("/usr/bin/chromium").exists();
-    let node = Command::new("node").arg("--version").output().is_ok();
-    let playwright = repo_root()
-        .join("tests/browser/node_modules/playwright-core")
-        .exists();
-    chromium && node && playwright
-}
 
 /// The cpu stacks of a corpus profile as the server names frames (function names).
 fn cpu_stacks(path: &Path) -> BTreeMap<String, i64> {
@@ -122,22 +111,6 @@ fn ingest(server: &Server, name: &str, format: &str, body: &[u8], headers: &[(&s
     let path = format!("/ingest?name={name}.cpu&format={format}");
     let (status, answer) = server.request("POST", &path, headers, body);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
-}
-
-/// False (with a loud message) when the browser tools are missing outside CI; a failure
-/// under CI.
-fn browser_available() -> bool {
-    if browser_tools_present() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "chromium, node or playwright-core missing under CI: run `bash .ci/setup`"
-    );
-    eprintln!(
-        "SKIPPED: browser test needs chromium, node and tests/browser/node_modules (run `bash .ci/setup`)"
-    );
-    false
 }
 
 /// Runs `tests/browser/{script}` with `args` as JSON; returns its output after checking that
