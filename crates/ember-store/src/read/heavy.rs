@@ -91,7 +91,8 @@ impl Part {
         }
     }
 
-    /// The part as a merge of its own.
+    /// The part as a merge of its own. A rollup let go between passes must be read again
+    /// first ([`Part::reload`]): without it only the counts remain.
     pub(crate) fn into_merged(self) -> Merged {
         match self {
             Part::Merged(m) => m,
