@@ -50,9 +50,9 @@
 //! `max_label_value_length` (2048), `max_series_per_tenant` (100,000),
 //! `max_push_requests_per_second` (0 = unlimited; per tenant, 429 with `Retry-After` beyond),
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
-//! graceful shutdown), `flush_wal_mib` (256: flush early once the log holds this much, so a
-//! burst never builds a head that takes long to flush), `block_cache_mib` (256: decoded
-//! blocks kept for queries) and `retention_days` (30; 0 keeps everything). Small blocks are
+//! graceful shutdown), `flush_wal_mib` (128: flush early once the log holds this much, so a
+//! burst never builds a head that takes long to flush or holds much memory),
+//! `block_cache_mib` (128: decoded blocks kept for queries) and `retention_days` (30; 0 keeps everything). Small blocks are
 //! compacted after each flush.
 
 #![forbid(unsafe_code)]
@@ -121,8 +121,10 @@ impl Default for Limits {
             max_series_per_tenant: 100_000,
             max_push_requests_per_second: 0.0,
             flush_interval_seconds: 300,
-            flush_wal_mib: 256,
-            block_cache_mib: 256,
+            // 128 MiB of log is ~3,300 realistic 74 KB Go profiles, a head of ~150 MiB; with
+            // the cache's 128 MiB that keeps the server near 512 MiB at peak (BENCHMARKS.md).
+            flush_wal_mib: 128,
+            block_cache_mib: 128,
             retention_days: 30.0,
         }
     }

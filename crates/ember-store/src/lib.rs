@@ -121,13 +121,13 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     /// 100,000 series per tenant, 30 days of retention, the default [`IngestLimits`], a
-    /// 256 MiB block cache.
+    /// 128 MiB block cache.
     fn default() -> Self {
         StoreOptions {
             max_series_per_tenant: 100_000,
             retention_nanos: 30 * 86_400 * 1_000_000_000,
             ingest: IngestLimits::default(),
-            cache_bytes: 256 << 20,
+            cache_bytes: 128 << 20,
         }
     }
 }

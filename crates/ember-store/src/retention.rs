@@ -21,8 +21,12 @@ const COMPACT_FAN_IN: usize = 4;
 /// blocks are then merged into one (late data for it starts a new block, merged in the same way).
 const DAY_CLOSED_AFTER_NANOS: i64 = 3_600 * 1_000_000_000;
 
-/// A closed day's blocks are merged into one only up to this total size.
-const DAY_BLOCK_MAX_BYTES: u64 = 256 << 20;
+/// The most block bytes one merge reads. A merge decodes its inputs into one in-memory head,
+/// and a head takes 10 to 20 times its compressed size on high-churn data (hash tables of
+/// the stack and frame trees), so this bounds the memory compaction adds to the server's:
+/// ~8 MiB of input is ~150 MiB of head. Blocks that large already hold hours of profiles;
+/// merging them further would buy queries little.
+const MERGE_MAX_BYTES: u64 = 8 << 20;
 
 /// Size class of a block for compaction: 0 below 1 MiB, 1 below 4 MiB, 2 below 16 MiB.
 fn size_class(bytes: u64) -> u32 {
@@ -129,13 +133,16 @@ impl Store {
 
     /// Merges small blocks into larger ones, tiered by size and kept within a UTC day:
     /// whenever four blocks below 16 MiB of one day share a size class (below 1, 4 or
-    /// 16 MiB), the four oldest are merged into one, and again until no class holds four
-    /// (a block spanning two days is left alone). A flush every five minutes thus ends in a
-    /// few blocks a day instead of 288, while each profile is rewritten only about once per
+    /// 16 MiB), the oldest of them are merged into one (four, or as many of the four as fit
+    /// in 8 MiB together, at least two), and again until no class holds four (a block
+    /// spanning two days is left alone). A flush every five minutes thus ends in a few
+    /// blocks a day instead of 288, while each profile is rewritten only about once per
     /// class. Once a day is closed (the store holds profiles from an hour after its end),
-    /// its blocks are merged into one, up to 256 MiB: a query over whole days then reads
-    /// one rollup a day. The merged block is swapped in for queries before the inputs are
-    /// deleted. Returns the number of blocks removed.
+    /// its blocks are merged into one if they hold at most 8 MiB together: a query over
+    /// whole days then reads one rollup a day. The 8 MiB bound keeps the memory of a merge
+    /// bounded (see `MERGE_MAX_BYTES`); a busy service's day stays in a few blocks. The
+    /// merged block is swapped in for queries before the inputs are deleted. Returns the
+    /// number of blocks removed.
     pub fn compact(&self) -> Result<usize, StoreError> {
         let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut removed = 0;
@@ -158,11 +165,12 @@ impl Store {
                 }
                 by_class
                     .into_values()
-                    .find(|c| c.len() >= COMPACT_FAN_IN)
+                    .filter(|c| c.len() >= COMPACT_FAN_IN)
                     .map(|mut c| {
                         c.sort_by_key(|b| (b.name.min_time, b.name.covered));
-                        c.into_iter().take(COMPACT_FAN_IN).cloned().collect()
+                        within_merge_max(c.into_iter().take(COMPACT_FAN_IN))
                     })
+                    .find(|group| group.len() >= 2)
                     .unwrap_or_else(|| closed_day(&blocks))
             };
             if group.len() < 2 {
@@ -260,8 +268,20 @@ impl Store {
     }
 }
 
+/// The longest run of `blocks` (in order, at most [`MERGE_MAX_BYTES`] together) from the first.
+fn within_merge_max<'b>(blocks: impl Iterator<Item = &'b Block>) -> Vec<Block> {
+    let mut total = 0u64;
+    blocks
+        .take_while(|b| {
+            total = total.saturating_add(b.size);
+            total <= MERGE_MAX_BYTES
+        })
+        .cloned()
+        .collect()
+}
+
 /// The blocks of the oldest closed UTC day that still has several (each within the day,
-/// together at most [`DAY_BLOCK_MAX_BYTES`]); empty when there is none.
+/// together at most [`MERGE_MAX_BYTES`]); empty when there is none.
 fn closed_day(blocks: &[Block]) -> Vec<Block> {
     let Some(latest) = blocks.iter().map(|b| b.name.max_time).max() else {
         return Vec::new();
@@ -279,7 +299,7 @@ fn closed_day(blocks: &[Block]) -> Vec<Block> {
             let end = (day + 1).saturating_mul(DAY_NANOS);
             group.len() >= 2
                 && latest >= end.saturating_add(DAY_CLOSED_AFTER_NANOS)
-                && group.iter().map(|b| b.size).sum::<u64>() <= DAY_BLOCK_MAX_BYTES
+                && group.iter().map(|b| b.size).sum::<u64>() <= MERGE_MAX_BYTES
         })
         .map(|(_, group)| group.into_iter().cloned().collect())
         .unwrap_or_default()
