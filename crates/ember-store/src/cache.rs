@@ -211,13 +211,6 @@ impl BlockCache {
         self.budget
     }
 
-    /// Whether the decoded head (`rollup` false) or rollup of `section` is cached (not
-    /// counted as a hit or a miss, nor as a use).
-    pub(crate) fn holds(&self, section: &Section, rollup: bool) -> bool {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.entries.contains_key(&key(section, rollup))
-    }
-
     /// Forgets `section` (its block was deleted or compacted away).
     pub(crate) fn forget(&self, section: &Section) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());

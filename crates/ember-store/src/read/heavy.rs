@@ -161,16 +161,16 @@ impl Part {
 }
 
 impl Part {
-    /// Lets go of the rollup unless the cache holds it too or `held` (bytes of uncached
-    /// rollups held so far) stays within a quarter of the cache's budget (64 MiB by
-    /// default). Beyond, rollups are read again in pass 2, so a week's query (a dozen
-    /// rollups of some 30 MB each) holds at most the cache's budget and a quarter more.
+    /// Lets go of the rollup unless `held` (bytes of rollups the parts hold so far) stays
+    /// within a quarter of the cache's budget (32 MiB by default). Beyond, rollups are read
+    /// again in pass 2 (from the cache when it still has them), so a week's query (two
+    /// dozen rollups of some 15 MB each) holds at most the cache's budget and a quarter
+    /// more. A rollup the cache holds now is let go too: the cache may drop it for the next
+    /// tier's, and a part holding it would then keep it alive outside the cache's budget
+    /// (which let a week's query hold every rollup of the week at once).
     fn release(&mut self, store: &Store, held: &mut usize) {
-        if let Part::Rollup {
-            section, rollup, ..
-        } = self
+        if let Part::Rollup { rollup, .. } = self
             && let Some(r) = rollup
-            && !store.cache.holds(section, true)
         {
             let bytes = r.approx_bytes();
             if *held + bytes > store.cache.budget() / 4 {
