@@ -441,9 +441,11 @@ impl Server {
             let s = self.state.clone();
             let wal_limit = self.state.limits.flush_wal_mib.saturating_mul(1 << 20);
             tokio::spawn(async move {
-                // Checks the log's size every few seconds; flushes when it passed the limit
-                // or the interval is up, whichever comes first.
-                let tick = std::time::Duration::from_secs(interval.min(5));
+                // Checks the log's size every second (a directory listing); flushes when it
+                // passed the limit or the interval is up, whichever comes first. A back-fill
+                // writes ~35 MB of log a second: checking every 5 s let the head grow to twice
+                // the limit before a flush.
+                let tick = std::time::Duration::from_secs(1);
                 let mut last = std::time::Instant::now();
                 loop {
                     tokio::time::sleep(tick).await;
