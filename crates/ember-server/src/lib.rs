@@ -395,6 +395,7 @@ impl Server {
                 max_label_value_length: limits.max_label_value_length,
             },
             cache_bytes: limits.block_cache_mib.saturating_mul(1 << 20),
+            ..StoreOptions::default()
         };
         let store = tokio::task::spawn_blocking(move || Store::open(&data_dir, store_options))
             .await

@@ -117,17 +117,22 @@ pub struct StoreOptions {
     pub ingest: IngestLimits,
     /// Memory budget for decoded block sections kept between queries, in bytes.
     pub cache_bytes: usize,
+    /// Most block bytes one compaction merges ([`Store::compact`]). A merge decodes its
+    /// inputs into one in-memory head, 10 to 20 times their size on high-churn data, so
+    /// this bounds the memory compaction adds.
+    pub compact_max_bytes: u64,
 }
 
 impl Default for StoreOptions {
     /// 100,000 series per tenant, 30 days of retention, the default [`IngestLimits`], a
-    /// 128 MiB block cache.
+    /// 128 MiB block cache, merges of at most 8 MiB of blocks (~150 MiB of head).
     fn default() -> Self {
         StoreOptions {
             max_series_per_tenant: 100_000,
             retention_nanos: 30 * 86_400 * 1_000_000_000,
             ingest: IngestLimits::default(),
             cache_bytes: 128 << 20,
+            compact_max_bytes: 8 << 20,
         }
     }
 }

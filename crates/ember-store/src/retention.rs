@@ -21,13 +21,6 @@ const COMPACT_FAN_IN: usize = 4;
 /// blocks are then merged into one (late data for it starts a new block, merged in the same way).
 const DAY_CLOSED_AFTER_NANOS: i64 = 3_600 * 1_000_000_000;
 
-/// The most block bytes one merge reads. A merge decodes its inputs into one in-memory head,
-/// and a head takes 10 to 20 times its compressed size on high-churn data (hash tables of
-/// the stack and frame trees), so this bounds the memory compaction adds to the server's:
-/// ~8 MiB of input is ~150 MiB of head. Blocks that large already hold hours of profiles;
-/// merging them further would buy queries little.
-const MERGE_MAX_BYTES: u64 = 8 << 20;
-
 /// Size class of a block for compaction: 0 below 1 MiB, 1 below 4 MiB, 2 below 16 MiB.
 fn size_class(bytes: u64) -> u32 {
     let mut class = 0;
@@ -139,13 +132,15 @@ impl Store {
     /// blocks a day instead of 288, while each profile is rewritten only about once per
     /// class. Once a day is closed (the store holds profiles from an hour after its end),
     /// its blocks are merged into one if they hold at most 8 MiB together: a query over
-    /// whole days then reads one rollup a day. The 8 MiB bound keeps the memory of a merge
-    /// bounded (see `MERGE_MAX_BYTES`); a busy service's day stays in a few blocks. The
+    /// whole days then reads one rollup a day. The 8 MiB bound
+    /// ([`StoreOptions::compact_max_bytes`](crate::StoreOptions)) keeps the memory of a
+    /// merge bounded: a busy service's day stays in a few blocks. The
     /// merged block is swapped in for queries before the inputs are deleted. Returns the
     /// number of blocks removed.
     pub fn compact(&self) -> Result<usize, StoreError> {
         let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut removed = 0;
+        let max = self.options.compact_max_bytes;
         loop {
             let group: Vec<Block> = {
                 let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
@@ -168,10 +163,10 @@ impl Store {
                     .filter(|c| c.len() >= COMPACT_FAN_IN)
                     .map(|mut c| {
                         c.sort_by_key(|b| (b.name.min_time, b.name.covered));
-                        within_merge_max(c.into_iter().take(COMPACT_FAN_IN))
+                        within(max, c.into_iter().take(COMPACT_FAN_IN))
                     })
                     .find(|group| group.len() >= 2)
-                    .unwrap_or_else(|| closed_day(&blocks))
+                    .unwrap_or_else(|| closed_day(&blocks, max))
             };
             if group.len() < 2 {
                 return Ok(removed);
@@ -268,21 +263,21 @@ impl Store {
     }
 }
 
-/// The longest run of `blocks` (in order, at most [`MERGE_MAX_BYTES`] together) from the first.
-fn within_merge_max<'b>(blocks: impl Iterator<Item = &'b Block>) -> Vec<Block> {
+/// The longest run of `blocks` (in order, at most `max` bytes together) from the first.
+fn within<'b>(max: u64, blocks: impl Iterator<Item = &'b Block>) -> Vec<Block> {
     let mut total = 0u64;
     blocks
         .take_while(|b| {
             total = total.saturating_add(b.size);
-            total <= MERGE_MAX_BYTES
+            total <= max
         })
         .cloned()
         .collect()
 }
 
 /// The blocks of the oldest closed UTC day that still has several (each within the day,
-/// together at most [`MERGE_MAX_BYTES`]); empty when there is none.
-fn closed_day(blocks: &[Block]) -> Vec<Block> {
+/// together at most `max` bytes); empty when there is none.
+fn closed_day(blocks: &[Block], max: u64) -> Vec<Block> {
     let Some(latest) = blocks.iter().map(|b| b.name.max_time).max() else {
         return Vec::new();
     };
@@ -299,7 +294,7 @@ fn closed_day(blocks: &[Block]) -> Vec<Block> {
             let end = (day + 1).saturating_mul(DAY_NANOS);
             group.len() >= 2
                 && latest >= end.saturating_add(DAY_CLOSED_AFTER_NANOS)
-                && group.iter().map(|b| b.size).sum::<u64>() <= MERGE_MAX_BYTES
+                && group.iter().map(|b| b.size).sum::<u64>() <= max
         })
         .map(|(_, group)| group.into_iter().cloned().collect())
         .unwrap_or_default()

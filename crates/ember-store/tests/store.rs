@@ -343,3 +343,51 @@ fn a_batch_of_stacks_interns_like_one_at_a_time() {
     // root, [1], [0 1], [3], [1 3], [2 1 3]
     assert_eq!(h.node_count(), 6);
 }
+
+/// Compaction reads at most `compact_max_bytes` of blocks per merge (a merge decodes its
+/// inputs into memory at once): four blocks of one size class with room for two merge two
+/// at a time, not all four.
+#[test]
+fn compaction_merges_at_most_compact_max_bytes() {
+    let dir = temp_dir("compact-max");
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    for i in 0..4 {
+        ingest(&store, LABELS, &format!("svc{i}"), "p", 1_000_000_000 + i);
+        store.flush().unwrap();
+    }
+    store.close();
+    drop(store);
+    let mut sizes: Vec<u64> = std::fs::read_dir(dir.join("blocks"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes.len(), 4);
+    // Room for the two largest together, not for three.
+    let max = sizes[2] + sizes[3];
+    assert!(sizes[0] + sizes[1] + sizes[2] > max);
+    let options = StoreOptions {
+        compact_max_bytes: max,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(&dir, options).unwrap();
+    let before = store.merge_stacks("t", &query("svc0", "cpu"));
+    store.compact().unwrap();
+    let (blocks, _, _) = store.disk_usage();
+    assert!(
+        (2..4).contains(&blocks),
+        "merges of two blocks at most: {blocks} blocks left of 4"
+    );
+    for i in 0..4 {
+        let q = query(&format!("svc{i}"), "cpu");
+        assert!(
+            store.merge_stacks("t", &q).total > 0,
+            "svc{i} after compaction"
+        );
+    }
+    assert_eq!(
+        store.merge_stacks("t", &query("svc0", "cpu")).total,
+        before.total
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
