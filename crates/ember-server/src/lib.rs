@@ -312,7 +312,7 @@ impl From<ember_store::StoreError> for ApiError {
                 reason: "shutting_down",
                 message: e.to_string(),
             },
-            E::Io { .. } => ApiError::internal(e.to_string()),
+            E::Io { .. } | E::Locked { .. } => ApiError::internal(e.to_string()),
         }
     }
 }

@@ -80,6 +80,16 @@ pub enum StoreError {
     /// A label selector could not be parsed.
     #[error("bad selector: {0}")]
     Selector(String),
+    /// Another process (or another [`Store`] of this one) has the data directory open.
+    #[error(
+        "{path} is in use by another Ember server (it holds the directory's lock); stop it or \
+         choose another data directory: two servers on one directory would delete each \
+         other's write-ahead log"
+    )]
+    Locked {
+        /// The lock file.
+        path: String,
+    },
 }
 
 impl StoreError {
@@ -171,12 +181,36 @@ pub struct Store {
     options: StoreOptions,
     replay: ReplayStats,
     replay_errors: usize,
+    /// `<dir>/LOCK`, locked exclusively while the store is open (released when the process
+    /// ends, however it ends).
+    _lock: std::fs::File,
+}
+
+/// Takes the exclusive lock of the data directory `dir` (`<dir>/LOCK`, an advisory `flock`).
+/// A second server on the same directory would replay, flush and delete the first one's
+/// log segments, so it must not start.
+fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| StoreError::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked {
+            path: path.display().to_string(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(StoreError::io(&path, e)),
+    }
 }
 
 impl Store {
     /// Opens (or creates) the store in `dir`: loads its blocks, then replays the write-ahead
     /// log segments no block covers yet, then applies retention. Blocks are kept under
-    /// `<dir>/blocks/` through `object_store`'s local filesystem backend.
+    /// `<dir>/blocks/` through `object_store`'s local filesystem backend. Fails with
+    /// [`StoreError::Locked`] while another store (in any process) has `dir` open.
     pub fn open(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
         let objects = objects::Objects::local(dir, "blocks")?;
@@ -201,6 +235,7 @@ impl Store {
         options: StoreOptions,
         objects: objects::Objects,
     ) -> Result<Store, StoreError> {
+        let lock = lock_dir(dir)?;
         let blocks = block::open_all(&objects)?;
         let covered = blocks.iter().map(|b| b.name.covered).max().unwrap_or(0);
         let mut tenants: HashMap<String, Tenant> = HashMap::new();
@@ -250,6 +285,7 @@ impl Store {
             options,
             replay,
             replay_errors,
+            _lock: lock,
         })
     }
 

@@ -181,3 +181,30 @@ fn sigterm_shuts_down_gracefully_and_keeps_data() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A second `ember server` on a data directory that one already serves exits at once with
+/// a message naming the lock, and the first keeps serving (issue 13: without the lock both
+/// started, and one's flush deleted the other's log segments).
+#[test]
+fn a_second_server_on_the_same_directory_refuses_to_start() {
+    let dir = temp_dir("one-server");
+    let first = Server::start(&dir, &[]);
+    let config = dir.with_extension("config.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&dir)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("run a second ember server");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "second server started: {stderr}");
+    assert!(
+        stderr.contains("in use by another Ember server") && stderr.contains("LOCK"),
+        "{stderr}"
+    );
+    let (status, _) = first.get("/ready", &[]);
+    assert_eq!(status, 200, "the first server stops serving");
+    first.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
