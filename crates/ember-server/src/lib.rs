@@ -642,6 +642,11 @@ async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -
         "Time spent flushing.",
         seconds(load(&m.flush_micros)),
     );
+    e.gauge(
+        "ember_blocks_quarantined",
+        "Blocks found corrupt at start and set aside as <name>.corrupt (their profiles are not served).",
+        s.store.quarantined_blocks().len() as u64,
+    );
     e.family("ember_disk_bytes", MetricType::Gauge, "Bytes on disk.")
         .sample(&[("kind", "blocks")], block_bytes)
         .sample(&[("kind", "wal")], wal_bytes);

@@ -227,16 +227,30 @@ pub(crate) fn usage(objects: &Objects) -> Result<(usize, u64), StoreError> {
 }
 
 /// Opens every block by its index (first-format blocks are rewritten first), and deletes
-/// blocks that a compacted block replaces (left behind by a crash during compaction).
-pub(crate) fn open_all(objects: &Objects) -> Result<Vec<Block>, StoreError> {
+/// blocks that a compacted block replaces (left behind by a crash during compaction). A
+/// block whose trailer or index does not read is quarantined: renamed to `<name>.corrupt`
+/// (kept for inspection, never listed again) and reported, so that one damaged file costs
+/// its own profiles, not the whole store. Returns the blocks and the quarantined files'
+/// names; errors reading storage (not the bytes read) still fail the open.
+pub(crate) fn open_all(objects: &Objects) -> Result<(Vec<Block>, Vec<String>), StoreError> {
     let mut out: Vec<Block> = Vec::new();
+    let mut quarantined = Vec::new();
     for (name, listed) in listed(objects)? {
-        let block = match open_one(objects, name, &listed) {
-            Err(e) if is_v1(objects, &listed)? => {
-                drop(e);
-                upgrade_v1(objects, name, &listed)?
+        let block = match open_one(objects, name, &listed)? {
+            Ok(block) => block,
+            Err(_) if is_v1(objects, &listed)? => upgrade_v1(objects, name, &listed)?,
+            Err(why) => {
+                let to = objects.key(&format!("{}.corrupt", listed.name));
+                objects.rename(&listed.key, &to)?;
+                tracing::error!(
+                    block = %listed.key,
+                    reason = %why,
+                    moved_to = %to,
+                    "corrupt block quarantined; its profiles are not served"
+                );
+                quarantined.push(listed.name.clone());
+                continue;
             }
-            other => other?,
         };
         out.push(block);
     }
@@ -252,7 +266,7 @@ pub(crate) fn open_all(objects: &Objects) -> Result<Vec<Block>, StoreError> {
             kept.push(b);
         }
     }
-    Ok(kept)
+    Ok((kept, quarantined))
 }
 
 fn is_v1(objects: &Objects, listed: &Listed) -> Result<bool, StoreError> {
@@ -263,32 +277,41 @@ fn is_v1(objects: &Objects, listed: &Listed) -> Result<bool, StoreError> {
     Ok(head == MAGIC_V1)
 }
 
-fn open_one(objects: &Objects, name: BlockName, listed: &Listed) -> Result<Block, StoreError> {
+/// Reads one block's trailer and index: `Err` when storage could not be read, `Ok(Err(why))`
+/// when the bytes read are not a valid block.
+fn open_one(
+    objects: &Objects,
+    name: BlockName,
+    listed: &Listed,
+) -> Result<Result<Block, String>, StoreError> {
     let key = &listed.key;
     if listed.size < MAGIC.len() as u64 + TRAILER {
-        return Err(corrupt(key, "too short"));
+        return Ok(Err("too short".into()));
     }
     let trailer = objects.get_range(key, listed.size - TRAILER..listed.size)?;
     let v3 = &trailer[16..] == MAGIC;
     if !v3 && &trailer[16..] != MAGIC_V2 {
-        return Err(corrupt(key, "no index trailer"));
+        return Ok(Err("no index trailer".into()));
     }
     let word = |at: usize| u64::from_le_bytes(trailer[at..at + 8].try_into().unwrap_or([0; 8]));
     let (index_at, index_len) = (word(0), word(8));
-    let end = index_at
+    let Some(end) = index_at
         .checked_add(index_len)
         .filter(|e| *e <= listed.size - TRAILER && index_at >= MAGIC.len() as u64)
-        .ok_or_else(|| corrupt(key, "index out of range"))?;
+    else {
+        return Ok(Err("index out of range".into()));
+    };
     let index = objects.get_range(key, index_at..end)?;
-    let (sections, replaces) =
-        read_index(&index, key, index_at, v3).ok_or_else(|| corrupt(key, "bad index"))?;
-    Ok(Block {
+    let Some((sections, replaces)) = read_index(&index, key, index_at, v3) else {
+        return Ok(Err("bad index".into()));
+    };
+    Ok(Ok(Block {
         name,
         key: key.clone(),
         size: listed.size,
         sections,
         replaces,
-    })
+    }))
 }
 
 /// The sections and the names of replaced blocks an index lists.

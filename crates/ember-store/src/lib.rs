@@ -184,6 +184,8 @@ pub struct Store {
     /// `<dir>/LOCK`, locked exclusively while the store is open (released when the process
     /// ends, however it ends).
     _lock: std::fs::File,
+    /// Blocks found corrupt at open and renamed to `<name>.corrupt`.
+    quarantined: Vec<String>,
 }
 
 /// Takes the exclusive lock of the data directory `dir` (`<dir>/LOCK`, an advisory `flock`).
@@ -236,7 +238,7 @@ impl Store {
         objects: objects::Objects,
     ) -> Result<Store, StoreError> {
         let lock = lock_dir(dir)?;
-        let blocks = block::open_all(&objects)?;
+        let (blocks, quarantined) = block::open_all(&objects)?;
         let covered = blocks.iter().map(|b| b.name.covered).max().unwrap_or(0);
         let mut tenants: HashMap<String, Tenant> = HashMap::new();
         for b in &blocks {
@@ -286,7 +288,14 @@ impl Store {
             replay,
             replay_errors,
             _lock: lock,
+            quarantined,
         })
+    }
+
+    /// The file names of the blocks found corrupt when the store was opened: each was
+    /// renamed to `<name>.corrupt` and its profiles are not served.
+    pub fn quarantined_blocks(&self) -> &[String] {
+        &self.quarantined
     }
 
     /// What the write-ahead log replay found when the store was opened, and how many

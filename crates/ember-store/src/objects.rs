@@ -167,6 +167,14 @@ impl Objects {
         Ok(())
     }
 
+    /// Renames `from` to `to` (a rename on a file system; copy and delete on object stores).
+    pub(crate) fn rename(&self, from: &ObjPath, to: &ObjPath) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        let (f, t) = (from.clone(), to.clone());
+        self.run(async move { store.rename(&f, &t).await })?
+            .map_err(|e| object_error("rename", from, e))
+    }
+
     /// Deletes `key`.
     pub(crate) fn delete(&self, key: &ObjPath) -> Result<(), StoreError> {
         let store = self.store.clone();

@@ -234,27 +234,50 @@ fn any_object_store_backend_holds_the_blocks() {
     assert_eq!(folded(&merged.stacks()), expected(&p, "cpu", 1));
 }
 
+/// A damaged block costs its own profiles, not the store: it is set aside as
+/// `<name>.corrupt` (kept for inspection), reported, and the other blocks are served; the
+/// next open finds nothing more to set aside. (It used to stop the whole server from
+/// starting: "incomplete deflate stream".)
 #[test]
-fn corrupt_block_is_an_error_not_a_panic() {
+fn a_corrupt_block_is_quarantined_and_the_rest_served() {
     let dir = temp_dir("corrupt");
     {
         let store = Store::open(&dir, StoreOptions::default()).unwrap();
         ingest(&store, LABELS, "svc", "a", 1_000);
         store.flush().unwrap();
+        ingest(&store, LABELS, "other", "b", 2_000);
+        store.flush().unwrap();
         store.close();
     }
-    let block = std::fs::read_dir(dir.join("blocks"))
+    let mut blocks: Vec<_> = std::fs::read_dir(dir.join("blocks"))
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "blk"))
-        .unwrap();
-    let bytes = std::fs::read(&block).unwrap();
-    // Truncated halfway: gzip or the columns must report it.
-    std::fs::write(&block, &bytes[..bytes.len() / 2]).unwrap();
-    let err =
-        Store::open(&dir, StoreOptions::default()).expect_err("a truncated block must not load");
-    assert!(err.to_string().contains("corrupt block"), "{err}");
+        .filter(|p| p.extension().is_some_and(|x| x == "blk"))
+        .collect();
+    blocks.sort();
+    assert_eq!(blocks.len(), 2);
+    // The first flush's block (service "svc"), truncated halfway: its index is gone.
+    let bytes = std::fs::read(&blocks[0]).unwrap();
+    std::fs::write(&blocks[0], &bytes[..bytes.len() / 2]).unwrap();
+    let store = Store::open(&dir, StoreOptions::default()).expect("a corrupt block is not fatal");
+    let name = blocks[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(store.quarantined_blocks(), std::slice::from_ref(&name));
+    assert!(!blocks[0].exists());
+    assert!(dir.join("blocks").join(format!("{name}.corrupt")).exists());
+    assert_eq!(store.merge_stacks("t", &query("svc", "cpu")).total, 0);
+    let other = store.merge_stacks("t", &query("other", "cpu")).total;
+    assert!(other > 0, "the intact block is served");
+    store.close();
+    drop(store);
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    assert!(store.quarantined_blocks().is_empty());
+    assert_eq!(store.merge_stacks("t", &query("other", "cpu")).total, other);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -402,10 +425,18 @@ fn a_data_directory_is_opened_by_one_store_at_a_time() {
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     ingest(&store, LABELS, "svc", "p", 1_000_000_000);
     let second = Store::open(&dir, StoreOptions::default());
-    let err = second.err().expect("a second store on the same directory");
-    assert!(matches!(err, ember_store::StoreError::Locked { .. }), "{err}");
+    let Err(err) = second else {
+        panic!("a second store opened the same directory");
+    };
+    assert!(
+        matches!(err, ember_store::StoreError::Locked { .. }),
+        "{err}"
+    );
     let text = err.to_string();
-    assert!(text.contains("LOCK") && text.contains("another Ember server"), "{text}");
+    assert!(
+        text.contains("LOCK") && text.contains("another Ember server"),
+        "{text}"
+    );
     store.close();
     drop(store);
     let again = Store::open(&dir, StoreOptions::default()).unwrap();
