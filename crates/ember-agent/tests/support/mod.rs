@@ -15,8 +15,24 @@ pub mod server;
 // `host` talks HTTP through `super::wire`: the server helpers re-export the wire functions.
 use server as wire;
 
+// Each test uses some of these: the others are unused in its binary.
+#[allow(unused_imports)]
 pub use agent::*;
+#[allow(unused_imports)]
 pub use apps::*;
+#[allow(unused_imports)]
 pub use host::*;
+#[allow(unused_imports)]
 pub use logs::*;
+#[allow(unused_imports)]
 pub use server::{Server, enc, http, temp_dir};
+
+/// Folded stacks of a perf_collector dump (gzip'd `perf script`), as `ember collapse` prints.
+pub fn collapse_file(path: &std::path::Path) -> String {
+    let file = std::fs::File::open(path).unwrap();
+    let folded = ember_collapse::fold_stacks(file, &ember_collapse::CollapseOptions::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::new();
+    folded.write_folded(&mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
