@@ -37,7 +37,8 @@ fn perfetto_snapshot_command_triggers_the_running_agent() {
     let agent = AgentProc::start(&config);
     let out = Command::new(env!("CARGO_BIN_EXE_ember"))
         .args(["profiling", "perfetto-snapshot", "--url"])
-        .arg(format!("http://127.0.0.1:{trigger_port}/trigger"))
+        // `localhost`: the static binary resolves it through glibc (bench/COLLAPSE-RESULTS.md).
+        .arg(format!("http://localhost:{trigger_port}/trigger"))
         .output()
         .unwrap();
     assert!(
