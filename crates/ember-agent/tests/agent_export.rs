@@ -28,11 +28,10 @@ fn perf_collector_to_file_and_perfetto_http_trigger() {
     let bucket = dir.join("bucket");
     let trigger_port = free_port();
     let config = config(&format!(
-            "  perf_collector:\n    export_to: file://{b}\n    bucket_subdirectory: perf\n    node_name: node-a\n    dump_duration_seconds: 2\n    local_dir: {d}/spool\n  perfetto_daemon:\n    export_to: file://{b}/traces\n    bucket_subdirectory: pf\n    node_name: node-a\n    trigger: PERFETTO_TRIGGER_HTTP\n    http_listen: 127.0.0.1:{trigger_port}\n    local_dir: {d}/runs\n",
-            b = bucket.display(),
-            d = dir.display()
-        ),
-    );
+        "  perf_collector:\n    export_to: file://{b}\n    bucket_subdirectory: perf\n    node_name: node-a\n    dump_duration_seconds: 2\n    local_dir: {d}/spool\n  perfetto_daemon:\n    export_to: file://{b}/traces\n    bucket_subdirectory: pf\n    node_name: node-a\n    trigger: PERFETTO_TRIGGER_HTTP\n    http_listen: 127.0.0.1:{trigger_port}\n    local_dir: {d}/runs\n",
+        b = bucket.display(),
+        d = dir.display()
+    ));
     let workload = Workload::start(&dir);
     let agent = RunningAgent::start(&config);
     let perf_dir = bucket.join("perf/node-a");

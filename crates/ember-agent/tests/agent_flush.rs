@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 use support::{
-    RunningAgent, Server, cpu_seconds, go_app, host_perf_allowed, metric, query_folded,
-    temp_dir, wait_for,
+    RunningAgent, Server, cpu_seconds, go_app, host_perf_allowed, metric, query_folded, temp_dir,
+    wait_for,
 };
 
 /// Folded CPU stacks of `service` on the server (empty when it has none).
@@ -75,5 +75,9 @@ fn shutdown_flushes_the_profile_in_progress() {
     );
     assert!(stopped.push.sent_profiles > 0, "{stopped:?}");
     let stacks = folded(&server, "emberflush");
-    assert!(stacks.contains("main.emberBurn"), "{stacks}\n{}", support::log_text());
+    assert!(
+        stacks.contains("main.emberBurn"),
+        "{stacks}\n{}",
+        support::log_text()
+    );
 }

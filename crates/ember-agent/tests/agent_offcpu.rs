@@ -15,8 +15,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::{
-    RunningAgent, Server, folded_count, host_perf_allowed, metric, query_folded, temp_dir,
-    wait_for,
+    RunningAgent, Server, folded_count, host_perf_allowed, metric, query_folded, temp_dir, wait_for,
 };
 
 const SLEEPER: &str = r#"#include <signal.h>

@@ -53,7 +53,10 @@ impl RunningAgent {
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind(&listen))
             .map_err(|e| format!("admin.listen {listen}: {e}"))?;
-        let admin = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+        let admin = listener
+            .local_addr()
+            .map_err(|e| e.to_string())?
+            .to_string();
         let agent = {
             // The components spawn their tasks on the current runtime.
             let _entered = runtime.enter();

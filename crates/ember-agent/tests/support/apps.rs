@@ -165,8 +165,7 @@ impl Moto {
     /// Object keys of `bucket` (ListObjectsV2; a few hundred keys at most in these tests).
     pub fn keys(&self, bucket: &str) -> Vec<String> {
         let addr = format!("127.0.0.1:{}", self.port);
-        let (s, b) =
-            super::wire::http(&addr, "GET", &format!("/{bucket}?list-type=2"), &[], b"");
+        let (s, b) = super::wire::http(&addr, "GET", &format!("/{bucket}?list-type=2"), &[], b"");
         assert_eq!(s, 200, "list: {}", String::from_utf8_lossy(&b));
         let text = String::from_utf8_lossy(&b);
         let mut keys: Vec<String> = text

@@ -196,5 +196,7 @@ pub fn folded_count(folded: &str, needle: &str) -> u64 {
 
 /// The path of a file of the workspace, from the including crate's directory.
 pub fn workspace_file(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
 }
