@@ -177,15 +177,6 @@ pub fn is_tracing_line(line: &str) -> bool {
         })
 }
 
-/// Whether the log has the event `message`, written by the agent's own logfmt lines
-/// (`msg="message"`) or by a library through `tracing` (`target: message`).
-pub fn logged(log: &str, message: &str) -> bool {
-    log.contains(&format!("msg=\"{message}\""))
-        || log
-            .lines()
-            .any(|l| is_tracing_line(l) && l.contains(&format!(": {message}")))
-}
-
 /// Every line the agent wrote is structured: a `tracing` event, or a known component, then
 /// `level=` (info, warn or error) and `msg=` first, then key=value fields.
 pub fn assert_structured_logs(log: &str) {
