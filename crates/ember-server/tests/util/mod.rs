@@ -24,6 +24,12 @@ impl Server {
     /// `--config`, retention is disabled: the corpus profiles carry their original (years
     /// old) timestamps. Returns once the listener is bound and the log replayed.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        Self::start_on("127.0.0.1:0", data_dir, extra)
+    }
+
+    /// [`Server::start`] on a given address: for a client that was told where the server
+    /// would be before it came up (the agent's outage test).
+    pub fn start_on(listen: &str, data_dir: &Path, extra: &[&str]) -> Server {
         let option = |name: &str| {
             extra
                 .iter()
@@ -37,7 +43,7 @@ impl Server {
         };
         let tokens = option("--auth-tokens").map(|p| ember_server::read_tokens(&p).unwrap());
         let config = ember_server::Config {
-            listen: "127.0.0.1:0".parse().unwrap(),
+            listen: listen.parse().expect("a socket address"),
             data_dir: data_dir.to_path_buf(),
             limits,
             tokens,

@@ -1,14 +1,15 @@
-//! `ember agent` end to end against real programs: scraping a real Go `net/http/pprof`
-//! program into a real `ember server` (with an unreachable target beside it), the server
-//! going away and coming back (buffered data arrives, overflow counted), and continuous host
-//! profiling of a process that exits mid-profile.
+//! The agent (in-process) end to end against real programs: scraping a real Go
+//! `net/http/pprof` program into a real server (with an unreachable target beside it), the
+//! server going away and coming back (buffered data arrives, overflow counted), and continuous
+//! host profiling of a process that exits mid-profile.
 
-mod agent_util;
-mod server_util;
+mod support;
 
-use agent_util::{AgentProc, free_port, go_app, metric, query_folded, server_on, wait_for};
-use server_util::{Server, enc, temp_dir};
 use std::time::Duration;
+use support::{
+    RunningAgent, Server, enc, events, free_port, go_app, host_perf_allowed, metric, query_folded,
+    temp_dir, wait_for,
+};
 
 fn label_values(server: &Server, name: &str, selector: &str) -> Vec<String> {
     let path = if selector == "{}" {
@@ -35,11 +36,8 @@ fn scrapes_a_real_go_program_and_reports_an_unreachable_target() {
     };
     let server = Server::start(&dir.join("data"), &[]);
     let dead = format!("127.0.0.1:{}", free_port());
-    let config = dir.join("agent.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "admin: {{listen: '127.0.0.1:0'}}\n\
+    let agent = RunningAgent::start(&format!(
+        "admin: {{listen: '127.0.0.1:0'}}\n\
              profiling: {{enabled: false}}\n\
              external_labels: {{cluster: test}}\n\
              exporters:\n  server: {{url: 'http://{}', min_backoff: 100ms, max_backoff: 1s}}\n\
@@ -50,11 +48,8 @@ fn scrapes_a_real_go_program_and_reports_an_unreachable_target() {
              \x20 - job_name: gone\n\
              \x20   scrape_interval: 1s\n\
              \x20   static_configs: [{{targets: ['{dead}']}}]\n",
-            server.addr, app.addr
-        ),
-    )
-    .unwrap();
-    let agent = AgentProc::start(&config);
+        server.addr, app.addr
+    ));
     let cpu = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
     let selector = "{service_name=\"go-app\",team=\"core\",cluster=\"test\",job=\"go-app\"}";
     let arrived = wait_for(Duration::from_secs(40), || {
@@ -117,8 +112,8 @@ fn scrapes_a_real_go_program_and_reports_an_unreachable_target() {
         metric(&m, "ember_agent_push_dropped_profiles_total"),
         Some(0.0)
     );
-    let (ok, secs) = agent.terminate();
-    assert!(ok && secs < 5.0, "exit ok={ok} after {secs}s");
+    let stopped = agent.terminate();
+    assert!(stopped.flushed && stopped.secs < 5.0, "{stopped:?}");
 }
 
 #[test]
@@ -128,12 +123,9 @@ fn server_down_then_back_delivers_the_buffer_and_counts_overflow() {
         return;
     };
     let server_addr = format!("127.0.0.1:{}", free_port());
-    let config = dir.join("agent.yaml");
     // goroutine profiles are a few KB: a 24 KB queue holds a handful and must drop the rest.
-    std::fs::write(
-        &config,
-        format!(
-            "admin: {{listen: '127.0.0.1:0'}}\n\
+    let agent = RunningAgent::start(&format!(
+        "admin: {{listen: '127.0.0.1:0'}}\n\
              profiling: {{enabled: false}}\n\
              exporters:\n  server: {{url: 'http://{server_addr}', queue_bytes: 24000, min_backoff: 100ms, max_backoff: 500ms}}\n\
              scrape_configs:\n\
@@ -145,11 +137,8 @@ fn server_down_then_back_delivers_the_buffer_and_counts_overflow() {
              \x20     memory: {{enabled: false, path: /debug/pprof/allocs}}\n\
              \x20     block: {{enabled: false, path: /debug/pprof/block}}\n\
              \x20     mutex: {{enabled: false, path: /debug/pprof/mutex}}\n",
-            app.addr
-        ),
-    )
-    .unwrap();
-    let agent = AgentProc::start(&config);
+        app.addr
+    ));
     // Server away: profiles pile up, the queue stays bounded and drops the oldest.
     assert!(
         wait_for(Duration::from_secs(30), || {
@@ -173,44 +162,40 @@ fn server_down_then_back_delivers_the_buffer_and_counts_overflow() {
     );
 
     // Server back on the same address: the buffered profiles arrive.
-    let mut server = server_on(&server_addr, &dir.join("data"));
+    let server = Server::start_on(&server_addr, &dir.join("data"), &[]);
     let delivered = wait_for(Duration::from_secs(20), || {
         metric(&agent.metrics(), "ember_agent_push_sent_profiles_total") >= Some(queued)
     });
     let m = agent.metrics();
     assert!(delivered, "{m}\n{}", agent.log());
-    let (s, body) = agent_util::http_get(
-        &server_addr,
+    let (s, body) = server.get(
         &format!(
             "/api/v1/series?query={}&from=now-1h&until=now",
             enc("{service_name=\"outage\"}")
         ),
+        &[],
     );
     assert_eq!(s, 200, "{body}");
     assert!(body.contains("goroutine"), "{body}");
-    // The push client logs through `tracing`: its events are in the log whenever the binary
-    // installs a subscriber (then in the subscriber's format).
-    let log = agent.log();
-    if log.lines().any(agent_util::is_tracing_line) {
-        assert!(agent_util::logged(&log, "push recovered"), "{log}");
-        assert!(agent_util::logged(&log, "push failed"), "{log}");
+    // The push client logs the outage and the recovery through `tracing`, naming this
+    // server's URL (the other tests of this binary push elsewhere).
+    let url = format!("http://{server_addr}");
+    for message in ["push failed", "push recovered"] {
+        assert!(
+            events(message)
+                .iter()
+                .any(|e| e.field("url").is_some_and(|u| u.starts_with(&url))),
+            "no {message:?} event for {url}:\n{}",
+            agent.log()
+        );
     }
-    agent_util::assert_structured_logs(&agent.log());
     drop(agent);
-    let _ = server.kill();
-    let _ = server.wait();
+    server.terminate();
 }
 
 #[test]
 fn host_profiling_labels_relabels_and_survives_exiting_targets() {
-    if std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .map(|v| v.trim().parse::<i32>().unwrap_or(2) > 0)
-        .unwrap_or(true)
-        && unsafe_geteuid() != 0
-    {
-        eprintln!(
-            "!!!!!!!! SKIPPING host profiling: needs root or perf_event_paranoid <= 0 !!!!!!!!"
-        );
+    if !host_perf_allowed() {
         return;
     }
     let dir = temp_dir("agent-host");
@@ -218,11 +203,8 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
         return;
     };
     let server = Server::start(&dir.join("data"), &[]);
-    let config = dir.join("agent.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "admin: {{listen: '127.0.0.1:0'}}\n\
+    let agent = RunningAgent::start(&format!(
+        "admin: {{listen: '127.0.0.1:0'}}\n\
              exporters:\n  server: {{url: 'http://{}'}}\n\
              profiling:\n\
              \x20 upload_interval: 2s\n\
@@ -242,11 +224,8 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
              \x20   - source_labels: [__meta_process_cgroup]\n\
              \x20     regex: '(/.*)'\n\
              \x20     target_label: cgroup\n",
-            server.addr
-        ),
-    )
-    .unwrap();
-    let agent = AgentProc::start(&config);
+        server.addr
+    ));
     let cpu = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
     let selector = "{service_name=\"svc-emberhost\"}";
     assert!(
@@ -282,7 +261,7 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
     assert_eq!(label_values(&server, "proc_cmdline", selector), vec![exe]);
     assert_eq!(
         label_values(&server, "proc_build_id", selector),
-        vec![agent_util::GO_BUILD_ID.to_string()]
+        vec![support::GO_BUILD_ID.to_string()]
     );
     let cgroup = std::fs::read_to_string(format!("/proc/{}/cgroup", app.child.id())).unwrap();
     let cgroups = label_values(&server, "cgroup", selector);
@@ -301,22 +280,19 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
     assert!(wait_for(Duration::from_secs(10), || {
         metric(&agent.metrics(), "ember_agent_profiles_total") > Some(before)
     }));
-    std::thread::sleep(Duration::from_secs(3));
+    // And it goes on sampling the host after that: a later upload interval's cut is counted
+    // (this process's own threads give the whole-host sampler something to see).
+    let samples = metric(&agent.metrics(), "ember_agent_samples_total").unwrap();
+    assert!(
+        wait_for(Duration::from_secs(15), || {
+            metric(&agent.metrics(), "ember_agent_samples_total") > Some(samples)
+        }),
+        "no cut after the target exited: {}",
+        agent.metrics()
+    );
     let m = agent.metrics();
     assert_eq!(metric(&m, "ember_agent_profiler_running"), Some(1.0), "{m}");
     assert!(metric(&m, "ember_agent_samples_total").unwrap() > 0.0);
-    let (ok, secs) = agent.terminate();
-    assert!(ok && secs < 5.0, "exit ok={ok} after {secs}s");
-}
-
-fn unsafe_geteuid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(1)
+    let stopped = agent.terminate();
+    assert!(stopped.flushed && stopped.secs < 5.0, "{stopped:?}");
 }

@@ -1,14 +1,12 @@
-//! The agent's pusher against a real `ember server` that rate-limits pushes
+//! The agent's pusher against a real server that rate-limits pushes
 //! (`max_push_requests_per_second: 0.2`, one per 5 s): the server answers 429 with
 //! `Retry-After`, the agent waits for it (its own backoff is 100-200 ms, so only Retry-After
 //! explains the waits), counts it in /metrics, and everything it queued is delivered later.
 
-mod agent_util;
-mod server_util;
+mod support;
 
-use agent_util::{AgentProc, Workload, host_perf_allowed, metric, wait_for};
-use server_util::{Server, temp_dir};
 use std::time::{Duration, Instant};
+use support::{RunningAgent, Server, Workload, host_perf_allowed, metric, temp_dir, wait_for};
 
 #[test]
 fn pusher_waits_for_retry_after_on_429_and_delivers_later() {
@@ -27,30 +25,32 @@ fn pusher_waits_for_retry_after_on_429_and_delivers_later() {
         &["--config", server_config.to_str().unwrap()],
     );
     let _workload = Workload::start(&dir);
-    let config = dir.join("agent.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "admin: {{listen: 127.0.0.1:0}}\n\
-             profiling:\n  upload_interval: 1s\n  targets: {{all: false, comm: three_paths}}\n\
-             exporters:\n  server: {{url: 'http://{}', min_backoff: 100ms, max_backoff: 200ms}}\n",
-            server.addr
-        ),
-    )
-    .unwrap();
-    let agent = AgentProc::start(&config);
+    let agent = RunningAgent::start(&format!(
+        "admin: {{listen: 127.0.0.1:0}}\n\
+         profiling:\n  upload_interval: 1s\n  targets: {{all: false, comm: three_paths}}\n\
+         exporters:\n  server: {{url: 'http://{}', min_backoff: 100ms, max_backoff: 200ms}}\n",
+        server.addr
+    ));
     let started = Instant::now();
 
     // Profiles come every second, the server takes one request per 5 s: 429s must happen.
+    // Wait for four of them and two deliveries: several Retry-After periods (about 15 s when
+    // honoured; under a second with the 100-200 ms backoff alone, which the rate check below
+    // then catches).
+    let counters = |m: &str| {
+        (
+            metric(m, "ember_agent_push_throttled_total").unwrap_or(0.0),
+            metric(m, "ember_agent_push_sent_profiles_total").unwrap_or(0.0),
+        )
+    };
     assert!(
-        wait_for(Duration::from_secs(30), || {
-            metric(&agent.metrics(), "ember_agent_push_throttled_total").unwrap_or(0.0) >= 2.0
+        wait_for(Duration::from_secs(60), || {
+            let (throttled, sent) = counters(&agent.metrics());
+            throttled >= 4.0 && sent >= 2.0
         }),
-        "no 429 seen: {}",
+        "not enough 429s or deliveries: {}",
         agent.metrics()
     );
-    // Let a few more Retry-After periods pass.
-    std::thread::sleep(Duration::from_secs(8));
     let m = agent.metrics();
     let elapsed = started.elapsed().as_secs_f64();
     let throttled = metric(&m, "ember_agent_push_throttled_total").unwrap();
@@ -93,6 +93,8 @@ fn pusher_waits_for_retry_after_on_429_and_delivers_later() {
     );
     let (_, services) = server.get("/api/v1/label/service_name/values", &[]);
     assert!(services.contains("three_paths"), "{services}");
-    let (ok, secs) = agent.terminate();
-    assert!(ok && secs < 5.5, "exit ok={ok} after {secs:.1}s");
+    // The queue may not drain before the next Retry-After: only the time is checked (the
+    // binary's limit, its 4.5 s budget plus the exit).
+    let stopped = agent.terminate();
+    assert!(stopped.secs < 5.5, "{stopped:?}");
 }

@@ -1,6 +1,6 @@
-//! `ember agent` with `profiling.off_cpu`: a real C program blocks 300 ms at a time in
-//! `sleep_long` and 20 ms at a time in `sleep_short`; with `min_duration: 100ms` the real
-//! `ember server` receives `process_cpu:off_cpu:nanoseconds:cpu:nanoseconds` profiles of the
+//! The agent (in-process) with `profiling.off_cpu`: a real C program blocks 300 ms at a time
+//! in `sleep_long` and 20 ms at a time in `sleep_short`; with `min_duration: 100ms` the real
+//! server receives `process_cpu:off_cpu:nanoseconds:cpu:nanoseconds` profiles of the
 //! program with `sleep_long` blocked for about the time it slept, and no `sleep_short` (but
 //! for the naps a loaded host kept it off the CPU 100 ms or more, which the program measures
 //! itself); after a reload with `min_duration: 5ms` the short naps are counted too.
@@ -10,13 +10,13 @@
 //! concurrent one in another checkout, or one orphaned by a killed test binary) would add its
 //! own sleeps to the same series: that doubled `sleep_long` in a CI run on a shared machine.
 
-mod agent_util;
-mod server_util;
+mod support;
 
-use agent_util::{AgentProc, folded_count, host_perf_allowed, query_folded, wait_for};
-use server_util::{Server, temp_dir};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use support::{
+    RunningAgent, Server, folded_count, host_perf_allowed, metric, query_folded, temp_dir, wait_for,
+};
 
 const SLEEPER: &str = r#"#include <signal.h>
 #include <stdio.h>
@@ -87,6 +87,7 @@ fn folded(server: &str, service: &str) -> String {
     query_folded(server, &format!("{{service_name=\"{service}\"}}"), OFF_CPU)
 }
 
+/// A child process killed when the test ends, passed or not.
 struct Killed(std::process::Child);
 
 impl Drop for Killed {
@@ -115,22 +116,17 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
         .expect("gcc must be installed");
     assert!(ok.success());
     let server = Server::start(&dir.join("data"), &[]);
-    let config = dir.join("agent.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "admin: {{listen: 127.0.0.1:0}}\n\
-             profiling:\n  upload_interval: 2s\n  targets: {{all: false, comm: {name}}}\n  \
-             off_cpu: {{enabled: true, min_duration: 100ms}}\n\
-             exporters:\n  server: {{url: 'http://{}'}}\n",
-            server.addr
-        ),
-    )
-    .unwrap();
-    let agent = AgentProc::start(&config);
+    let config = format!(
+        "admin: {{listen: 127.0.0.1:0}}\n\
+         profiling:\n  upload_interval: 2s\n  targets: {{all: false, comm: {name}}}\n  \
+         off_cpu: {{enabled: true, min_duration: 100ms}}\n\
+         exporters:\n  server: {{url: 'http://{}'}}\n",
+        server.addr
+    );
+    let agent = RunningAgent::start(&config);
     // Start the program once the sampler runs, so its sleeps are all seen.
     assert!(wait_for(Duration::from_secs(20), || {
-        agent_util::metric(&agent.metrics(), "ember_agent_profiler_running") == Some(1.0)
+        metric(&agent.metrics(), "ember_agent_profiler_running") == Some(1.0)
     }));
     let slow_file = dir.join("slow_naps");
     let started = std::time::Instant::now();
@@ -151,7 +147,7 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
     assert!(
         arrived,
         "sleep_long off-CPU time did not reach 2 s ({:?} records lost):\n{text}\n{}",
-        agent_util::metric(&agent.metrics(), "ember_agent_lost_samples_total"),
+        metric(&agent.metrics(), "ember_agent_lost_samples_total"),
         agent.log()
     );
     let long = folded_count(&text, "sleep_long");
@@ -177,16 +173,10 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
         measured,
         "sleep_short {short} ns counted, the naps of 100 ms or more took {slow} ns ({:?} records \
          lost):\n{text}",
-        agent_util::metric(&agent.metrics(), "ember_agent_lost_samples_total")
+        metric(&agent.metrics(), "ember_agent_lost_samples_total")
     );
-    // Lower the threshold under 20 ms (SIGHUP reload): the short naps now count.
-    let yaml = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        yaml.replace("min_duration: 100ms", "min_duration: 5ms"),
-    )
-    .unwrap();
-    agent.signal("-HUP");
+    // Lower the threshold under 20 ms (hot reload): the short naps now count.
+    agent.reload(&config.replace("min_duration: 100ms", "min_duration: 5ms"));
     let short = wait_for(Duration::from_secs(30), || {
         text = folded(&server.addr, &name);
         folded_count(&text, "sleep_short") >= 200_000_000
@@ -196,6 +186,6 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
         "sleep_short never counted under a 5 ms threshold:\n{text}"
     );
     drop(sleeper);
-    let (ok, secs) = agent.terminate();
-    assert!(ok && secs < 5.0, "exit ok={ok} after {secs:.1}s");
+    let stopped = agent.terminate();
+    assert!(stopped.flushed && stopped.secs < 5.0, "{stopped:?}");
 }

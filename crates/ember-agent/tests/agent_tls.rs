@@ -1,21 +1,21 @@
-//! The agent pushing over `https://` (rustls, ring provider) to a real `ember server` behind
+//! The agent (in-process) pushing over `https://` (rustls, ring provider) to a real server behind
 //! a local TLS endpoint (Python's ssl module terminating TLS in front of it) whose
 //! certificate is signed by a private CA made with `openssl` here:
 //! - with `exporters.server.tls.ca_file` naming that CA, profiles arrive;
 //! - with the system roots only, every push fails on the certificate and nothing arrives;
 //! - a CA file that does not exist is a configuration error naming the field.
 
-mod agent_util;
 #[path = "../../ember-http/tests/support/certs.rs"]
 mod certs;
-mod server_util;
+mod support;
 
-use agent_util::{AgentProc, Workload, host_perf_allowed, metric, wait_for};
-use server_util::{Server, temp_dir};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use support::{
+    RunningAgent, Server, Workload, events, host_perf_allowed, metric, temp_dir, wait_for,
+};
 
 const TLS_PROXY: &str = r#"
 import socket, ssl, sys, threading
@@ -58,6 +58,7 @@ while True:
     threading.Thread(target=handle, args=(conn,), daemon=True).start()
 "#;
 
+/// The Python TLS terminator in front of the server.
 struct Proxy {
     child: Child,
     port: u16,
@@ -70,6 +71,7 @@ impl Drop for Proxy {
     }
 }
 
+/// Starts the TLS terminator with the certificate `certs::make_certs` wrote into `dir`.
 fn tls_proxy(dir: &Path, upstream_port: u16) -> Proxy {
     let mut child = Command::new("python3")
         .arg("-c")
@@ -92,18 +94,13 @@ fn tls_proxy(dir: &Path, upstream_port: u16) -> Proxy {
     Proxy { child, port }
 }
 
-fn agent_config(dir: &Path, name: &str, url: &str, tls: &str) -> std::path::PathBuf {
-    let path = dir.join(name);
-    std::fs::write(
-        &path,
-        format!(
-            "admin: {{listen: 127.0.0.1:0}}\n\
-             profiling:\n  upload_interval: 1s\n  targets: {{all: false, comm: three_paths}}\n\
-             exporters:\n  server: {{url: '{url}', min_backoff: 200ms, max_backoff: 500ms{tls}}}\n"
-        ),
+/// An agent configuration pushing the workload's profiles to `url` with `tls` options.
+fn agent_config(url: &str, tls: &str) -> String {
+    format!(
+        "admin: {{listen: 127.0.0.1:0}}\n\
+         profiling:\n  upload_interval: 1s\n  targets: {{all: false, comm: three_paths}}\n\
+         exporters:\n  server: {{url: '{url}', min_backoff: 200ms, max_backoff: 500ms{tls}}}\n"
     )
-    .unwrap();
-    path
 }
 
 #[test]
@@ -119,29 +116,18 @@ fn pushes_over_https_with_a_private_ca() {
     let url = format!("https://localhost:{}", proxy.port);
 
     // A CA file that does not exist: rejected with the field path, the agent does not start.
-    let missing = agent_config(
-        &dir,
-        "missing.yaml",
-        &url,
-        ", tls: {ca_file: /nonexistent/ca.pem}",
-    );
-    let out = Command::new(env!("CARGO_BIN_EXE_ember"))
-        .args(["agent", "--config"])
-        .arg(&missing)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let missing = agent_config(&url, ", tls: {ca_file: /nonexistent/ca.pem}");
+    let err = RunningAgent::try_start(&missing)
+        .err()
+        .expect("an agent with a missing CA file");
     assert!(err.contains("exporters.server.tls.ca_file"), "{err}");
 
     let _workload = Workload::start(&dir);
-    let trusted = AgentProc::start(&agent_config(
-        &dir,
-        "trusted.yaml",
+    let trusted = RunningAgent::start(&agent_config(
         &url,
         &format!(", tls: {{ca_file: '{}'}}", dir.join("ca.pem").display()),
     ));
-    let untrusted = AgentProc::start(&agent_config(&dir, "untrusted.yaml", &url, ""));
+    let untrusted = RunningAgent::start(&agent_config(&url, ""));
 
     assert!(
         wait_for(Duration::from_secs(30), || {
@@ -172,15 +158,19 @@ fn pushes_over_https_with_a_private_ca() {
         Some(0.0),
         "{m}"
     );
-    // The refusal is logged by the push client through `tracing`: checked whenever the binary
-    // installs a subscriber.
-    let log = untrusted.log();
-    if log.lines().any(agent_util::is_tracing_line) {
-        assert!(
-            log.contains("TLS") && log.to_ascii_lowercase().contains("certificate"),
-            "{log}"
-        );
-    }
-    let (ok, _) = trusted.terminate();
-    assert!(ok);
+    // The refusal is logged by the push client through `tracing`, naming the certificate (the
+    // trusted agent pushes to the same URL without errors: these are the untrusted one's).
+    let refusals: Vec<String> = events("push failed")
+        .iter()
+        .filter(|e| e.field("url").is_some_and(|u| u.starts_with(&url)))
+        .map(|e| e.field("error").unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        refusals
+            .iter()
+            .any(|e| e.contains("TLS") && e.to_ascii_lowercase().contains("certificate")),
+        "{refusals:?}\n{}",
+        untrusted.log()
+    );
+    assert!(trusted.terminate().flushed);
 }
