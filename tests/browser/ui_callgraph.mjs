@@ -69,7 +69,21 @@ await runChecks(browser, async () => {
     return { down, all: edges.length, roots: [...layer.values()].filter((l) => l === 0).length };
   });
   check(layered.down >= 0.9 * layered.all && layered.roots >= 1, `edges run down the layers (${layered.down} of ${layered.all})`);
+  // The heaviest function starts in sight, however wide the graph.
+  const inSight = await page.evaluate((name) => {
+    const b = document.querySelector(`#callgraph g.node[data-name="${CSS.escape(name)}"]`).getBoundingClientRect();
+    const r = document.getElementById("callgraph").getBoundingClientRect();
+    return b.left >= r.left && b.right <= r.right && b.top >= r.top && b.top < r.bottom;
+  }, want.heaviest);
+  check(inSight, "the heaviest function's box starts in sight");
   await shot("20-callgraph.png");
+  // Fit scales the whole graph to the box's width, and back.
+  await page.click("#graph-fit");
+  const widths = await page.evaluate(() => [document.querySelector("#callgraph svg").getBoundingClientRect().width,
+    document.getElementById("callgraph").clientWidth]);
+  check(Math.abs(widths[0] - widths[1]) < 2, `Fit scales the graph to the box (${widths.map(Math.round)})`);
+  await shot("23-callgraph-fit.png");
+  await page.click("#graph-fit");
 
   // 2. A click picks the function (marked here, in the table and in the URL).
   const hot = page.locator(`#callgraph g.node[data-name="${want.hot}"]`);
@@ -87,6 +101,8 @@ await runChecks(browser, async () => {
   await graphReady();
   v = await view();
   check(JSON.stringify(v.callgraph) === JSON.stringify(g), "a reload restores the same graph");
+  check(await page.locator("#callgraph").isVisible() && await page.locator("#flame-wrap").isHidden(),
+    "in place of the flame graph");
   check(await page.locator(`#callgraph g.node.picked`).getAttribute("data-name") === want.hot, "and the pick");
 
   // 4. A double click goes to the flame graph with the function picked.
@@ -114,6 +130,8 @@ await runChecks(browser, async () => {
   await graphReady();
   const fill = await page.evaluate(() => getComputedStyle(document.querySelector("#callgraph g.node text")).fill);
   check(fill === "rgb(17, 17, 17)", `box labels stay dark on the light boxes (${fill})`);
+  check(await page.locator("#flame-wrap").isHidden() && await page.locator(`#callgraph g.node[data-name="${want.heaviest}"]`).isVisible(),
+    "the dark theme's graph is in sight");
   await shot("22-callgraph-dark.png");
 
   check(problems.length === 0, "no console or page errors " + JSON.stringify(problems));

@@ -201,11 +201,12 @@ export class CallGraphView {
         xy.set(item, { x: x + shift, y: top + (height[r] - h) / 2, w, h });
       }
     });
-    const svg = el("svg", { width: width + 32, height: y, class: "callgraph-svg", role: "img",
-      "aria-label": `call graph of ${graph.nodes.length} functions` });
+    const svg = el("svg", { width: width + 32, height: y, viewBox: `0 0 ${width + 32} ${y}`,
+      class: "callgraph-svg", role: "img", "aria-label": `call graph of ${graph.nodes.length} functions` });
     const defs = el("defs");
+    // Arrowheads in the graph's own units: the same size on a thin or a thick edge.
     const marker = el("marker", { id: "cg-arrow", viewBox: "0 0 10 10", refX: "10", refY: "5",
-      markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
+      markerUnits: "userSpaceOnUse", markerWidth: "10", markerHeight: "10", orient: "auto-start-reverse" });
     marker.append(el("path", { d: "M0,0 L10,5 L0,10 z", class: "arrow" }));
     defs.append(marker);
     svg.append(defs);
@@ -239,7 +240,7 @@ export class CallGraphView {
       // The weight next to the middle of the edge.
       const [lx, ly] = pts[Math.floor(pts.length / 2)];
       const [px, py] = pts[Math.floor(pts.length / 2) - 1];
-      edges.append(el("text", { x: ((lx + px) / 2 + 4).toFixed(1), y: ((ly + py) / 2).toFixed(1), class: "edge-label" },
+      edges.append(el("text", { x: ((lx + px) / 2 + stroke / 2 + 4).toFixed(1), y: ((ly + py) / 2).toFixed(1), class: "edge-label" },
         formatValue(e.weight, unit)));
     });
     svg.append(edges);
@@ -266,6 +267,15 @@ export class CallGraphView {
     });
     svg.append(nodes);
     this.box.append(svg);
+    // The graph is often wider than the box: start with the heaviest function in sight.
+    const first = xy.get(itemOf[0]);
+    this.box.scrollLeft = Math.max(0, first.x + first.w / 2 - this.box.clientWidth / 2);
+    this.box.scrollTop = Math.max(0, first.y - 16);
+  }
+
+  // Scales the whole graph to the box's width (`fit`), or back to its natural size.
+  setFit(fit) {
+    this.box.classList.toggle("fit", fit);
   }
 }
 
@@ -281,6 +291,7 @@ export class CallGraphTab {
     this.button = document.getElementById("graph-btn");
     this.box = document.getElementById("callgraph");
     this.note = document.getElementById("callgraph-note");
+    this.fit = document.getElementById("graph-fit");
     this.view = new CallGraphView(this.box, { onPick, onOpen });
     this.loaded = "";
     this.facts = null;
@@ -289,6 +300,11 @@ export class CallGraphTab {
       s.graph = s.graph === "callgraph" ? "" : "callgraph";
       this.save(true);
       this.onToggle();
+    });
+    this.fit.addEventListener("click", () => {
+      const on = this.fit.getAttribute("aria-pressed") !== "true";
+      this.fit.setAttribute("aria-pressed", String(on));
+      this.view.setFit(on);
     });
   }
 
@@ -303,6 +319,7 @@ export class CallGraphTab {
     this.button.setAttribute("aria-pressed", String(on));
     this.box.hidden = !on;
     this.note.hidden = !on;
+    this.fit.hidden = !on;
     if (!on) { this.hook.view.callgraph = null; return; }
     document.getElementById("flame-wrap").hidden = true;
     document.getElementById("sandwich").hidden = true;

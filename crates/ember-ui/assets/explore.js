@@ -119,7 +119,7 @@ async function labelNamesWithCardinality() {
 const compare = new CompareView({ api, state: () => state, save, task, status, hook });
 const graph = new CallGraphTab({
   api, params, state: () => state, save, task, hook, unit: () => unitOf(state.type),
-  onToggle: () => { showSandwich(); graph.sync(); },
+  onToggle: () => showSandwich(),
   onPick: (name) => pickFunction(state.fn === name ? "" : name),
   onOpen: (name) => { state.graph = ""; pickFunction(name); graph.sync(); },
 });
@@ -191,7 +191,6 @@ function pickFunction(name) {
   graph.setPicked(name);
   showSearch();
   showSandwich();
-  graph.sync();
 }
 
 // The callers and callees of the chosen function, in place of the whole graph.
@@ -201,6 +200,7 @@ function showSandwich() {
   $("sandwich-btn").setAttribute("aria-pressed", String(on));
   $("flame-wrap").hidden = on;
   $("sandwich").hidden = !on;
+  graph.sync(); // the call graph, when on, takes the place of both
   hook.view.sandwich = null;
   if (!on) return;
   const s = sandwich(fullModel, state.fn);

@@ -121,7 +121,9 @@ export class ProfilesView {
     $("profile-time").textContent = formatTime(p.timeMs);
     $("profile-total").textContent = `total ${formatValue(p.total, unit)}`;
     const labels = $("profile-labels");
-    labels.replaceChildren(...Object.entries(p.labels).map(([k, v]) => {
+    // The series' own labels first, the profile type's `__…__` ones after.
+    const pairs = Object.entries(p.labels).sort(([a], [b]) => a.startsWith("__") - b.startsWith("__") || (a < b ? -1 : 1));
+    labels.replaceChildren(...pairs.map(([k, v]) => {
       const chip = document.createElement("span");
       chip.className = "chip";
       const name = document.createElement("span");

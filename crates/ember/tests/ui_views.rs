@@ -181,10 +181,12 @@ fn web_ui_opens_single_profiles_in_chromium() {
             ),
             body.as_bytes(),
         );
-        let total: i64 = body
+        let samples: i64 = body
             .lines()
             .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
             .sum();
+        // Legacy ingest stores CPU samples as time: 10 ms each at the default 100 Hz.
+        let total = samples * 10_000_000;
         profiles.push(serde_json::json!({
             "timeMs": at * 1000,
             "topFrame": format!("service{k}.main"),
