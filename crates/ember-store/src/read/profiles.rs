@@ -38,6 +38,10 @@ pub struct ProfileList {
     pub matched: usize,
 }
 
+/// A listed profile's place in the newest-first order: its time, then its series labels in
+/// ascending order, then its series and index among that series' profiles.
+type Newest<'a> = (i64, Reverse<&'a Labels>, usize, usize);
+
 impl Store {
     /// The individual profiles of `query`'s selection in its time range: the `limit` most
     /// recent (at most [`MAX_PROFILE_LIST`]; 0 counts them without listing), newest first,
@@ -60,8 +64,7 @@ impl Store {
         self.for_each_point(tenant, query, &selector, &[], &mut add);
         let series: Vec<(Labels, Vec<(i64, i64)>)> = per_series.into_iter().collect();
         // The newest `limit` by (time, then labels): a min-heap of the best so far.
-        let mut heap: BinaryHeap<Reverse<(i64, Reverse<&Labels>, usize, usize)>> =
-            BinaryHeap::new();
+        let mut heap: BinaryHeap<Reverse<Newest<'_>>> = BinaryHeap::new();
         let mut matched = 0usize;
         let mut merged: Vec<Vec<(i64, i64, usize)>> = Vec::with_capacity(series.len());
         for (i, (labels, points)) in series.iter().enumerate() {
