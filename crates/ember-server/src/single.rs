@@ -36,8 +36,8 @@ fn profile_json(labels: &Labels, time_nanos: i64, total: i64, count: usize) -> V
 }
 
 /// `GET /api/v1/profiles`: the `limit` most recent profiles of the selection in its range
-/// (default [`ember_query::DEFAULT_PROFILE_LIST`], at most [`ember_query::ProfileList`]'s
-/// cap), newest first, with how many it holds in all (`matched`).
+/// (default [`ember_query::DEFAULT_PROFILE_LIST`], at most [`ember_store::MAX_PROFILE_LIST`]),
+/// newest first, with how many it holds in all (`matched`).
 pub(crate) async fn profiles(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
