@@ -91,7 +91,8 @@ await runChecks(browser, async () => {
   }, oldest);
   await page.mouse.move(at.x, at.y);
   const tip = await page.locator("#ts-tooltip").textContent();
-  check(tip.startsWith("profile at") && tip.includes("click to open"), `hovering a point names its profile: ${JSON.stringify(tip)}`);
+  check(tip.startsWith("profile at") && tip.includes(`service_name=${want.service}`) && tip.includes("click to open"),
+    `hovering a point names its profile: ${JSON.stringify(tip)}`);
   await shot("32-profile-point.png");
   await page.mouse.click(at.x, at.y);
   await ready();

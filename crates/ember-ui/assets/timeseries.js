@@ -89,7 +89,9 @@ export class TimeSeriesChart {
       head.className = "tip-name";
       head.textContent = `profile at ${formatTime(point.timeMs)}`;
       const series = document.createElement("div");
-      series.textContent = point.series;
+      // The series' own labels (the profile type's `__…__` ones are the page's type).
+      series.textContent = Object.entries(point.labels || {}).filter(([k]) => !k.startsWith("__"))
+        .map(([k, v]) => `${k}=${v}`).join(", ");
       const total = document.createElement("div");
       total.textContent = `${formatValue(point.total, this.data.unit)} — click to open`;
       tip.append(head, series, total);
