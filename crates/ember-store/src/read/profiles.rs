@@ -34,78 +34,84 @@ pub struct ProfileRef {
 pub struct ProfileList {
     /// The most recent profiles, newest first (ties: by series labels).
     pub profiles: Vec<ProfileRef>,
-    /// How many distinct profiles (series and timestamp) the selection holds in the range.
+    /// How many profiles the selection holds in the range (each stored one: the sum of the
+    /// entries' `count`, listed or not).
     pub matched: usize,
 }
 
-/// A listed profile's place in the newest-first order: its time, then its series labels in
-/// ascending order, then its series and index among that series' profiles.
-type Newest<'a> = (i64, Reverse<&'a Labels>, usize, usize);
+/// A listed profile's place in the newest-first order: its time, then its series labels
+/// ascending.
+type Newest = (i64, Reverse<Arc<Labels>>);
 
 impl Store {
     /// The individual profiles of `query`'s selection in its time range: the `limit` most
     /// recent (at most [`MAX_PROFILE_LIST`]; 0 counts them without listing), newest first,
     /// each with its series labels and total, and how many there are in all. Answered from
     /// the heads and the block indexes (a block is decoded only when sample-label matchers
-    /// filter its totals).
+    /// filter its totals), holding at most `limit` entries however many the range has.
+    ///
+    /// Profiles of one series stored at the same instant (in one tier or several) are one
+    /// entry, `count` saying how many: reading that instant back merges them. `matched`
+    /// counts stored profiles, so it is the sum of every entry's count, listed or not.
     pub fn list_profiles(&self, tenant: &str, query: &Query, limit: usize) -> ProfileList {
         let query = &self.within_retention(query);
         let limit = limit.min(MAX_PROFILE_LIST);
         let selector = query.full_selector();
-        // Per series (labels stored once), its points: a series appears in several tiers.
-        let mut per_series: HashMap<Labels, Vec<(i64, i64)>> = HashMap::new();
+        // The newest `limit` entries so far: their order (oldest on top, the one to drop)
+        // and their `(total, count)`.
+        let mut heap: BinaryHeap<Reverse<Newest>> = BinaryHeap::new();
+        let mut kept: HashMap<(i64, Arc<Labels>), (i64, usize)> = HashMap::new();
+        let mut matched = 0usize;
         let mut add = |labels: &Labels, points: &mut dyn Iterator<Item = (i64, i64)>| {
-            let mut points = points.peekable();
-            if points.peek().is_none() {
+            let mut points: Vec<(i64, i64)> = points.collect();
+            matched += points.len();
+            if limit == 0 || points.is_empty() {
                 return;
             }
-            per_series.entry(labels.clone()).or_default().extend(points);
+            // Newest first: once one is older than every kept entry, so are the rest.
+            points.sort_unstable_by(|a, b| b.cmp(a));
+            // The labels are shared by the series' entries, copied once if one is kept.
+            let mut shared: Option<Arc<Labels>> = None;
+            for (t, v) in points {
+                if heap.len() == limit
+                    && let Some(Reverse((oldest, Reverse(l)))) = heap.peek()
+                    && (t, Reverse(labels)) < (*oldest, Reverse(&**l))
+                {
+                    break;
+                }
+                let l = shared
+                    .get_or_insert_with(|| Arc::new(labels.clone()))
+                    .clone();
+                if let Some(e) = kept.get_mut(&(t, l.clone())) {
+                    // Another profile of the same instant: one entry.
+                    e.0 = e.0.saturating_add(v);
+                    e.1 += 1;
+                    continue;
+                }
+                kept.insert((t, l.clone()), (v, 1));
+                heap.push(Reverse((t, Reverse(l))));
+                if heap.len() > limit
+                    && let Some(Reverse((t, Reverse(l)))) = heap.pop()
+                {
+                    kept.remove(&(t, l));
+                }
+            }
         };
         self.for_each_point(tenant, query, &selector, &[], &mut add);
-        let series: Vec<(Labels, Vec<(i64, i64)>)> = per_series.into_iter().collect();
-        // The newest `limit` by (time, then labels): a min-heap of the best so far.
-        let mut heap: BinaryHeap<Reverse<Newest<'_>>> = BinaryHeap::new();
-        let mut matched = 0usize;
-        let mut merged: Vec<Vec<(i64, i64, usize)>> = Vec::with_capacity(series.len());
-        for (i, (labels, points)) in series.iter().enumerate() {
-            let mut points = points.clone();
-            points.sort_unstable();
-            // Profiles stored at one instant are one profile to read back: add them up.
-            let mut same: Vec<(i64, i64, usize)> = Vec::with_capacity(points.len());
-            for (t, v) in points {
-                match same.last_mut() {
-                    Some(last) if last.0 == t => {
-                        last.1 = last.1.saturating_add(v);
-                        last.2 += 1;
-                    }
-                    _ => same.push((t, v, 1)),
-                }
-            }
-            matched += same.len();
-            if limit > 0 {
-                for (j, p) in same.iter().enumerate() {
-                    heap.push(Reverse((p.0, Reverse(labels), i, j)));
-                    if heap.len() > limit {
-                        heap.pop();
-                    }
-                }
-            }
-            merged.push(same);
-        }
-        let mut picked: Vec<_> = heap.into_iter().map(|Reverse(x)| x).collect();
-        picked.sort_unstable_by(|a, b| b.cmp(a));
-        let profiles = picked
+        let mut profiles: Vec<ProfileRef> = kept
             .into_iter()
-            .map(|(_, _, i, j)| {
-                let (t, total, count) = merged[i][j];
-                ProfileRef {
-                    labels: series[i].0.clone(),
-                    time_nanos: t,
-                    total,
-                    count,
-                }
+            .map(|((t, labels), (total, count))| ProfileRef {
+                labels: Arc::unwrap_or_clone(labels),
+                time_nanos: t,
+                total,
+                count,
             })
             .collect();
+        profiles.sort_unstable_by(|a, b| {
+            b.time_nanos
+                .cmp(&a.time_nanos)
+                .then_with(|| a.labels.cmp(&b.labels))
+        });
         ProfileList { profiles, matched }
     }
 
