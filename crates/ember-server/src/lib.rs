@@ -3,7 +3,7 @@
 //! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics,
 //! with one small module per protocol: `pyroscope` (legacy `/ingest`, render), `push`
 //! (`push.v1` over Connect), `grpc` (gRPC framing of the same), `querier` (`querier.v1`)
-//! and `api` (`/api/v1`). Ingest routes only turn a request into an
+//! and `api` (`/api/v1`, its single-profile routes and call graph parameters in `single`). Ingest routes only turn a request into an
 //! [`ember_store::IngestBatch`]: validation, limits and the write-ahead log are
 //! [`ember_store::Store::ingest`]'s. What a read query means and how its answer is shaped
 //! lives in `ember-query` (the read routes only translate requests and responses).
