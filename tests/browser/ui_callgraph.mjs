@@ -76,13 +76,13 @@ await runChecks(browser, async () => {
     return b.left >= r.left && b.right <= r.right && b.top >= r.top && b.top < r.bottom;
   }, want.heaviest);
   check(inSight, "the heaviest function's box starts in sight");
-  await shot("20-callgraph.png");
+  await shot("40-callgraph.png");
   // Fit scales the whole graph to the box's width, and back.
   await page.click("#graph-fit");
   const widths = await page.evaluate(() => [document.querySelector("#callgraph svg").getBoundingClientRect().width,
     document.getElementById("callgraph").clientWidth]);
   check(Math.abs(widths[0] - widths[1]) < 2, `Fit scales the graph to the box (${widths.map(Math.round)})`);
-  await shot("23-callgraph-fit.png");
+  await shot("43-callgraph-fit.png");
   await page.click("#graph-fit");
 
   // 2. A click picks the function (marked here, in the table and in the URL).
@@ -94,7 +94,7 @@ await runChecks(browser, async () => {
   check(await hot.evaluate((n) => n.classList.contains("picked")), "its box is marked");
   check(await page.locator("#callgraph path.edge.hot").count() > 0, "its edges are marked");
   check(await page.locator("#top tr.picked").getAttribute("data-name") === want.hot, "the table marks it too");
-  await shot("21-callgraph-picked.png");
+  await shot("41-callgraph-picked.png");
 
   // 3. A reload restores the view and the pick.
   await page.reload();
@@ -132,7 +132,7 @@ await runChecks(browser, async () => {
   check(fill === "rgb(17, 17, 17)", `box labels stay dark on the light boxes (${fill})`);
   check(await page.locator("#flame-wrap").isHidden() && await page.locator(`#callgraph g.node[data-name="${want.heaviest}"]`).isVisible(),
     "the dark theme's graph is in sight");
-  await shot("22-callgraph-dark.png");
+  await shot("42-callgraph-dark.png");
 
   check(problems.length === 0, "no console or page errors " + JSON.stringify(problems));
   check(foreign.length === 0, "no request left the server's origin " + JSON.stringify(foreign));

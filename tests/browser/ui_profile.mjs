@@ -64,13 +64,13 @@ await runChecks(browser, async () => {
   const totals = await rows.evaluateAll((trs) => trs.map((tr) => tr.cells[2].textContent));
   const times = await rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.time));
   check(times.every((t, i) => i === 0 || BigInt(times[i - 1]) > BigInt(t)), `newest first (${totals.join(", ")})`);
-  await shot("30-profiles-list.png");
+  await shot("50-profiles-list.png");
 
   // 2. A click on the middle row opens exactly that profile.
   await rows.nth(1).click();
   await ready();
   await shows(want.profiles[1], "list");
-  await shot("31-single-profile.png");
+  await shot("51-single-profile.png");
 
   // 3. A reload restores it.
   await page.reload();
@@ -93,7 +93,7 @@ await runChecks(browser, async () => {
   const tip = await page.locator("#ts-tooltip").textContent();
   check(tip.startsWith("profile at") && tip.includes(`service_name=${want.service}`) && tip.includes("click to open"),
     `hovering a point names its profile: ${JSON.stringify(tip)}`);
-  await shot("32-profile-point.png");
+  await shot("52-profile-point.png");
   await page.mouse.click(at.x, at.y);
   await ready();
   await shows(oldest, "point");
@@ -106,7 +106,7 @@ await runChecks(browser, async () => {
   await ready();
   await page.emulateMedia({ colorScheme: "dark" });
   await shows(oldest, "forward");
-  await shot("33-single-profile-dark.png");
+  await shot("53-single-profile-dark.png");
 
   check(problems.length === 0, "no console or page errors " + JSON.stringify(problems));
   check(foreign.length === 0, "no request left the server's origin " + JSON.stringify(foreign));
