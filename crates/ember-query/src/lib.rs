@@ -1,6 +1,7 @@
 //! Ember's query layer: one request type ([`QueryRequest`]), the operations on stored
 //! profiles ([`Querier`]: merge, diff, top, time series with group-by, labels and series) and
-//! the result shapes (call tree, Pyroscope flamebearer JSON, pprof, folded, SVG, top table).
+//! the result shapes (call tree, Pyroscope flamebearer JSON, pprof, folded, SVG, top table,
+//! the pprof-style call graph).
 //!
 //! Every read front end of Ember — the HTTP API (`/api/v1/*`), the Pyroscope-compatible routes
 //! (`/pyroscope/render`, `/pyroscope/render-diff`), Grafana's `querier.v1` and the web UI —
@@ -17,19 +18,26 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
+mod callgraph;
 mod cut;
 mod flamebearer;
 mod focus;
 mod ops;
 pub mod parse;
+mod profiles;
 mod render;
 mod request;
 mod top;
 mod tree;
 
-pub use ember_store::{Labels, Merged, TimeSeries};
+pub use callgraph::{
+    CallGraph, CallGraphOptions, DEFAULT_EDGE_FRACTION, DEFAULT_GRAPH_NODES, DEFAULT_NODE_FRACTION,
+    GraphEdge, GraphNode, call_graph,
+};
+pub use ember_store::{Labels, Merged, ProfileList, ProfileRef, TimeSeries};
 pub use flamebearer::units;
 pub use ops::{Diff, Querier};
+pub use profiles::{DEFAULT_PROFILE_LIST, parse_series, selector_text};
 pub use render::{Format, Output, diff_stacks, folded_text, pprof_profile};
 pub use request::{DEFAULT_MAX_NODES, NameRule, QueryRequest, SPAN_ID_LABEL};
 pub use top::{TOP_JSON_ROWS, diff_top, merged_top};

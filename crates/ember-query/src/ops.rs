@@ -7,6 +7,7 @@ use ember_store::{Labels, Merged, Store, TimeSeries};
 use serde_json::Value;
 
 use crate::QueryError;
+use crate::callgraph::{CallGraph, CallGraphOptions};
 use crate::flamebearer::{self, Timeline};
 use crate::render::{self, Format, Output};
 use crate::request::QueryRequest;
@@ -21,7 +22,7 @@ const MAX_TIMELINE_BUCKETS: i64 = 100_000;
 /// off its I/O threads.
 #[derive(Clone, Copy)]
 pub struct Querier<'s> {
-    store: &'s Store,
+    pub(crate) store: &'s Store,
 }
 
 impl std::fmt::Debug for Querier<'_> {
@@ -110,6 +111,10 @@ impl<'s> Querier<'s> {
         if format == Format::Flamebearer {
             return self.flamebearer(tenant, req, title).map(Output::Json);
         }
+        if format == Format::CallGraph {
+            let graph = self.call_graph(tenant, req, &Default::default())?;
+            return Ok(Output::Json(graph.to_json()));
+        }
         // Top tables sum tier by tier (no merge), unless a focus needs the merged tree.
         if matches!(format, Format::Top | Format::TopJson) && req.focus.is_empty() {
             let options = match format {
@@ -133,6 +138,20 @@ impl<'s> Querier<'s> {
             ));
         }
         render::merged_file(&merged, format, title)
+    }
+
+    /// The pprof-style call graph of the selection (only the stacks through `req.focus` when
+    /// it is set), pruned by `options`. An empty selection is an empty graph, not an error.
+    pub fn call_graph(
+        &self,
+        tenant: &str,
+        req: &QueryRequest,
+        options: &CallGraphOptions,
+    ) -> Result<CallGraph, QueryError> {
+        Ok(crate::callgraph::call_graph(
+            &self.merge(tenant, req)?,
+            options,
+        ))
     }
 
     /// The `right` selection against the `left` one (the baseline).

@@ -25,6 +25,10 @@ pub enum Format {
     /// [`TOP_JSON_ROWS`](crate::TOP_JSON_ROWS) rows): what the web UI sorts and filters. Of a
     /// diff: every function of either side with both sides' values and the change.
     TopJson,
+    /// The pprof-style call graph as JSON (functions with self and total, caller → callee
+    /// edges), pruned with the default [`CallGraphOptions`](crate::CallGraphOptions). Not of
+    /// a diff.
+    CallGraph,
 }
 
 impl Format {
@@ -37,9 +41,10 @@ impl Format {
             "svg" => Format::Svg,
             "top" => Format::Top,
             "top-json" => Format::TopJson,
+            "callgraph" => Format::CallGraph,
             other => {
                 return Err(QueryError::Invalid(format!(
-                    "format={other:?}: use pprof, folded, svg, top, top-json or flamebearer"
+                    "format={other:?}: use pprof, folded, svg, top, top-json, callgraph or flamebearer"
                 )));
             }
         })
@@ -231,6 +236,9 @@ pub(crate) fn merged_file(
         Format::Flamebearer => Err(QueryError::Invalid(
             "a flamebearer needs its timeline: ask Querier::render".into(),
         )),
+        Format::CallGraph => Ok(Output::Json(
+            crate::callgraph::call_graph(merged, &Default::default()).to_json(),
+        )),
         Format::Svg => {
             let lines = merged
                 .stacks()
@@ -260,6 +268,9 @@ pub(crate) fn diff_output(
     match format {
         Format::Top => Ok(Output::text(crate::top::diff_top(left, right).render())),
         Format::TopJson => Ok(Output::Json(crate::top::diff_top_json(left, right))),
+        Format::CallGraph => Err(QueryError::Unsupported(
+            "a diff has no call graph: ask for each side's".into(),
+        )),
         Format::Flamebearer => {
             let (l, r) = stacks();
             Ok(Output::Json(crate::flamebearer::double(

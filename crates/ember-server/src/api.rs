@@ -25,8 +25,11 @@ pub(crate) async fn query(
     Tenant(tenant): Tenant,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let mut req = request(&params, "")?;
     let format = Format::parse(params.get("format").map(String::as_str))?;
+    if format == Format::CallGraph {
+        return crate::single::call_graph(s, tenant, params).await;
+    }
+    let mut req = request(&params, "")?;
     if let Some(path) = params.get("focus") {
         req.focus = parse::parse_path("focus", path)?;
     }

@@ -3,7 +3,7 @@
 //! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics,
 //! with one small module per protocol: `pyroscope` (legacy `/ingest`, render), `push`
 //! (`push.v1` over Connect), `grpc` (gRPC framing of the same), `querier` (`querier.v1`)
-//! and `api` (`/api/v1`). Ingest routes only turn a request into an
+//! and `api` (`/api/v1`, its single-profile routes and call graph parameters in `single`). Ingest routes only turn a request into an
 //! [`ember_store::IngestBatch`]: validation, limits and the write-ahead log are
 //! [`ember_store::Store::ingest`]'s. What a read query means and how its answer is shaped
 //! lives in `ember-query` (the read routes only translate requests and responses).
@@ -24,12 +24,14 @@
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
 //! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
 //! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline; `maxNodes` defaults to 8,192 (`ember_query::DEFAULT_MAX_NODES`, also the default of `/api/v1/query` and `querier.v1`; 0 = no limit) |
-//! | `GET /api/v1/query?query=&type=&from=&until=&format=&focus=` | merged profile (only the stacks through the call path `focus`, a JSON array of frame names, when given: the web UI's zoom, so the node limit is spent on that subtree) as `pprof` (gzip'd), `folded`, `svg`, `top`, `top-json` (every function with raw self and total values, for the web UI) or `flamebearer` (default) |
+//! | `GET /api/v1/query?query=&type=&from=&until=&format=&focus=` | merged profile (only the stacks through the call path `focus`, a JSON array of frame names, when given: the web UI's zoom, so the node limit is spent on that subtree) as `pprof` (gzip'd), `folded`, `svg`, `top`, `top-json` (every function with raw self and total values, for the web UI), `callgraph` (the pprof-style call graph as JSON: `nodes` with `name`, `self`, `total` (each stack once per function), `edges` `from`→`to` with `weight` and `residual` (through dropped functions), and what was `dropped`; pruned like `go tool pprof` by `nodeFraction` (0.005), `edgeFraction` (0.001) and `nodeCount` (80, 0 = all)) or `flamebearer` (default) |
 //! | `GET /api/v1/timeseries?query=&type=&from=&until=&step=&groupBy=a,b` | totals per `step` seconds, grouped by labels |
 //! | `GET /api/v1/labels?query=&from=&until=` | label names |
 //! | `GET /api/v1/label/{name}/values?query=&from=&until=` | values of one label |
 //! | `GET /api/v1/profile_types` | profile type ids |
 //! | `GET /api/v1/series?query=&from=&until=` | label sets of matching series |
+//! | `GET /api/v1/profiles?query=&type=&from=&until=&limit=` | the individual profiles of the selection in the range, newest first, at most `limit` (500 by default, 10,000 at most): `profiles` with each one's `labels`, `series` (its labels as a selector), `time` (unix ns, a string), `timeMs`, `total`; and `matched`, how many the range holds |
+//! | `GET /api/v1/profile?series=&time=&format=&focus=&maxNodes=` | exactly one profile: the series with exactly the labels of `series` (`{a="1", ...}`) at `time` (unix ns), in any format of `/api/v1/query`; the flamebearer also carries `profile` (labels, time, total); 404 when there is none |
 //! | `GET /pyroscope/render-diff?leftQuery=&leftFrom=&leftUntil=&rightQuery=&rightFrom=&rightUntil=` | diff of two selections, flamebearer `double` format |
 //! | `GET /api/v1/diff?leftQuery=&rightQuery=&type=&from=&until=&format=` | diff of the right selection against the left (baseline): `svg` (differential flame graph: widths from the right side, red = grew, blue = shrank), `pprof` (gzip'd, right minus left per stack, like `pprof -diff_base`), `folded` (`stack left right` lines), `top` (of the pprof diff), `top-json` (every function of either side with `leftSelf`, `leftTotal`, `rightSelf`, `rightTotal` and the changes `self`, `total`, largest |self change| first, plus both sides' totals: the web UI's movers) or `flamebearer` (default, as render-diff; cut at `maxNodes` like `/api/v1/query`'s, the cut children of a frame summed per side into `other`). Every `left*`/`right*` key (`leftQuery`, `leftFrom`, `leftUntil`, `leftType`, ...) falls back to the plain key, so `?query=X&leftFrom=..&leftUntil=..&rightFrom=..&rightUntil=..` compares two time ranges of one selection |
 //! | `POST /querier.v1.QuerierService/{method}` | Connect unary (proto or JSON): `ProfileTypes`, `LabelNames`, `LabelValues`, `Series`, `SelectMergeStacktraces`, `SelectMergeSpanProfile` (samples of trace spans), `SelectMergeProfile` (proto only), `SelectSeries`, `Diff` |
@@ -64,6 +66,7 @@ mod push;
 mod pyroscope;
 pub mod querier;
 mod query;
+mod single;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -537,6 +540,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/label/{name}/values", get(api::label_values))
         .route("/api/v1/profile_types", get(api::profile_types))
         .route("/api/v1/series", get(api::series))
+        .route("/api/v1/profiles", get(single::profiles))
+        .route("/api/v1/profile", get(single::profile))
         .route(
             "/pyroscope/render-diff",
             get(pyroscope::render::render_diff),

@@ -56,7 +56,7 @@ pub use ingest::{
     IngestBatch, IngestError, IngestLimits, IngestProfile, IngestReceipt, IngestRecord, now_nanos,
 };
 pub use labels::{default_profile_name, normalize_labels, series_labels};
-pub use read::{Merged, Query, TimeSeries};
+pub use read::{MAX_PROFILE_LIST, Merged, ProfileList, ProfileRef, Query, TimeSeries};
 pub use selector::{MatchOp, Matcher, Selector, parse_selector};
 pub use wal::{Ack, ReplayStats, Wal, WalStats};
 

@@ -20,9 +20,11 @@ use crate::{
 };
 
 mod heavy;
+mod profiles;
 mod samples;
 mod sums;
 
+pub use profiles::{MAX_PROFILE_LIST, ProfileList, ProfileRef};
 use sums::{in_range, sum_nodes};
 
 /// A query: which series, which profile type, which time range.
@@ -596,50 +598,7 @@ impl Store {
                 e.1 += 1;
             }
         };
-        // Heads in memory, then blocks from their index: totals decode a block only when
-        // sample labels select or group its profiles.
-        let mut decode: Vec<Arc<Section>> = Vec::new();
-        if let Some(t) = self.tenant(tenant) {
-            let t = t.read().unwrap_or_else(|e| e.into_inner());
-            for h in std::iter::once(&t.head).chain(t.frozen.iter().map(|(_, h)| h)) {
-                head_totals(h, &selector, query, group_by, &mut add);
-            }
-            for s in &t.sections {
-                if s.min_time > query.end_nanos || s.max_time < query.start_nanos {
-                    continue;
-                }
-                let has = |n: &str| s.has_sample_label(n);
-                let selected: Vec<_> = s
-                    .series
-                    .iter()
-                    .filter(|x| selector.matches_series(&x.labels, has))
-                    .collect();
-                let by_samples = selected.iter().any(|x| {
-                    !selector.sample_matchers(&x.labels, has).is_empty()
-                        || group_by
-                            .iter()
-                            .any(|g| has(g) && !x.labels.iter().any(|(n, _)| n == g))
-                });
-                if by_samples {
-                    decode.push(s.clone());
-                    continue;
-                }
-                for x in selected {
-                    let r = x.in_range(query.start_nanos, query.end_nanos);
-                    let mut points = x.times[r.clone()]
-                        .iter()
-                        .copied()
-                        .zip(x.totals[r].iter().copied());
-                    add(&x.labels, &mut points);
-                }
-            }
-        }
-        for s in decode {
-            match self.cache.get(&self.objects, &s) {
-                Ok(head) => head_totals(&head, &selector, query, group_by, &mut add),
-                Err(e) => tracing::error!(error = %e, "skipping an unreadable block section"),
-            }
-        }
+        self.for_each_point(tenant, query, &selector, group_by, &mut add);
         let mut groups: BTreeMap<Labels, BTreeMap<i64, i64>> = BTreeMap::new();
         for (labels, buckets) in per_series {
             let key: Labels = group_by

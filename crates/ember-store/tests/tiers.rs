@@ -134,8 +134,9 @@ fn answers(store: &Store, q: &Query) -> String {
     let by_span = store.series_totals("t", q, 7_000, &["span_id".to_string()]);
     let series = store.series("t", Some(q));
     let pods = store.label_values("t", "pod", Some(q));
+    let listed = store.list_profiles("t", q, 7);
     format!(
-        "stacks {stacks:?}\ntotal {} profiles {} series {}\npprof {pprof:?}\ntotals {totals:?}\nby span {by_span:?}\nseries {series:?}\npods {pods:?}",
+        "stacks {stacks:?}\ntotal {} profiles {} series {}\npprof {pprof:?}\ntotals {totals:?}\nby span {by_span:?}\nseries {series:?}\npods {pods:?}\nlisted {listed:?}",
         merged.total, merged.profiles, merged.series
     )
 }

@@ -2,9 +2,11 @@
 // Every figure comes from the server; this module only asks and shows.
 
 import { Api } from "./api.js";
+import { CallGraphTab } from "./callgraph.js";
 import { CompareView } from "./compare.js";
 import { FlameView } from "./flamedraw.js";
 import { formatTime, formatValue, percent, unitOf } from "./format.js";
+import { ProfilesView } from "./profile.js";
 import { SelectorInput, matchers, setMatcher } from "./selector.js";
 import { sandwich } from "./sandwich.js";
 import { readState, toMs, writeState } from "./state.js";
@@ -115,16 +117,25 @@ async function labelNamesWithCardinality() {
 }
 
 const compare = new CompareView({ api, state: () => state, save, task, status, hook });
+const graph = new CallGraphTab({
+  api, params, state: () => state, save, task, hook, unit: () => unitOf(state.type),
+  onToggle: () => showSandwich(),
+  onPick: (name) => pickFunction(state.fn === name ? "" : name),
+  onOpen: (name) => { state.graph = ""; pickFunction(name); graph.sync(); },
+});
+const profiles = new ProfilesView({ api, state: () => state, save, task, hook, chart, reload: () => { syncControls(); loadAll(); } });
 
 // Shows Explore or Compare (`state.page`).
 function showPage() {
   const on = state.page === "compare";
-  $("explore").hidden = on;
+  const single = !on && profiles.active();
+  $("explore").hidden = on || single;
+  $("profile-view").hidden = !single;
   $("compare").hidden = !on;
   $("page-explore").setAttribute("aria-pressed", String(!on));
   $("page-compare").setAttribute("aria-pressed", String(on));
   document.title = on ? "Ember · Compare" : "Ember · Explore";
-  hook.view.page = on ? "compare" : "explore";
+  hook.view.page = on ? "compare" : single ? "profile" : "explore";
 }
 
 // The whole selection's flame graph (the server's answer and its model); the view may show a
@@ -177,6 +188,7 @@ function pickFunction(name) {
   save(true);
   flame.setFunction(name);
   top.set({ picked: name });
+  graph.setPicked(name);
   showSearch();
   showSandwich();
 }
@@ -188,6 +200,7 @@ function showSandwich() {
   $("sandwich-btn").setAttribute("aria-pressed", String(on));
   $("flame-wrap").hidden = on;
   $("sandwich").hidden = !on;
+  graph.sync(); // the call graph, when on, takes the place of both
   hook.view.sandwich = null;
   if (!on) return;
   const s = sandwich(fullModel, state.fn);
@@ -226,6 +239,7 @@ function showCrumbs() {
   hook.view.viewNodes = flame.model ? flame.model.nodeCount : 0;
   // The exports are of the view: the zoomed subtree when zoomed.
   for (const [id, format] of EXPORTS) $(id).href = api.url("/api/v1/query", exportParams(format));
+  graph.sync();
 }
 
 function showSearch() {
@@ -346,6 +360,10 @@ async function loadView() {
   ]);
   if (gen !== generation) return;
   showLegend(chart.setData(series, toMs(state.from, now), toMs(state.until, now), unit, state.groupBy), unit);
+  // The individual profiles of the range (the list and the chart's points), meanwhile.
+  const listed = profiles.loadList(params()).catch((e) => {
+    if (e.name !== "AbortError") { hook.errors.push(e.message); status(e.message, "error"); }
+  });
   const empty = !fb.flamebearer.numTicks;
   full = empty ? null : fb;
   flame.focused = false;
@@ -377,6 +395,7 @@ async function loadView() {
     top.set({ data: table, unit: unitOf(state.type) });
     hook.view.topRows = table.rows.length;
   }
+  await listed;
 }
 
 // Auto-refresh: reloads the view every `state.refresh` seconds while its range ends "now"
@@ -401,7 +420,8 @@ async function loadAll() {
     status("");
     await loadTypes();
     await Promise.all(state.page === "compare" ? [loadServices(), compare.load()]
-      : [loadServices(), loadGroupBy(), loadView()]);
+      : profiles.active() ? [loadServices(), profiles.load()]
+        : [loadServices(), loadGroupBy(), loadView()]);
   });
   hook.ready = true;
 }

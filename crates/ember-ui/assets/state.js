@@ -27,6 +27,9 @@ export const DEFAULTS = {
   diff: "abs",   // "abs": colour by absolute change, "norm": by change of share of the total
   czoom: "",     // the diff flame graph's zoom path, joined by ";"
   mby: "self",   // the movers table's measure: "self" or "total"
+  graph: "",     // "callgraph": the call graph in place of the flame graph
+  profile: "",   // a single profile: its unix time in ns ("" = the whole selection)
+  pseries: "",   // the single profile's series labels, as a selector
 };
 
 export function readState(search = location.search) {

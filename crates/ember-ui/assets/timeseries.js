@@ -1,5 +1,6 @@
 // The time-series chart of the selection's totals: bars per step on a canvas, time and value
-// axes, and drag-to-select to narrow the time range.
+// axes, and drag-to-select to narrow the time range. The individual profiles of a narrow
+// range are drawn as points; a click on one opens it.
 
 import { formatTime, formatValue } from "./format.js";
 
@@ -20,9 +21,12 @@ export class TimeSeriesChart {
     this.onSelect = onSelect;
     this.data = null;
     this.drag = null;
+    this.points = [];
+    this.onPoint = null;
+    this.geom = null;
     canvas.addEventListener("mousedown", (e) => {
       const x = this.localX(e);
-      this.drag = { x0: x, x1: x };
+      this.drag = { x0: x, x1: x, point: this.pointNear(e) };
     });
     canvas.addEventListener("mousemove", (e) => {
       if (!this.drag) { this.hover(e); return; }
@@ -33,10 +37,11 @@ export class TimeSeriesChart {
     canvas.addEventListener("mouseleave", () => { this.tip.hidden = true; });
     window.addEventListener("mouseup", () => {
       if (!this.drag) return;
-      const { x0, x1 } = this.drag;
+      const { x0, x1, point } = this.drag;
       this.drag = null;
       this.draw();
-      if (Math.abs(x1 - x0) >= 4 && this.data) {
+      if (Math.abs(x1 - x0) < 4 && point && this.onPoint) this.onPoint(point);
+      else if (Math.abs(x1 - x0) >= 4 && this.data) {
         const a = this.timeAt(Math.min(x0, x1)), b = this.timeAt(Math.max(x0, x1));
         this.onSelect(Math.floor(a), Math.ceil(b));
       }
@@ -49,11 +54,52 @@ export class TimeSeriesChart {
     return Math.min(Math.max(e.clientX - r.left, PAD.left), r.width - PAD.right);
   }
 
-  // Shows the bucket under the pointer: its time and each series' value.
+  // The profile point within a few pixels of the pointer, if any.
+  pointNear(e) {
+    if (!this.geom || !this.points.length) return null;
+    const r = this.canvas.getBoundingClientRect();
+    const x = e.clientX - r.left, y = e.clientY - r.top;
+    let best = null, bestD = 7 * 7;
+    for (const p of this.points) {
+      const dx = this.geom.xOf(p.timeMs) - x, dy = this.geom.yOf(p.total) - y;
+      if (dx * dx + dy * dy <= bestD) { best = p; bestD = dx * dx + dy * dy; }
+    }
+    return best;
+  }
+
+  // Individual profiles to draw as points (`[{timeMs, total, series, labels}]`); a click on
+  // one calls `onPoint(profile)`.
+  setPoints(points, onPoint) {
+    this.points = points || [];
+    this.onPoint = onPoint;
+    this.draw();
+  }
+
+  // Shows the bucket under the pointer: its time and each series' value; or the profile
+  // point under it.
   hover(e) {
     const tip = this.tip;
     tip.hidden = true;
     if (!this.data) return;
+    const point = this.pointNear(e);
+    this.canvas.style.cursor = point ? "pointer" : "";
+    if (point) {
+      tip.replaceChildren();
+      const head = document.createElement("div");
+      head.className = "tip-name";
+      head.textContent = `profile at ${formatTime(point.timeMs)}`;
+      const series = document.createElement("div");
+      // The series' own labels (the profile type's `__…__` ones are the page's type).
+      series.textContent = Object.entries(point.labels || {}).filter(([k]) => !k.startsWith("__"))
+        .map(([k, v]) => `${k}=${v}`).join(", ");
+      const total = document.createElement("div");
+      total.textContent = `${formatValue(point.total, this.data.unit)} — click to open`;
+      tip.append(head, series, total);
+      tip.hidden = false;
+      tip.style.left = Math.min(e.clientX + 14, window.innerWidth - tip.offsetWidth - 4) + "px";
+      tip.style.top = e.clientY + 14 + "px";
+      return;
+    }
     const { groups, times, stepMs, unit } = this.data;
     const at = this.timeAt(this.localX(e));
     const t = times.find((b) => b <= at && at < b + stepMs);
@@ -136,8 +182,10 @@ export class TimeSeriesChart {
     const { groups, times, stepMs, fromMs, untilMs, unit } = this.data;
     const pw = w - PAD.left - PAD.right, ph = h - PAD.top - PAD.bottom;
     const sums = times.map((t) => groups.reduce((a, g) => a + (g.values.get(t) || 0), 0));
-    const max = Math.max(1, ...sums);
+    const max = Math.max(1, ...sums, ...this.points.map((p) => p.total));
     const xOf = (t) => PAD.left + ((t - fromMs) / (untilMs - fromMs)) * pw;
+    const yOf = (v) => PAD.top + ph - (v / max) * ph;
+    this.geom = { xOf, yOf };
     ctx.font = "11px system-ui, sans-serif";
     ctx.fillStyle = fg;
     ctx.strokeStyle = fg;
@@ -168,6 +216,16 @@ export class TimeSeriesChart {
         ctx.fillRect(xOf(t), y - bh, bw, bh);
         y -= bh;
       }
+    }
+    // Profiles as points on top of the bars: a ring in the page's colours.
+    ctx.lineWidth = 1.5;
+    for (const p of this.points) {
+      ctx.beginPath();
+      ctx.arc(xOf(p.timeMs), yOf(p.total), 3.5, 0, 2 * Math.PI);
+      ctx.fillStyle = css.getPropertyValue("--bg").trim() || "#fff";
+      ctx.fill();
+      ctx.strokeStyle = css.getPropertyValue("--fg").trim() || "#111";
+      ctx.stroke();
     }
     if (this.drag) {
       const { x0, x1 } = this.drag;

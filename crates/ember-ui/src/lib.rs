@@ -64,6 +64,8 @@ static ASSETS: &[Asset] = &[
     asset!("sandwich.js", JS),
     asset!("compare.js", JS),
     asset!("movers.js", JS),
+    asset!("callgraph.js", JS),
+    asset!("profile.js", JS),
 ];
 
 /// The page may load scripts, styles and images from its own origin only and talk to its

@@ -1,0 +1,214 @@
+//! The web UI's call graph and single-profile views in a real browser: a real `ember server`
+//! loaded with real pprof files (and generated folded profiles at known times), Debian's
+//! chromium driven by playwright-core (`tests/browser/ui_callgraph.mjs`,
+//! `tests/browser/ui_profile.mjs`). Screenshots go to `target/ui-screenshots/`.
+//!
+//! Every expected figure (the heaviest function, its total, the focused total, each profile's
+//! top frame and total) is computed here from the profiles themselves, independently of the
+//! server and of the page's script. Needs `bash .ci/setup`; without chromium or node it is
+//! skipped with a loud message, except under CI, where that is a failure.
+
+mod browser_util;
+mod server_util;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use browser_util::{browser_available, repo_root};
+use server_util::{Server, corpus, temp_dir};
+
+const JAVA: &str = "pyroscope/pkg/pprof/testdata/profile_java";
+const GO: &str = "pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof";
+
+/// The cpu stacks of a corpus profile as the server names frames.
+fn cpu_stacks(path: &Path) -> Vec<(Vec<String>, i64)> {
+    let p = ember_pprof::read_file(path).unwrap();
+    let i = ember_pprof::sample_index(&p, Some("cpu")).unwrap();
+    ember_pprof::folded_stacks(&p, i)
+        .into_iter()
+        .map(|(s, v)| (s.split(';').map(str::to_string).collect(), v))
+        .collect()
+}
+
+/// Each function's total, every stack counted once per function however often it recurses.
+fn function_totals(stacks: &[(Vec<String>, i64)]) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (frames, v) in stacks {
+        for f in frames.iter().collect::<BTreeSet<_>>() {
+            *out.entry(f.clone()).or_insert(0) += v;
+        }
+    }
+    out
+}
+
+/// The heaviest entry (ties: the first name), as the server orders functions.
+fn heaviest(sums: &BTreeMap<String, i64>) -> (String, i64) {
+    let mut best: Option<(&String, i64)> = None;
+    for (name, v) in sums {
+        if best.is_none_or(|(_, b)| *v > b) {
+            best = Some((name, *v));
+        }
+    }
+    let (n, v) = best.expect("a non-empty profile");
+    (n.clone(), v)
+}
+
+fn ingest(server: &Server, path: &str, body: &[u8]) {
+    let (status, answer) = server.request("POST", path, &[], body);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+}
+
+/// Runs `tests/browser/{script}` with `args` as JSON; checks that it succeeded and ran at
+/// least `min_checks` checks to the end.
+fn run_script(script: &str, args: &serde_json::Value, min_checks: usize) {
+    let output = Command::new("node")
+        .arg(repo_root().join("tests/browser").join(script))
+        .arg(args.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "browser checks failed:\n{stdout}\n{stderr}"
+    );
+    let checks = stdout.matches("ok: ").count();
+    assert!(
+        checks >= min_checks && stdout.contains("ok: all checks ran"),
+        "every browser check ran ({checks}):\n{stdout}"
+    );
+}
+
+fn screenshots() -> PathBuf {
+    let shots = repo_root().join("target/ui-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    shots
+}
+
+#[test]
+fn web_ui_draws_the_call_graph_in_chromium() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-callgraph");
+    let server = Server::start(&dir.join("data"), &[]);
+    let java = corpus(JAVA);
+    ingest(
+        &server,
+        "/ingest?name=java-shop.cpu&format=pprof",
+        &std::fs::read(&java).unwrap(),
+    );
+    ingest(
+        &server,
+        "/ingest?name=checkout.cpu&format=pprof",
+        &std::fs::read(corpus(GO)).unwrap(),
+    );
+    let stacks = cpu_stacks(&java);
+    let totals = function_totals(&stacks);
+    let (top, top_total) = heaviest(&totals);
+    // The function with the most self value: the one a click picks.
+    let mut selfs = BTreeMap::new();
+    for (frames, v) in &stacks {
+        *selfs.entry(frames.last().unwrap().clone()).or_insert(0) += v;
+    }
+    let (hot, _) = heaviest(&selfs);
+    // A zoom path (the heaviest root and its heaviest child) and the total through it.
+    let mut roots = BTreeMap::new();
+    for (frames, v) in &stacks {
+        *roots.entry(frames[0].clone()).or_insert(0) += v;
+    }
+    let root = heaviest(&roots).0;
+    let mut second = BTreeMap::new();
+    for (frames, v) in stacks.iter().filter(|(f, _)| f[0] == root && f.len() > 1) {
+        *second.entry(frames[1].clone()).or_insert(0) += v;
+    }
+    let zoom = vec![root.clone(), heaviest(&second).0];
+    let zoom_total: i64 = stacks
+        .iter()
+        .filter(|(f, _)| f.starts_with(&zoom))
+        .map(|s| s.1)
+        .sum();
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "service": "java-shop",
+        "total": stacks.iter().map(|s| s.1).sum::<i64>(),
+        "heaviest": top,
+        "heaviestTotal": top_total,
+        "functions": totals.len(),
+        "hot": hot,
+        "zoom": zoom,
+        "zoomTotal": zoom_total,
+        "screenshots": screenshots(),
+    });
+    run_script("ui_callgraph.mjs", &args, 20);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The generated profiles of the single-profile test: pushed 50, 30 and 10 minutes ago, each
+/// with its own root frame and total.
+fn generated(k: usize) -> String {
+    let root = format!("service{k}.main");
+    format!(
+        "{root};handle;work{k} {}\n{root};handle;io 40\n{root};gc {}\n",
+        300 * (k + 1),
+        20 + k
+    )
+}
+
+#[test]
+fn web_ui_opens_single_profiles_in_chromium() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-profiles");
+    let server = Server::start(&dir.join("data"), &[]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut profiles = Vec::new();
+    for (k, ago) in [50u64, 30, 10].into_iter().enumerate() {
+        let at = now - ago * 60;
+        let body = generated(k);
+        ingest(
+            &server,
+            &format!(
+                "/ingest?name=shop.cpu&format=folded&from={at}&until={}",
+                at + 10
+            ),
+            body.as_bytes(),
+        );
+        let samples: i64 = body
+            .lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
+            .sum();
+        // Legacy ingest stores CPU samples as time: 10 ms each at the default 100 Hz.
+        let total = samples * 10_000_000;
+        profiles.push(serde_json::json!({
+            "timeMs": at * 1000,
+            "topFrame": format!("service{k}.main"),
+            "total": total,
+        }));
+    }
+    // Another service's profile, not in the selection.
+    ingest(
+        &server,
+        &format!(
+            "/ingest?name=other.cpu&format=folded&from={}",
+            now - 20 * 60
+        ),
+        b"other.main;x 5\n",
+    );
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "service": "shop",
+        "profiles": profiles,
+        "screenshots": screenshots(),
+    });
+    run_script("ui_profile.mjs", &args, 20);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
