@@ -64,6 +64,10 @@ static ASSETS: &[Asset] = &[
     asset!("sandwich.js", JS),
     asset!("compare.js", JS),
     asset!("movers.js", JS),
+    asset!("export.js", JS),
+    asset!("keys.js", JS),
+    asset!("theme.js", JS),
+    asset!("hints.js", JS),
 ];
 
 /// The page may load scripts, styles and images from its own origin only and talk to its
