@@ -177,7 +177,11 @@ fn speedscope_of_a_diff_has_the_baseline_and_the_comparison() {
     );
     let q = Querier::new(&store);
     let diff = q
-        .diff("t", &req(T0, T0 + 10 * SEC), &req(T0 + 20 * SEC, T0 + 30 * SEC))
+        .diff(
+            "t",
+            &req(T0, T0 + 10 * SEC),
+            &req(T0 + 20 * SEC, T0 + 30 * SEC),
+        )
         .unwrap();
     let file = json(diff.render(Format::Speedscope, "").unwrap());
     let profiles = validate(&file);
@@ -274,7 +278,10 @@ fn a_focused_diff_is_cut_after_the_focus() {
     assert_eq!(under.len(), 40, "{under:?}");
     assert!(!under.contains(&"other".to_string()));
     assert_eq!(
-        (focused["leftTicks"].as_i64(), focused["rightTicks"].as_i64()),
+        (
+            focused["leftTicks"].as_i64(),
+            focused["rightTicks"].as_i64()
+        ),
         (Some(400), Some(600))
     );
     // A path neither side has is an empty diff.

@@ -39,8 +39,16 @@ fn ingest(server: &Server, at: i64, body: &str) {
 fn speedscope_export_and_a_focused_diff() {
     let dir = temp_dir("ui-export");
     let server = Server::start(&dir, &[]);
-    ingest(&server, 1_700_000_000, "main;a;x 10\nmain;a;y 5\nmain;b 20\n");
-    ingest(&server, 1_700_000_100, "main;a;x 30\nmain;a;z 5\nmain;b 20\n");
+    ingest(
+        &server,
+        1_700_000_000,
+        "main;a;x 10\nmain;a;y 5\nmain;b 20\n",
+    );
+    ingest(
+        &server,
+        1_700_000_100,
+        "main;a;x 30\nmain;a;z 5\nmain;b 20\n",
+    );
     let sel = enc("{service_name=\"shop\"}");
     let file = server.get_json(
         &format!("/api/v1/query?query={sel}&from=1699999000&until=1700001000&format=speedscope"),
@@ -59,7 +67,8 @@ fn speedscope_export_and_a_focused_diff() {
     assert_eq!(weights, 90.0);
     assert_eq!(file["profiles"][0]["endValue"].as_f64(), Some(90.0));
     // The diff focused on main;a: both sides' subtree only, cut after the focus.
-    let sides = "leftFrom=1699999000&leftUntil=1700000050&rightFrom=1700000050&rightUntil=1700001000";
+    let sides =
+        "leftFrom=1699999000&leftUntil=1700000050&rightFrom=1700000050&rightUntil=1700001000";
     let focus = enc(r#"["main","a"]"#);
     let fb = server.get_json(
         &format!("/api/v1/diff?query={sel}&{sides}&focus={focus}&maxNodes=5"),

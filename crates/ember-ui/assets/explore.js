@@ -338,8 +338,9 @@ async function loadGroupBy() {
   sel.value = state.groupBy;
 }
 
-// The chart, flame graph and top table of the current selection.
-async function loadView() {
+// The chart, flame graph and top table of the current selection; `types` is the promise of
+// the tenant's profile types (an empty answer's hint depends on whether there are any).
+async function loadView(types) {
   const gen = ++generation;
   const unit = unitOf(state.type);
   const now = Date.now();
@@ -357,8 +358,10 @@ async function loadView() {
   fullTruncated = !empty && fb.flamebearer.names.includes("other");
   flame.setFlipped(state.view === "flame");
   if (empty) {
+    const count = (await types).length;
+    if (gen !== generation) return;
     status(noDataHint({ what: `of ${state.type || "any type"} match ${state.query}`, tenant: state.tenant,
-      types: $("type").options.length }), "empty");
+      types: count }), "empty");
   } else {
     status("");
   }
@@ -402,9 +405,22 @@ async function loadAll() {
   hook.loads = (hook.loads || 0) + 1;
   await task(async () => {
     status("");
-    await loadTypes();
-    await Promise.all(state.page === "compare" ? [loadServices(), compare.load()]
-      : [loadServices(), loadGroupBy(), loadView()]);
+    const types = loadTypes();
+    if (state.page === "compare") {
+      await types;
+      await Promise.all([loadServices(), compare.load()]);
+      return;
+    }
+    // With the type in the address (as the page writes it), the flame graph is asked for at
+    // once, not after the list of types: it is the slowest answer. Asked again if the type
+    // turns out to be gone (the newer load supersedes the early one).
+    const type = state.type;
+    const early = type ? loadView(types) : null;
+    early?.catch(() => {}); // awaited below; not an unhandled rejection meanwhile
+    await types;
+    await (early && state.type === type ? early : loadView(types));
+    // The lists of services and labels after the flame graph: the server's cores are its.
+    await Promise.all([loadServices(), loadGroupBy()]);
   });
   hook.ready = true;
 }

@@ -9,7 +9,7 @@ const tenantName = (tenant) => (tenant ? `"${tenant}"` : "anonymous (no X-Scope-
 export function noDataHint({ what, tenant, types }) {
   if (types === 0) {
     return `Tenant ${tenantName(tenant)} has no profiles at all on this server. ` +
-      `Check that an agent is running and pushing here (ember agent with --server ${location.origin}), ` +
+      `Check that an agent is running and pushing here (its exporters.server.url is ${location.origin}), ` +
       "or enter the tenant the data was pushed under in the Tenant field above.";
   }
   return `No profiles ${what} in this time range. Try a longer range (the presets above), ` +

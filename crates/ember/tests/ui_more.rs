@@ -77,7 +77,11 @@ fn speedscope_stacks(file: &serde_json::Value, p: usize) -> BTreeMap<String, i64
             .as_array()
             .unwrap()
             .iter()
-            .map(|i| frames[i.as_u64().unwrap() as usize]["name"].as_str().unwrap())
+            .map(|i| {
+                frames[i.as_u64().unwrap() as usize]["name"]
+                    .as_str()
+                    .unwrap()
+            })
             .collect();
         *out.entry(names.join(";")).or_insert(0) += w.as_f64().unwrap() as i64;
     }
@@ -97,7 +101,10 @@ fn wide_diff(server: &Server) {
         let mut body = String::new();
         for i in 0..300 {
             body.push_str(&format!("main;wide.cold;wide.c{i} {}\n", 30 + grow + i % 5));
-            body.push_str(&format!("main;wide.hot;wide.leaf{i} {}\n", 10 + grow + i % 7));
+            body.push_str(&format!(
+                "main;wide.hot;wide.leaf{i} {}\n",
+                10 + grow + i % 7
+            ));
         }
         let at = now - ago;
         let path = format!(
