@@ -64,8 +64,9 @@ fn speedscope_export_and_a_focused_diff() {
         .iter()
         .map(|w| w.as_f64().unwrap())
         .sum();
-    assert_eq!(weights, 90.0);
-    assert_eq!(file["profiles"][0]["endValue"].as_f64(), Some(90.0));
+    // 90 samples at the legacy default of 100 Hz: 10 ms each, in nanoseconds.
+    assert_eq!(weights, 90.0 * 1e7);
+    assert_eq!(file["profiles"][0]["endValue"].as_f64(), Some(90.0 * 1e7));
     // The diff focused on main;a: both sides' subtree only, cut after the focus.
     let sides =
         "leftFrom=1699999000&leftUntil=1700000050&rightFrom=1700000050&rightUntil=1700001000";
@@ -76,7 +77,7 @@ fn speedscope_export_and_a_focused_diff() {
     );
     assert_eq!(
         (fb["leftTicks"].as_i64(), fb["rightTicks"].as_i64()),
-        (Some(15), Some(35)),
+        (Some(15 * 10_000_000), Some(35 * 10_000_000)),
         "{fb}"
     );
     let names: Vec<&str> = fb["flamebearer"]["names"]
