@@ -154,17 +154,18 @@ impl<'s> Querier<'s> {
         ))
     }
 
-    /// The `right` selection against the `left` one (the baseline).
+    /// The `right` selection against the `left` one (the baseline), each side only the
+    /// stacks through its `focus` when that is set (the Compare view's zoom: focused before
+    /// any node limit, so the limit is spent on the zoomed subtree).
     pub fn diff(
         &self,
         tenant: &str,
         left: &QueryRequest,
         right: &QueryRequest,
     ) -> Result<Diff, QueryError> {
-        let (l, r) = (left.store_query()?, right.store_query()?);
         Ok(Diff {
-            left: self.store.merge_stacks(tenant, &l),
-            right: self.store.merge_stacks(tenant, &r),
+            left: self.merge(tenant, left)?,
+            right: self.merge(tenant, right)?,
         })
     }
 

@@ -21,6 +21,11 @@ pub enum Format {
     Svg,
     /// pprof-style top table of the heaviest functions.
     Top,
+    /// speedscope JSON (<https://www.speedscope.app/file-format-schema.json>): one `sampled`
+    /// profile of the merged stacks, weights in the profile type's unit. Of a diff: two
+    /// profiles over one frame table, the baseline and the comparison (speedscope has no
+    /// differential view, so it shows them side by side in its profile selector).
+    Speedscope,
     /// The top table as JSON, every function (no 0.5 % cut-off, at most
     /// [`TOP_JSON_ROWS`](crate::TOP_JSON_ROWS) rows): what the web UI sorts and filters. Of a
     /// diff: every function of either side with both sides' values and the change.
@@ -42,9 +47,11 @@ impl Format {
             "top" => Format::Top,
             "top-json" => Format::TopJson,
             "callgraph" => Format::CallGraph,
+            "speedscope" => Format::Speedscope,
             other => {
                 return Err(QueryError::Invalid(format!(
-                    "format={other:?}: use pprof, folded, svg, top, top-json, callgraph or flamebearer"
+                    "format={other:?}: use pprof, folded, svg, speedscope, top, top-json, \
+                     callgraph or flamebearer"
                 )));
             }
         })
@@ -71,6 +78,16 @@ impl Output {
             content_type: "text/plain; charset=utf-8",
             body: body.into_bytes(),
         }
+    }
+
+    /// A speedscope file of `profile` (every sample type), named `name`.
+    fn speedscope(profile: &ember_pprof::Profile, name: &str) -> Result<Output, QueryError> {
+        let file = ember_formats::speedscope::profile_to_speedscope(profile, None, name)
+            .map_err(|e| QueryError::Render(e.to_string()))?;
+        Ok(Output::Bytes {
+            content_type: "application/json",
+            body: file.to_json().into_bytes(),
+        })
     }
 
     fn pprof(profile: &ember_pprof::Profile) -> Output {
@@ -219,6 +236,11 @@ fn svg(
     })
 }
 
+/// `text`, or `default` when it is empty.
+fn or<'a>(text: &'a str, default: &'a str) -> &'a str {
+    if text.is_empty() { default } else { text }
+}
+
 /// A merged selection as a file (flamebearer needs the store for its timeline: see
 /// `Querier::render`).
 pub(crate) fn merged_file(
@@ -229,6 +251,7 @@ pub(crate) fn merged_file(
     match format {
         Format::Folded => Ok(Output::text(folded_text(merged))),
         Format::Pprof => Ok(Output::pprof(&pprof_profile(merged))),
+        Format::Speedscope => Output::speedscope(&pprof_profile(merged), or(title, "Ember")),
         Format::Top => Ok(Output::text(crate::top::merged_top(merged).render())),
         Format::TopJson => Ok(Output::Json(crate::top::top_json(
             &crate::top::merged_top_with(merged, &crate::top::json_options()),
@@ -292,6 +315,22 @@ pub(crate) fn diff_output(
         Format::Pprof => {
             let (l, r) = stacks();
             Ok(Output::pprof(&diff_profile(left, right, &l, &r)))
+        }
+        Format::Speedscope => {
+            let (l, r) = stacks();
+            let typed = if right.profiles > 0 { right } else { left };
+            let [_, _, u, _, _] = type_parts(typed);
+            // Two sample types, one per side: the converter writes a profile of each over
+            // one shared frame table.
+            let mut b = ember_pprof::ProfileBuilder::new(&[
+                ("baseline", u.as_str()),
+                ("comparison", u.as_str()),
+            ]);
+            for (frames, a, b2) in diff_stacks(&l, &r) {
+                let f: Vec<&str> = frames.iter().map(String::as_str).collect();
+                b.add_folded_stack(&f, &[a, b2]);
+            }
+            Output::speedscope(&b.build(), or(title, "Ember diff"))
         }
         Format::Svg => {
             let (l, r) = stacks();

@@ -42,15 +42,21 @@ pub(crate) async fn query(
 }
 
 /// `GET /api/v1/diff`: the `right` selection against the `left` (baseline) one; its flame
-/// graph takes `maxNodes` as `/api/v1/query`'s does.
+/// graph takes `maxNodes` as `/api/v1/query`'s does, and `focus` (a JSON array of frame
+/// names) narrows both sides to the stacks through that call path before the limit.
 pub(crate) async fn diff(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let left = request(&params, "left")?;
-    let right = request(&params, "right")?;
+    let mut left = request(&params, "left")?;
+    let mut right = request(&params, "right")?;
     let format = Format::parse(params.get("format").map(String::as_str))?;
+    // One zoom path for both sides: the Compare view's zoom into a graph that was cut.
+    if let Some(path) = params.get("focus") {
+        left.focus = parse::parse_path("focus", path)?;
+        right.focus = left.focus.clone();
+    }
     // The flame graph is cut at the node limit like the query route's (`maxNodes`).
     let limit = if format == Format::Flamebearer {
         max_nodes(&params)?

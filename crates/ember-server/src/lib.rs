@@ -24,7 +24,7 @@
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
 //! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
 //! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline; `maxNodes` defaults to 8,192 (`ember_query::DEFAULT_MAX_NODES`, also the default of `/api/v1/query` and `querier.v1`; 0 = no limit) |
-//! | `GET /api/v1/query?query=&type=&from=&until=&format=&focus=` | merged profile (only the stacks through the call path `focus`, a JSON array of frame names, when given: the web UI's zoom, so the node limit is spent on that subtree) as `pprof` (gzip'd), `folded`, `svg`, `top`, `top-json` (every function with raw self and total values, for the web UI), `callgraph` (the pprof-style call graph as JSON: `nodes` with `name`, `self`, `total` (each stack once per function), `edges` `from`→`to` with `weight` and `residual` (through dropped functions), and what was `dropped`; pruned like `go tool pprof` by `nodeFraction` (0.005), `edgeFraction` (0.001) and `nodeCount` (80, 0 = all)) or `flamebearer` (default) |
+//! | `GET /api/v1/query?query=&type=&from=&until=&format=&focus=` | merged profile (only the stacks through the call path `focus`, a JSON array of frame names, when given: the web UI's zoom, so the node limit is spent on that subtree) as `pprof` (gzip'd), `folded`, `svg`, `top`, `top-json` (every function with raw self and total values, for the web UI), `speedscope` (speedscope's JSON file format, one `sampled` profile), `callgraph` (the pprof-style call graph as JSON: `nodes` with `name`, `self`, `total` (each stack once per function), `edges` `from`→`to` with `weight` and `residual` (through dropped functions), and what was `dropped`; pruned like `go tool pprof` by `nodeFraction` (0.005), `edgeFraction` (0.001) and `nodeCount` (80, 0 = all)) or `flamebearer` (default) |
 //! | `GET /api/v1/timeseries?query=&type=&from=&until=&step=&groupBy=a,b` | totals per `step` seconds, grouped by labels |
 //! | `GET /api/v1/labels?query=&from=&until=` | label names |
 //! | `GET /api/v1/label/{name}/values?query=&from=&until=` | values of one label |
@@ -33,7 +33,7 @@
 //! | `GET /api/v1/profiles?query=&type=&from=&until=&limit=` | the individual profiles of the selection in the range, newest first, at most `limit` (500 by default, 10,000 at most): `profiles` with each one's `labels`, `series` (its labels as a selector), `time` (unix ns, a string), `timeMs`, `total`; and `matched`, how many the range holds |
 //! | `GET /api/v1/profile?series=&time=&format=&focus=&maxNodes=` | exactly one profile: the series with exactly the labels of `series` (`{a="1", ...}`) at `time` (unix ns), in any format of `/api/v1/query`; the flamebearer also carries `profile` (labels, time, total); 404 when there is none |
 //! | `GET /pyroscope/render-diff?leftQuery=&leftFrom=&leftUntil=&rightQuery=&rightFrom=&rightUntil=` | diff of two selections, flamebearer `double` format |
-//! | `GET /api/v1/diff?leftQuery=&rightQuery=&type=&from=&until=&format=` | diff of the right selection against the left (baseline): `svg` (differential flame graph: widths from the right side, red = grew, blue = shrank), `pprof` (gzip'd, right minus left per stack, like `pprof -diff_base`), `folded` (`stack left right` lines), `top` (of the pprof diff), `top-json` (every function of either side with `leftSelf`, `leftTotal`, `rightSelf`, `rightTotal` and the changes `self`, `total`, largest |self change| first, plus both sides' totals: the web UI's movers) or `flamebearer` (default, as render-diff; cut at `maxNodes` like `/api/v1/query`'s, the cut children of a frame summed per side into `other`). Every `left*`/`right*` key (`leftQuery`, `leftFrom`, `leftUntil`, `leftType`, ...) falls back to the plain key, so `?query=X&leftFrom=..&leftUntil=..&rightFrom=..&rightUntil=..` compares two time ranges of one selection |
+//! | `GET /api/v1/diff?leftQuery=&rightQuery=&type=&from=&until=&format=&focus=` | diff of the right selection against the left (baseline): `svg` (differential flame graph: widths from the right side, red = grew, blue = shrank), `pprof` (gzip'd, right minus left per stack, like `pprof -diff_base`), `folded` (`stack left right` lines), `top` (of the pprof diff), `top-json` (every function of either side with `leftSelf`, `leftTotal`, `rightSelf`, `rightTotal` and the changes `self`, `total`, largest |self change| first, plus both sides' totals: the web UI's movers) `speedscope` (two `sampled` profiles over one frame table: baseline and comparison) or `flamebearer` (default, as render-diff; cut at `maxNodes` like `/api/v1/query`'s, the cut children of a frame summed per side into `other`). `focus` (a JSON array of frame names) keeps only the stacks through that call path on both sides, before the node limit (the Compare view's zoom). Every `left*`/`right*` key (`leftQuery`, `leftFrom`, `leftUntil`, `leftType`, ...) falls back to the plain key, so `?query=X&leftFrom=..&leftUntil=..&rightFrom=..&rightUntil=..` compares two time ranges of one selection |
 //! | `POST /querier.v1.QuerierService/{method}` | Connect unary (proto or JSON): `ProfileTypes`, `LabelNames`, `LabelValues`, `Series`, `SelectMergeStacktraces`, `SelectMergeSpanProfile` (samples of trace spans), `SelectMergeProfile` (proto only), `SelectSeries`, `Diff` |
 //!
 //! `query` is a selector `{service_name="api", region=~"eu-.*", pod!="x", x!~"y"}`, optionally
@@ -555,6 +555,9 @@ fn router(state: Arc<AppState>) -> Router {
     // data; the page's API calls carry the tenant and token).
     #[cfg(feature = "ui")]
     let routes = routes.merge(ember_ui::router());
+    // Without the UI, `/` says why there is no page instead of an empty 404.
+    #[cfg(not(feature = "ui"))]
+    let routes = routes.route("/", get(no_ui));
     routes
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state)
@@ -566,6 +569,21 @@ async fn ready(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -> 
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
     }
+}
+
+/// `GET /` of a server built without the `ui` feature: a plain-text note (404) naming the
+/// feature and the API that still answers.
+#[cfg(not(feature = "ui"))]
+async fn no_ui() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [("content-type", "text/plain; charset=utf-8")],
+        "This Ember server was built without its web UI (cargo feature `ui` of the `ember` \
+         crate).\nThe HTTP API answers as usual: /api/v1/query, /api/v1/diff, \
+         /api/v1/profile_types, /pyroscope/render, ...\nRebuild with the default features \
+         (or `--features ui`) for the UI.\n",
+    )
+        .into_response()
 }
 
 async fn healthz() -> &'static str {

@@ -4,8 +4,10 @@
 // normalised (share of each side's total) change, a legend, and the table of biggest movers.
 // Everything it shows comes from `/api/v1/diff`; everything chosen lives in the URL.
 
+import { linkExports, wireExports } from "./export.js";
 import { FlameView } from "./flamedraw.js";
 import { formatTime, formatValue, unitOf } from "./format.js";
+import { noDataHint } from "./hints.js";
 import { MoversTable } from "./movers.js";
 import { compareSides, toMs } from "./state.js";
 
@@ -21,7 +23,8 @@ export function diffColour(a, b) {
   const top = Math.max(Math.abs(a), Math.abs(b));
   const r = top ? (b - a) / top : 0;
   if (Math.abs(r) < SAME) return "hsl(0 0% 80%)";
-  const light = Math.round(86 - 34 * Math.min(1, Math.abs(r)));
+  // At most this dark, so the labels' near-black text keeps WCAG AA contrast (4.5:1) on red.
+  const light = Math.round(86 - 29 * Math.min(1, Math.abs(r)));
   return r > 0 ? `hsl(0 85% ${light}%)` : `hsl(190 75% ${light}%)`;
 }
 
@@ -32,6 +35,9 @@ function sides(model, lv, i, mode) {
   if (mode !== "norm") return [a, b];
   return [model.leftTicks ? a / model.leftTicks : 0, model.rightTicks ? b / model.rightTicks : 0];
 }
+
+// The diff's file exports: element id and `format` of `/api/v1/diff`.
+const DIFF_EXPORTS = [["cmp-export-speedscope", "speedscope"], ["cmp-export-svg", "svg"]];
 
 const share = (v, total) => (total ? ((100 * v) / total).toFixed(2) : "0.00") + " %";
 
@@ -47,6 +53,12 @@ export class CompareView {
       tipRows: (lv, i) => this.tipRows(lv, i),
     });
     this.movers = new MoversTable($("movers"), { onPick: (name) => this.pick(name) });
+    // The whole diff's answer and its model; the view may show an answer focused on the zoom.
+    this.full = null;
+    this.fullModel = null;
+    // Whether the server cut the whole diff at its node limit: then a zoom asks it for the
+    // zoomed subtree (as Explore does), so nothing under the zoom stays hidden in "other".
+    this.truncated = false;
     hook.compareFlame = this.flame;
     this.wire();
   }
@@ -67,12 +79,22 @@ export class CompareView {
     });
     $("cmp-search").addEventListener("input", (e) => { this.state().search = e.target.value; this.save(); this.showSearch(); });
     $("cmp-reset").addEventListener("click", () => this.zoomTo([]));
+    wireExports({ api: this.api, task: this.task, path: "/api/v1/diff", files: DIFF_EXPORTS,
+      params: (format) => this.exportParams(format), pngId: "cmp-export-png", canvases: () => [$("cmp-flame")] });
   }
 
-  // Keyboard: "/" searches, Escape resets the zoom.
-  key(e) {
-    if (e.key === "/") { e.preventDefault(); $("cmp-search").focus(); }
-    if (e.key === "Escape") this.zoomTo([]);
+  // The request of both sides (defaults filled in).
+  params() {
+    const s = this.state();
+    const { left, right } = compareSides(s);
+    return { type: s.type, leftQuery: left.query, leftFrom: left.from, leftUntil: left.until,
+      rightQuery: right.query, rightFrom: right.from, rightUntil: right.until };
+  }
+
+  // An export of the diff as shown: of the zoomed call path when zoomed.
+  exportParams(format) {
+    const zoom = this.state().czoom;
+    return { ...this.params(), format, focus: zoom ? JSON.stringify(zoom.split(";")) : "" };
   }
 
   // The inputs show both sides as they are queried (defaults filled in).
@@ -143,9 +165,9 @@ export class CompareView {
     const s = this.state();
     const { left, right } = compareSides(s);
     const unit = unitOf(s.type);
-    const params = { type: s.type, leftQuery: left.query, leftFrom: left.from, leftUntil: left.until,
-      rightQuery: right.query, rightFrom: right.from, rightUntil: right.until };
+    const params = this.params();
     this.hook.view.compare = null;
+    this.full = null;
     let fb, top;
     try {
       [fb, top] = await Promise.all([
@@ -155,14 +177,18 @@ export class CompareView {
     } catch (e) {
       if (e.status !== 404) throw e;
       this.flame.setData(null, unit);
+      this.fullModel = null;
       this.movers.set({ data: null, unit });
-      this.status(`No profiles of ${s.type || "any type"} match either side of the comparison. ` +
-        "Try longer time ranges or another selector.", "empty");
+      this.status(noDataHint({ what: `of ${s.type || "any type"} match either side of the comparison`,
+        tenant: s.tenant, types: $("type").options.length }), "empty");
       $("cmp-total").textContent = "";
       return;
     }
     this.flame.setData(fb, unit);
-    const m = this.flame.model;
+    this.full = fb;
+    const m = (this.fullModel = this.flame.model);
+    this.truncated = m.names.includes("other");
+    this.flame.focused = false;
     const one = !m.leftTicks ? "The baseline is empty: everything shows as more. "
       : !m.rightTicks ? "The comparison is empty: everything shows as less. " : "";
     this.status(one, one ? "empty" : "");
@@ -171,12 +197,42 @@ export class CompareView {
     const cut = m.names.includes("other") ? ` (${m.nodeCount} nodes: the server's node limit; the movers cover every function)` : "";
     $("cmp-total").textContent = `baseline ${formatValue(m.leftTicks, unit)}, comparison ${formatValue(m.rightTicks, unit)}${cut}`;
     this.movers.set({ data: top, unit, mode: s.diff, by: s.mby, picked: s.fn });
-    this.flame.setZoom(s.czoom ? s.czoom.split(";") : []);
+    this.hook.view.compare = { left, right, leftTicks: m.leftTicks, rightTicks: m.rightTicks, nodes: m.nodeCount };
+    await this.applyZoom(s.czoom ? s.czoom.split(";") : []);
+    this.showMovers();
+  }
+
+  // Shows the diff zoomed to `path`: on the whole diff, or on the server's diff focused on the
+  // path when the whole one was cut at the node limit.
+  async applyZoom(path) {
+    if (!this.full) return;
+    const s = this.state(), unit = unitOf(s.type);
+    let focused = null;
+    if (this.truncated && path.length) {
+      try {
+        focused = await this.api.json("/api/v1/diff", { ...this.params(), format: "flamebearer",
+          maxNodes: s.maxNodes, focus: JSON.stringify(path) }, "diff-focus");
+      } catch (e) {
+        if (e.name === "AbortError") return; // a newer zoom took over
+        if (e.status !== 404) throw e; // 404: the path is gone; show the whole diff
+      }
+      if (this.state().czoom !== path.join(";")) return; // a newer zoom is on its way
+    }
+    if (focused) {
+      this.flame.setData(focused, unit);
+      // Shares and normalised colours stay of each side's whole total, not of the subtree.
+      Object.assign(this.flame.model, { leftTicks: this.fullModel.leftTicks, rightTicks: this.fullModel.rightTicks });
+    } else if (this.flame.model !== this.fullModel) {
+      this.flame.setData(this.full, unit);
+      this.fullModel = this.flame.model;
+    }
+    this.flame.focused = Boolean(focused);
+    this.flame.setZoom(path);
     this.flame.setFunction(s.fn);
     this.showSearch();
     this.showCrumbs();
-    this.showMovers();
-    this.hook.view.compare = { left, right, leftTicks: m.leftTicks, rightTicks: m.rightTicks, nodes: m.nodeCount };
+    this.hook.view.compareFocused = this.flame.focused;
+    this.hook.view.compareViewNodes = this.flame.model.nodeCount;
   }
 
   tipRows(lv, i) {
@@ -194,9 +250,7 @@ export class CompareView {
   zoomTo(path) {
     this.state().czoom = path.join(";");
     this.save(true);
-    this.flame.setZoom(path);
-    this.showSearch();
-    this.showCrumbs();
+    this.task(() => this.applyZoom(path));
   }
 
   pick(name) {
@@ -231,6 +285,7 @@ export class CompareView {
     path.forEach((name, i) => add(name, path.slice(0, i + 1)));
     $("cmp-reset").disabled = path.length === 0;
     this.hook.view.compareZoom = path;
+    linkExports(this.api, "/api/v1/diff", DIFF_EXPORTS, (format) => this.exportParams(format));
   }
 
   // The movers as the table orders them (for the browser tests).

@@ -4,17 +4,20 @@
 import { Api } from "./api.js";
 import { CallGraphTab } from "./callgraph.js";
 import { CompareView } from "./compare.js";
+import { FILE_EXPORTS, linkExports, wireExports } from "./export.js";
 import { FlameView } from "./flamedraw.js";
 import { formatTime, formatValue, percent, unitOf } from "./format.js";
 import { ProfilesView } from "./profile.js";
+import { noDataHint } from "./hints.js";
+import { installKeys } from "./keys.js";
 import { SelectorInput, matchers, setMatcher } from "./selector.js";
 import { sandwich } from "./sandwich.js";
 import { readState, toMs, writeState } from "./state.js";
+import { currentTheme, initTheme } from "./theme.js";
 import { TimeSeriesChart } from "./timeseries.js";
 import { TopTable } from "./top.js";
 
 const $ = (id) => document.getElementById(id);
-const EXPORTS = [["export-pprof", "pprof"], ["export-folded", "folded"], ["export-svg", "svg"]];
 let state = readState();
 // A server with auth wants a bearer token: kept for the browser tab (never in the URL).
 const TOKEN_KEY = "ember-token";
@@ -238,7 +241,7 @@ function showCrumbs() {
   hook.view.focused = Boolean(flame.focused);
   hook.view.viewNodes = flame.model ? flame.model.nodeCount : 0;
   // The exports are of the view: the zoomed subtree when zoomed.
-  for (const [id, format] of EXPORTS) $(id).href = api.url("/api/v1/query", exportParams(format));
+  linkExports(api, "/api/v1/query", FILE_EXPORTS, exportParams);
   graph.sync();
 }
 
@@ -349,8 +352,9 @@ async function loadGroupBy() {
   sel.value = state.groupBy;
 }
 
-// The chart, flame graph and top table of the current selection.
-async function loadView() {
+// The chart, flame graph and top table of the current selection; `types` is the promise of
+// the tenant's profile types (an empty answer's hint depends on whether there are any).
+async function loadView(types) {
   const gen = ++generation;
   const unit = unitOf(state.type);
   const now = Date.now();
@@ -372,8 +376,10 @@ async function loadView() {
   fullTruncated = !empty && fb.flamebearer.names.includes("other");
   flame.setFlipped(state.view === "flame");
   if (empty) {
-    status(`No profiles of ${state.type || "any type"} match ${state.query} in this time range. ` +
-      "Try a longer range, check that an agent is running and pushing to this server, or the tenant.", "empty");
+    const count = (await types).length;
+    if (gen !== generation) return;
+    status(noDataHint({ what: `of ${state.type || "any type"} match ${state.query}`, tenant: state.tenant,
+      types: count }), "empty");
   } else {
     status("");
   }
@@ -418,10 +424,27 @@ async function loadAll() {
   hook.loads = (hook.loads || 0) + 1;
   await task(async () => {
     status("");
-    await loadTypes();
-    await Promise.all(state.page === "compare" ? [loadServices(), compare.load()]
-      : profiles.active() ? [loadServices(), profiles.load()]
-        : [loadServices(), loadGroupBy(), loadView()]);
+    const types = loadTypes();
+    if (state.page === "compare") {
+      await types;
+      await Promise.all([loadServices(), compare.load()]);
+      return;
+    }
+    if (profiles.active()) {
+      await types;
+      await Promise.all([loadServices(), profiles.load()]);
+      return;
+    }
+    // With the type in the address (as the page writes it), the flame graph is asked for at
+    // once, not after the list of types: it is the slowest answer. Asked again if the type
+    // turns out to be gone (the newer load supersedes the early one).
+    const type = state.type;
+    const early = type ? loadView(types) : null;
+    early?.catch(() => {}); // awaited below; not an unhandled rejection meanwhile
+    await types;
+    await (early && state.type === type ? early : loadView(types));
+    // The lists of services and labels after the flame graph: the server's cores are its.
+    await Promise.all([loadServices(), loadGroupBy()]);
   });
   hook.ready = true;
 }
@@ -472,21 +495,9 @@ function wire() {
     save();
     armRefresh();
   });
-  // Downloads go through the API client so they carry the tenant and token like the page's
-  // own requests (a plain link would not); the link stays copyable.
-  for (const [id, format] of EXPORTS) {
-    $(id).addEventListener("click", (e) => {
-      e.preventDefault();
-      task(async () => {
-        const file = await api.blob("/api/v1/query", exportParams(format));
-        const a = document.createElement("a");
-        a.href = URL.createObjectURL(file);
-        a.download = $(id).getAttribute("download");
-        a.click();
-        setTimeout(() => URL.revokeObjectURL(a.href), 10000);
-      });
-    });
-  }
+  // The PNG is of what is drawn: the sandwich's two halves when it is shown.
+  wireExports({ api, task, path: "/api/v1/query", files: FILE_EXPORTS, params: exportParams, pngId: "export-png",
+    canvases: () => ($("sandwich").hidden ? [$("flame")] : [$("callers"), $("callees")]) });
   $("search").addEventListener("input", (e) => { state.search = e.target.value; save(); showSearch(); });
   $("reset").addEventListener("click", () => zoomTo([]));
   $("sandwich-btn").addEventListener("click", () => {
@@ -515,11 +526,16 @@ function wire() {
     loadAll();
   });
   $("tenant").addEventListener("change", (e) => { state.tenant = e.target.value.trim(); state.type = ""; save(true); loadAll(); });
-  document.addEventListener("keydown", (e) => {
-    if (e.target instanceof HTMLInputElement) return;
-    if (state.page === "compare") { compare.key(e); return; }
-    if (e.key === "/") { e.preventDefault(); $("search").focus(); }
-    if (e.key === "Escape") zoomTo([]);
+  const onCompare = () => state.page === "compare";
+  installKeys({
+    search: () => $(onCompare() ? "cmp-search" : "search").focus(),
+    zoom: () => (onCompare() ? state.czoom : state.zoom),
+    zoomTo: (path) => (onCompare() ? compare.zoomTo(path) : zoomTo(path)),
+  });
+  // Canvases read the theme's colours when they draw: a theme change redraws them.
+  initTheme($("theme"), () => {
+    for (const v of [flame, ...halves, compare.flame, chart]) v.draw();
+    hook.view.theme = currentTheme();
   });
   window.addEventListener("popstate", () => { state = readState(); syncControls(); armRefresh(); loadAll(); });
 }

@@ -66,6 +66,10 @@ static ASSETS: &[Asset] = &[
     asset!("movers.js", JS),
     asset!("callgraph.js", JS),
     asset!("profile.js", JS),
+    asset!("export.js", JS),
+    asset!("keys.js", JS),
+    asset!("theme.js", JS),
+    asset!("hints.js", JS),
 ];
 
 /// The page may load scripts, styles and images from its own origin only and talk to its

@@ -1,0 +1,200 @@
+//! More of the web UI in a real browser (a real `ember server`, Debian's chromium through
+//! playwright-core), besides `ui_browser.rs`: the exports of issue 12 and its honest states.
+//!
+//! - `tests/browser/ui_export.mjs`: the speedscope download (checked here against the
+//!   ingested profile's stacks, there against speedscope's own file-format schema and by
+//!   loading it into npm's `speedscope` app), the PNG of the flame graph at the device pixel
+//!   ratio, and the Compare view's zoom into a diff cut at the node limit, which asks the
+//!   server for the zoomed subtree so no frame under it stays hidden in `other`.
+//! - `tests/browser/ui_states.mjs`: loading indicator, the no-data hints, an unreachable
+//!   server, keyboard shortcuts and their help overlay, the theme toggle, layouts at 1280×800
+//!   and 1920×1080, and WCAG AA contrast of the main text in both themes.
+//!
+//! Needs `bash .ci/setup`; skipped loudly without chromium or node, except under CI.
+
+mod browser_util;
+mod server_util;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use browser_util::{browser_available, repo_root};
+use server_util::{Server, corpus, temp_dir};
+
+const JAVA: &str = "pyroscope/pkg/pprof/testdata/profile_java";
+
+/// The cpu stacks of a corpus profile as the server names frames.
+fn cpu_stacks(path: &Path) -> BTreeMap<String, i64> {
+    let p = ember_pprof::read_file(path).unwrap();
+    let i = ember_pprof::sample_index(&p, Some("cpu")).unwrap();
+    ember_pprof::folded_stacks(&p, i).into_iter().collect()
+}
+
+fn ingest(server: &Server, path: &str, body: &[u8]) {
+    let (status, answer) = server.request("POST", path, &[], body);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+}
+
+/// Runs `tests/browser/{script}` with `args` as JSON; checks it succeeded and ran at least
+/// `min_checks` checks to the end.
+fn run_script(script: &str, args: &serde_json::Value, min_checks: usize) {
+    let output = Command::new("node")
+        .arg(repo_root().join("tests/browser").join(script))
+        .arg(args.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "browser checks failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let checks = stdout.matches("ok: ").count();
+    assert!(
+        checks >= min_checks && stdout.contains("ok: all checks ran"),
+        "every browser check ran ({checks}):\n{stdout}"
+    );
+}
+
+fn screenshots() -> PathBuf {
+    let shots = repo_root().join("target/ui-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    shots
+}
+
+/// The stacks of a speedscope file's profile `p` (frame names joined by `;`) with their
+/// summed weights.
+fn speedscope_stacks(file: &serde_json::Value, p: usize) -> BTreeMap<String, i64> {
+    let frames = file["shared"]["frames"].as_array().expect("frames");
+    let profile = &file["profiles"][p];
+    let mut out = BTreeMap::new();
+    let samples = profile["samples"].as_array().expect("samples");
+    let weights = profile["weights"].as_array().expect("weights");
+    for (s, w) in samples.iter().zip(weights) {
+        let names: Vec<&str> = s
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                frames[i.as_u64().unwrap() as usize]["name"]
+                    .as_str()
+                    .unwrap()
+            })
+            .collect();
+        *out.entry(names.join(";")).or_insert(0) += w.as_f64().unwrap() as i64;
+    }
+    out
+}
+
+/// A diff wider than a node limit of 320: under `main` two frames of 300 children each, on
+/// both sides (grown on the comparison side). The children of `wide.cold` are heavier, so the
+/// cut keeps them and sums most of `wide.hot`'s into `other`; `wide.hot` alone (303 nodes
+/// with its path) fits the limit.
+fn wide_diff(server: &Server) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for (grow, ago) in [(0, 90 * 60), (3, 30 * 60)] {
+        let mut body = String::new();
+        for i in 0..300 {
+            body.push_str(&format!("main;wide.cold;wide.c{i} {}\n", 30 + grow + i % 5));
+            body.push_str(&format!(
+                "main;wide.hot;wide.leaf{i} {}\n",
+                10 + grow + i % 7
+            ));
+        }
+        let at = now - ago;
+        let path = format!(
+            "/ingest?name=wide-diff.cpu&format=folded&from={at}&until={}",
+            at + 10
+        );
+        ingest(server, &path, body.as_bytes());
+    }
+}
+
+#[test]
+fn web_ui_exports_speedscope_and_png_and_zooms_into_a_cut_diff() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-export");
+    let server = Server::start(&dir.join("data"), &[]);
+    let java = corpus(JAVA);
+    ingest(
+        &server,
+        "/ingest?name=java-shop.cpu&format=pprof",
+        &std::fs::read(&java).unwrap(),
+    );
+    wide_diff(&server);
+    let want = cpu_stacks(&java);
+    let downloads = dir.join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "service": "java-shop",
+        "serviceTotal": want.values().sum::<i64>(),
+        "wide": { "service": "wide-diff", "path": ["main", "wide.hot"], "children": 300, "maxNodes": 320 },
+        "speedscope": repo_root().join("tests/browser/node_modules/speedscope/dist/release"),
+        "downloads": downloads,
+        "screenshots": screenshots(),
+    });
+    run_script("ui_export.mjs", &args, 25);
+    // The downloaded speedscope file holds exactly the ingested profile's stacks.
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(downloads.join("profile.speedscope.json")).unwrap())
+            .expect("speedscope JSON");
+    assert_eq!(speedscope_stacks(&file, 0), want);
+    // The diff's file, zoomed: both sides of the zoomed subtree only.
+    let diff: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(downloads.join("diff.speedscope.json")).unwrap())
+            .expect("speedscope JSON");
+    let right = speedscope_stacks(&diff, 1);
+    assert_eq!(right.len(), 300);
+    assert!(right.keys().all(|k| k.starts_with("main;wide.hot;")));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn web_ui_states_keys_themes_and_contrast() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-states");
+    let server = Server::start(&dir.join("data"), &[]);
+    let java = corpus(JAVA);
+    ingest(
+        &server,
+        "/ingest?name=java-shop.cpu&format=pprof",
+        &std::fs::read(&java).unwrap(),
+    );
+    wide_diff(&server);
+    // The frame to zoom into and one of its children (the heaviest of each level).
+    let stacks = cpu_stacks(&java);
+    let heaviest = |prefix: &[&str]| -> String {
+        let mut sums: BTreeMap<String, i64> = BTreeMap::new();
+        for (s, v) in &stacks {
+            let f: Vec<&str> = s.split(';').collect();
+            if f.len() > prefix.len() && f[..prefix.len()] == *prefix {
+                *sums.entry(f[prefix.len()].to_string()).or_insert(0) += v;
+            }
+        }
+        let best = sums.iter().max_by_key(|(_, v)| **v).unwrap();
+        best.0.clone()
+    };
+    let first = heaviest(&[]);
+    let second = heaviest(&[first.as_str()]);
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "service": "java-shop",
+        "zoomPath": [first, second],
+        "diffService": "wide-diff",
+        "screenshots": screenshots(),
+    });
+    run_script("ui_states.mjs", &args, 40);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
