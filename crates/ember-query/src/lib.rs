@@ -20,6 +20,7 @@
 
 mod callgraph;
 mod cut;
+mod filters;
 mod flamebearer;
 mod focus;
 mod ops;
@@ -35,6 +36,7 @@ pub use callgraph::{
     GraphEdge, GraphNode, call_graph,
 };
 pub use ember_store::{Labels, Merged, ProfileList, ProfileRef, TimeSeries};
+pub use filters::FrameFilters;
 pub use flamebearer::units;
 pub use ops::{Diff, Querier};
 pub use profiles::{DEFAULT_PROFILE_LIST, parse_series, selector_text};

@@ -38,15 +38,11 @@ impl<'s> Querier<'s> {
     }
 
     /// Merges every profile of the selection in its time range into one set of stacks (by
-    /// frame names; averaged series contribute their mean), only those through `req.focus`
-    /// when it is set.
+    /// frame names; averaged series contribute their mean), with `req.filters` applied and
+    /// only those through `req.focus` when it is set.
     pub fn merge(&self, tenant: &str, req: &QueryRequest) -> Result<Merged, QueryError> {
         let merged = self.store.merge_stacks(tenant, &req.store_query()?);
-        Ok(if req.focus.is_empty() {
-            merged
-        } else {
-            crate::focus::focus(&merged, &req.focus)
-        })
+        Ok(shaped(merged, req))
     }
 
     /// The merged call tree of the selection, truncated to `req.max_nodes`.
@@ -56,13 +52,14 @@ impl<'s> Querier<'s> {
     }
 
     /// The merge a call tree cut to `req.max_nodes` is made of: the node-limited merge, or,
-    /// with `req.focus`, the full merge focused on that path (the node-limited one keeps only
-    /// what the whole graph can show; a focus needs every frame under its path).
+    /// with `req.focus` or `req.filters`, the full merge filtered and focused (the
+    /// node-limited one keeps only what the whole graph can show; a focus needs every frame
+    /// under its path, and a filter may move values onto frames the limit would have cut).
     fn merge_for_tree(&self, tenant: &str, q: &ember_store::Query, req: &QueryRequest) -> Merged {
-        if req.focus.is_empty() {
+        if req.focus.is_empty() && req.filters.is_empty() {
             self.store.merge_stacks_heavy(tenant, q, req.max_nodes)
         } else {
-            crate::focus::focus(&self.store.merge_stacks(tenant, q), &req.focus)
+            shaped(self.store.merge_stacks(tenant, q), req)
         }
     }
 
@@ -115,8 +112,12 @@ impl<'s> Querier<'s> {
             let graph = self.call_graph(tenant, req, &Default::default())?;
             return Ok(Output::Json(graph.to_json()));
         }
-        // Top tables sum tier by tier (no merge), unless a focus needs the merged tree.
-        if matches!(format, Format::Top | Format::TopJson) && req.focus.is_empty() {
+        // Top tables sum tier by tier (no merge), unless a focus or a filter needs the merged
+        // tree.
+        if matches!(format, Format::Top | Format::TopJson)
+            && req.focus.is_empty()
+            && req.filters.is_empty()
+        {
             let options = match format {
                 Format::Top => ember_formats::TopOptions::default(),
                 _ => crate::top::json_options(),
@@ -240,6 +241,20 @@ impl<'s> Querier<'s> {
     /// Distinct profile type ids of the tenant, sorted.
     pub fn profile_types(&self, tenant: &str) -> Vec<String> {
         self.store.profile_types(tenant)
+    }
+}
+
+/// `merged` as `req` asks to see it: its frame filters applied, then its focus.
+fn shaped(merged: Merged, req: &QueryRequest) -> Merged {
+    let merged = if req.filters.is_empty() {
+        merged
+    } else {
+        req.filters.apply(&merged)
+    };
+    if req.focus.is_empty() {
+        merged
+    } else {
+        crate::focus::focus(&merged, &req.focus)
     }
 }
 

@@ -67,6 +67,9 @@ pub struct QueryRequest {
     /// through it count, so a flame graph's node limit is spent on its subtree (the web UI's
     /// zoom) and a file holds just that part; empty = the whole selection.
     pub focus: Vec<String>,
+    /// Frame filters (hide, collapse recursion, drop below), applied to the merged selection
+    /// before the focus and the node limit; the default filters nothing.
+    pub filters: crate::FrameFilters,
 }
 
 impl QueryRequest {
@@ -89,6 +92,7 @@ impl QueryRequest {
             span_ids: Vec::new(),
             sample_labels: Vec::new(),
             focus: Vec::new(),
+            filters: crate::FrameFilters::default(),
         }
     }
 

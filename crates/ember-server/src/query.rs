@@ -141,6 +141,22 @@ pub(crate) fn request(params: &Params, prefix: &str) -> Result<QueryRequest, Api
     req.span_ids = get("spanSelector")
         .map(parse::parse_list)
         .unwrap_or_default();
+    // Frame filters, one set for both sides of a diff (plain keys only).
+    let plain = |k: &str| params.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    if let Some(pattern) = plain("hide") {
+        req.filters.hide = Some(ember_query::FrameFilters::parse_hide(pattern)?);
+    }
+    req.filters.collapse_recursion = match plain("collapseRecursion") {
+        None | Some("false" | "0") => false,
+        Some("true" | "1") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "bad_request",
+                format!("collapseRecursion={other:?}: use true or false"),
+            ));
+        }
+    };
+    req.filters.drop_below = plain("dropBelow").map(str::to_string);
     Ok(req)
 }
 

@@ -5,6 +5,7 @@ import { Api } from "./api.js";
 import { CallGraphTab } from "./callgraph.js";
 import { CompareView } from "./compare.js";
 import { FILE_EXPORTS, linkExports, wireExports } from "./export.js";
+import { filterParams, wireFilters } from "./filters.js";
 import { FlameView } from "./flamedraw.js";
 import { formatTime, formatValue, percent, unitOf } from "./format.js";
 import { ProfilesView } from "./profile.js";
@@ -67,7 +68,8 @@ function save(push = false) {
 }
 
 function params(extra = {}) {
-  return { query: state.query, type: state.type, from: state.from, until: state.until, ...extra };
+  return { query: state.query, type: state.type, from: state.from, until: state.until,
+    ...filterParams(state), ...extra };
 }
 
 // The parameters of an export of the view (focused on the zoomed call path).
@@ -275,6 +277,7 @@ function syncControls() {
   $("service").value = service ? service.value : "";
   showPage();
   compare.sync();
+  syncFilters();
 }
 
 function localInput(ms) {
@@ -448,6 +451,13 @@ async function loadAll() {
   });
   hook.ready = true;
 }
+
+// The frame filters' controls; a change re-asks the server (paths change: the zoom is reset).
+const syncFilters = wireFilters({
+  $,
+  get: () => state,
+  apply: () => { state.zoom = ""; save(true); syncControls(); loadAll(); },
+});
 
 function wire() {
   $("type").addEventListener("change", (e) => {

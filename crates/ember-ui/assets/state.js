@@ -30,6 +30,9 @@ export const DEFAULTS = {
   graph: "",     // "callgraph": the call graph in place of the flame graph
   profile: "",   // a single profile: its unix time in ns ("" = the whole selection)
   pseries: "",   // the single profile's series labels, as a selector
+  hide: "",      // frame filter: regex of frame names the server leaves out
+  rec: "",       // frame filter: "1" collapses direct recursion
+  below: "",     // frame filter: function whose callees fold into it
 };
 
 export function readState(search = location.search) {

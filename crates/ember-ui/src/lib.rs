@@ -70,6 +70,7 @@ static ASSETS: &[Asset] = &[
     asset!("keys.js", JS),
     asset!("theme.js", JS),
     asset!("hints.js", JS),
+    asset!("filters.js", JS),
 ];
 
 /// The page may load scripts, styles and images from its own origin only and talk to its

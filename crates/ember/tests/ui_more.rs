@@ -198,3 +198,94 @@ fn web_ui_states_keys_themes_and_contrast() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The stacks of `stacks` with the frame filters applied as the server documents them
+/// (hidden frames left out, direct recursion folded, nothing below `below`), summed.
+fn filtered(
+    stacks: &BTreeMap<String, i64>,
+    hide: Option<&regex::Regex>,
+    rec: bool,
+    below: Option<&str>,
+) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (stack, v) in stacks {
+        let mut kept: Vec<&str> = Vec::new();
+        for name in stack.split(';') {
+            if hide.is_some_and(|r| r.is_match(name)) || rec && kept.last() == Some(&name) {
+                continue;
+            }
+            kept.push(name);
+            if below == Some(name) {
+                break;
+            }
+        }
+        *out.entry(kept.join(";")).or_insert(0) += v;
+    }
+    out
+}
+
+/// Nodes of the flame graph of `stacks`: every distinct call path, plus the root.
+fn node_count(stacks: &BTreeMap<String, i64>) -> usize {
+    let mut paths = std::collections::BTreeSet::new();
+    for stack in stacks.keys().filter(|s| !s.is_empty()) {
+        for (i, c) in stack.char_indices() {
+            if c == ';' {
+                paths.insert(&stack[..i]);
+            }
+        }
+        paths.insert(stack.as_str());
+    }
+    paths.len() + 1
+}
+
+#[test]
+fn web_ui_filters_frames_on_the_server() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-filters");
+    let server = Server::start(&dir.join("data"), &[]);
+    let java = corpus(JAVA);
+    ingest(
+        &server,
+        "/ingest?name=java-shop.cpu&format=pprof",
+        &std::fs::read(&java).unwrap(),
+    );
+    let stacks = cpu_stacks(&java);
+    // Hide the thread entry frames: the heaviest root frame becomes one of their callees.
+    let hide = "^java/lang/Thread";
+    let re = regex::Regex::new(hide).unwrap();
+    let hidden = filtered(&stacks, Some(&re), false, None);
+    let mut roots: BTreeMap<&str, i64> = BTreeMap::new();
+    for (s, v) in &hidden {
+        *roots.entry(s.split(';').next().unwrap()).or_insert(0) += v;
+    }
+    let hidden_top = roots.iter().max_by_key(|(_, v)| **v).unwrap().0.to_string();
+    let rec = filtered(&stacks, Some(&re), true, None);
+    let dropped = filtered(&stacks, Some(&re), true, Some(&hidden_top));
+    let counts = [
+        node_count(&stacks),
+        node_count(&hidden),
+        node_count(&rec),
+        node_count(&dropped),
+    ];
+    assert!(
+        counts[0] > counts[1] && counts[1] >= counts[2] && counts[2] > counts[3],
+        "each filter changes the graph: {counts:?}"
+    );
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "service": "java-shop",
+        "total": stacks.values().sum::<i64>(),
+        "nodesAll": counts[0],
+        "hide": hide,
+        "hiddenTop": hidden_top,
+        "nodesHidden": counts[1],
+        "nodesHiddenRec": counts[2],
+        "nodesDropped": counts[3],
+        "screenshots": screenshots(),
+    });
+    run_script("ui_filters.mjs", &args, 20);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
