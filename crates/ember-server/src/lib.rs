@@ -40,7 +40,12 @@
 //! prefixed by a profile type id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}`) or a legacy
 //! Pyroscope name (`app.cpu{...}` = `service_name="app"` and sample type `cpu`). `type` may also
 //! give the profile type. `from`/`until` are unix timestamps (s, ms, µs or ns) or `now`,
-//! `now-1h`, `now-30m`, `now-7d`; defaults `now-1h` and `now`.
+//! `now-1h`, `now-30m`, `now-7d`; defaults `now-1h` and `now`. Every `/api/v1` selection also
+//! takes frame filters, applied to the merged stacks before `focus` and the node limit (a
+//! filter moves values between frames, never drops them): `hide` (a regex; matching frames
+//! are left out of every stack, their self value going to their caller), `collapseRecursion`
+//! (`true`: a frame named like its caller merges into it) and `dropBelow` (a function name:
+//! everything below its frames folds into them). One set applies to both sides of a diff.
 
 //!
 //! # Configuration
