@@ -109,6 +109,9 @@ await runChecks(browser, async () => {
   check((await view()).total === want.serviceTotal, `the service is shown (total ${want.serviceTotal})`);
   const link = await page.locator("#export-speedscope").getAttribute("href");
   check(new URL(link, want.base).searchParams.get("format") === "speedscope", "the speedscope link asks for format=speedscope: " + link);
+  // The pprof download (read with `go tool pprof` by the Rust side of the test).
+  const pprof = readFileSync(await download("#export-pprof", "profile.pb.gz"));
+  check(pprof[0] === 0x1f && pprof[1] === 0x8b, "the pprof download is gzip'd");
   const ssPath = await download("#export-speedscope", "profile.speedscope.json");
   const file = JSON.parse(readFileSync(ssPath, "utf8"));
   const [sum] = validateSpeedscope(file, "the speedscope download");

@@ -103,7 +103,7 @@ const top = new TopTable($("top"), $("top-filter"), {
   onSort: (key) => { state.sort = key; save(); },
   onFilter: (text) => { state.filter = text; save(); },
 });
-new SelectorInput($("selector"), $("suggest"), {
+const selectorInput = new SelectorInput($("selector"), $("suggest"), {
   names: labelNamesWithCardinality,
   values: (name) => api.json(`/api/v1/label/${encodeURIComponent(name)}/values`,
     { type: state.type, from: state.from, until: state.until }, "values"),
@@ -425,6 +425,7 @@ function armRefresh() {
 async function loadAll() {
   hook.ready = false;
   hook.loads = (hook.loads || 0) + 1;
+  selectorInput.forget(); // the range or the type may have changed: new lists of values
   await task(async () => {
     status("");
     const types = loadTypes();

@@ -31,6 +31,11 @@ export function context(text, caret) {
   return null;
 }
 
+// Suggestions shown at a time (and added by each "more"), and how long a fetched list of
+// label names or values is reused while typing.
+const PAGE = 50;
+const CACHE_MS = 30_000;
+
 export class SelectorInput {
   // `input` holds the selector, `list` (an <ul>) shows suggestions; `names()` and
   // `values(name)` resolve to arrays of strings or of `{value, note}`; `onCommit(text)`
@@ -40,6 +45,10 @@ export class SelectorInput {
     this.items = [];
     this.active = -1;
     this.seq = 0;
+    // How many suggestions are shown (grows by PAGE with "more"), and the last lists asked
+    // for: a label of tens of thousands of values is fetched once, not at every key.
+    this.shown = PAGE;
+    this.cache = new Map();
     input.addEventListener("input", () => this.suggest());
     input.addEventListener("focus", () => this.suggest());
     input.addEventListener("blur", () => setTimeout(() => this.close(), 150));
@@ -50,6 +59,26 @@ export class SelectorInput {
     this.list.hidden = true;
     this.items = [];
     this.active = -1;
+    this.shown = PAGE;
+  }
+
+  // The options for `ctx`, from the cache when asked for in the last CACHE_MS. The promise is
+  // kept, so keys typed while the list is on its way wait for the same answer.
+  options(ctx) {
+    const key = ctx.kind === "name" ? "" : "=" + ctx.name;
+    const hit = this.cache.get(key);
+    if (hit && Date.now() - hit.at < CACHE_MS) return hit.options;
+    const options = ctx.kind === "name" ? this.names() : this.values(ctx.name);
+    const entry = { at: Date.now(), options };
+    this.cache.set(key, entry);
+    // A failed answer is not kept: the next key asks again.
+    options.catch(() => { if (this.cache.get(key) === entry) this.cache.delete(key); });
+    return options;
+  }
+
+  // Forgets the cached lists (the selection's range or type changed).
+  forget() {
+    this.cache.clear();
   }
 
   async suggest() {
@@ -58,7 +87,7 @@ export class SelectorInput {
     if (!ctx) { this.close(); return; }
     let options;
     try {
-      options = ctx.kind === "name" ? await this.names() : await this.values(ctx.name);
+      options = await this.options(ctx);
     } catch {
       return;
     }
@@ -67,15 +96,19 @@ export class SelectorInput {
     options = options.map((o) => (typeof o === "string" ? { value: o, note: "" } : o));
     const prefix = ctx.prefix.toLowerCase();
     const all = options.filter((o) => o.value.toLowerCase().includes(prefix));
+    if (!this.ctx || this.ctx.kind !== ctx.kind || this.ctx.name !== ctx.name || this.ctx.prefix !== ctx.prefix) {
+      this.shown = PAGE;
+    }
     this.ctx = ctx;
-    this.items = all.slice(0, 50);
+    this.items = all.slice(0, this.shown);
     this.active = this.items.length ? 0 : -1;
     this.list.replaceChildren();
     const head = document.createElement("li");
     head.className = "hint";
     head.textContent = ctx.kind === "name"
       ? `${options.length} label names`
-      : `${options.length} values of ${ctx.name}` + (all.length > 50 ? `, first 50 of ${all.length} shown: type to narrow` : "");
+      : `${options.length} values of ${ctx.name}` +
+        (all.length > this.items.length ? `, ${this.items.length} of ${all.length} matching shown: type to narrow` : "");
     this.list.append(head);
     this.items.forEach((item, i) => {
       const li = document.createElement("li");
@@ -90,6 +123,19 @@ export class SelectorInput {
       li.addEventListener("mousedown", (e) => { e.preventDefault(); this.accept(i); });
       this.list.append(li);
     });
+    if (all.length > this.items.length) {
+      // The next page of the matching values (the list is the server's, searched here).
+      const more = document.createElement("li");
+      more.className = "more";
+      more.id = "suggest-more";
+      more.textContent = `${Math.min(PAGE, all.length - this.items.length)} more…`;
+      more.addEventListener("mousedown", (e) => {
+        e.preventDefault();
+        this.shown += PAGE;
+        this.suggest();
+      });
+      this.list.append(more);
+    }
     this.mark();
     this.list.hidden = false;
   }

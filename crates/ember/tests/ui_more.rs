@@ -147,6 +147,43 @@ fn web_ui_exports_speedscope_and_png_and_zooms_into_a_cut_diff() {
         serde_json::from_slice(&std::fs::read(downloads.join("profile.speedscope.json")).unwrap())
             .expect("speedscope JSON");
     assert_eq!(speedscope_stacks(&file, 0), want);
+    // The pprof download opens in `go tool pprof` (Go 1.19, from `.ci/setup`): its top table
+    // is headed by the function with the most self value in the ingested profile.
+    let go = ["/usr/lib/go-1.19/bin/go", "go"]
+        .into_iter()
+        .find(|g| Command::new(g).arg("version").output().is_ok());
+    if let Some(go) = go {
+        let top = Command::new(go)
+            .args(["tool", "pprof", "-top", "-nodecount=3"])
+            .arg(downloads.join("profile.pb.gz"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&top.stdout);
+        assert!(
+            top.status.success(),
+            "go tool pprof: {}",
+            String::from_utf8_lossy(&top.stderr)
+        );
+        let mut selfs: BTreeMap<&str, i64> = BTreeMap::new();
+        for (s, v) in &want {
+            *selfs.entry(s.rsplit(';').next().unwrap()).or_insert(0) += v;
+        }
+        let heaviest = selfs.iter().max_by_key(|(_, v)| **v).unwrap().0;
+        let first_row = text
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("flat"))
+            .nth(1);
+        assert!(
+            first_row.is_some_and(|r| r.ends_with(heaviest)),
+            "go tool pprof -top of the download starts with {heaviest}:\n{text}"
+        );
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Go is needed under CI (.ci/setup)"
+        );
+        eprintln!("SKIPPED: no Go toolchain to read the pprof download");
+    }
     // The diff's file, zoomed: both sides of the zoomed subtree only.
     let diff: serde_json::Value =
         serde_json::from_slice(&std::fs::read(downloads.join("diff.speedscope.json")).unwrap())
@@ -286,6 +323,62 @@ fn web_ui_filters_frames_on_the_server() {
         "screenshots": screenshots(),
     });
     run_script("ui_filters.mjs", &args, 20);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn web_ui_pages_through_tens_of_thousands_of_label_values() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-values");
+    let server = Server::start(&dir.join("data"), &[]);
+    // One tiny CPU profile per pod of one service, 20,000 pods, pushed in requests of 2,500
+    // series (a push request holds many series).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+    b.set_period(("cpu", "nanoseconds"), 10_000_000);
+    b.set_time(now - 60_000_000_000, 10_000_000_000);
+    b.add_folded_stack(&["main", "work"], &[10_000_000]);
+    let pprof = ember_pprof::encode(&b.build());
+    const PODS: usize = 20_000;
+    for chunk in 0..PODS / 2_500 {
+        let mut body = Vec::new();
+        for i in chunk * 2_500..(chunk + 1) * 2_500 {
+            let pod = format!("pod-{i:05}");
+            body.extend(server_util::push_request(
+                &[
+                    ("__name__", "process_cpu"),
+                    ("service_name", "many-pods"),
+                    ("pod", &pod),
+                ],
+                &pprof,
+            ));
+        }
+        let (status, answer) = server.request(
+            "POST",
+            "/push.v1.PusherService/Push",
+            &[("content-type", "application/proto")],
+            &body,
+        );
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    }
+    // Pods are named pod-00000 to pod-19999: "pod-123" is in pod-12300..pod-12399 alone.
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "service": "many-pods",
+        "label": "pod",
+        "count": PODS,
+        "typed": "pod-123",
+        "matching": 100,
+        "pick": "pod-12345",
+        "screenshots": screenshots(),
+    });
+    run_script("ui_values.mjs", &args, 7);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
