@@ -15,10 +15,9 @@ mod browser_util;
 mod server_util;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use browser_util::{browser_available, repo_root};
+use browser_util::{browser_available, run_script, screenshots};
 use server_util::{Server, corpus, temp_dir};
 
 const JAVA: &str = "pyroscope/pkg/pprof/testdata/profile_java";
@@ -111,35 +110,6 @@ fn ingest(server: &Server, name: &str, format: &str, body: &[u8], headers: &[(&s
     let path = format!("/ingest?name={name}.cpu&format={format}");
     let (status, answer) = server.request("POST", &path, headers, body);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
-}
-
-/// Runs `tests/browser/{script}` with `args` as JSON; returns its output after checking that
-/// it succeeded and ran at least `min_checks` checks to the end.
-fn run_script(script: &str, args: &serde_json::Value, min_checks: usize) -> String {
-    let output = Command::new("node")
-        .arg(repo_root().join("tests/browser").join(script))
-        .arg(args.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "browser checks failed:\n{stdout}\n{stderr}"
-    );
-    let checks = stdout.matches("ok: ").count();
-    assert!(
-        checks >= min_checks && stdout.contains("ok: all checks ran"),
-        "every browser check ran ({checks}):\n{stdout}"
-    );
-    stdout
-}
-
-fn screenshots() -> PathBuf {
-    let shots = repo_root().join("target/ui-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    shots
 }
 
 #[test]

@@ -12,10 +12,9 @@ mod browser_util;
 mod server_util;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use browser_util::{browser_available, repo_root};
+use browser_util::{browser_available, run_script, screenshots};
 use server_util::{Server, corpus, temp_dir};
 
 const JAVA: &str = "pyroscope/pkg/pprof/testdata/profile_java";
@@ -57,34 +56,6 @@ fn heaviest(sums: &BTreeMap<String, i64>) -> (String, i64) {
 fn ingest(server: &Server, path: &str, body: &[u8]) {
     let (status, answer) = server.request("POST", path, &[], body);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
-}
-
-/// Runs `tests/browser/{script}` with `args` as JSON; checks that it succeeded and ran at
-/// least `min_checks` checks to the end.
-fn run_script(script: &str, args: &serde_json::Value, min_checks: usize) {
-    let output = Command::new("node")
-        .arg(repo_root().join("tests/browser").join(script))
-        .arg(args.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "browser checks failed:\n{stdout}\n{stderr}"
-    );
-    let checks = stdout.matches("ok: ").count();
-    assert!(
-        checks >= min_checks && stdout.contains("ok: all checks ran"),
-        "every browser check ran ({checks}):\n{stdout}"
-    );
-}
-
-fn screenshots() -> PathBuf {
-    let shots = repo_root().join("target/ui-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    shots
 }
 
 #[test]
