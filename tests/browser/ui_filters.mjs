@@ -1,12 +1,13 @@
 // Drives Debian's chromium (through playwright-core) over the web UI's frame filters (see
 // `web_ui_filters_frames_on_the_server` in crates/ember/tests/ui_more.rs): hiding frames by
-// regex, collapsing recursion and dropping everything below a function are sent to the server
+// regex, collapsing recursion, dropping everything below a function and focusing on a function
+// (from the top table) are sent to the server
 // with every query of the view, change the flame graph exactly as the expected figures (computed
 // in Rust from the profile itself) say, keep the total, and survive a reload.
 //
 // usage: node ui_filters.mjs '{"base": ..., "service": ..., "total": ..., "nodesAll": ...,
 // "hide": REGEX, "hiddenTop": NAME, "nodesHidden": N, "nodesHiddenRec": N, "nodesDropped": N,
-// "screenshots": DIR}'. Prints one line per check; exits non-zero on the first failure.
+// "focusFn": NAME, "nodesFocused": N, "focusTotal": N, "screenshots": DIR}'. Prints one line per check; exits non-zero on the first failure.
 import { check, jsonArgument, launch, runChecks } from "./common.mjs";
 import { join } from "node:path";
 
@@ -68,6 +69,22 @@ await runChecks(browser, async () => {
   await page.press("#hide", "Enter");
   await page.uncheck("#rec");
   await nodes(want.nodesAll, "every filter cleared");
+
+  // Focus on a function chosen in the top table: its stacks alone, under one root frame.
+  await page.locator("#top-filter").fill("");
+  await page.locator(`#top tbody tr[data-name="${want.focusFn}"]`).click();
+  await page.click("#focus-fn-btn");
+  await page.waitForFunction((n) => window.__ember.loading === 0 && window.__ember.view.nodes === n, want.nodesFocused,
+    { timeout: 10000 }).catch(() => {});
+  const focused = await view();
+  check(focused.nodes === want.nodesFocused, `focus on ${want.focusFn}: ${focused.nodes} nodes, expected ${want.nodesFocused}`);
+  check(focused.total === want.focusTotal, `its total is the function's, ${want.focusTotal} (${focused.total})`);
+  check(focused.topFrame === want.focusFn, `it is the one root frame (${focused.topFrame})`);
+  check(new URL(page.url()).searchParams.get("ffn") === want.focusFn, "the focus is in the URL");
+  check(await page.locator("#ffn").isVisible(), "the filter bar names the focused function");
+  await page.screenshot({ path: join(want.screenshots, "62-focus-function.png") });
+  await page.click("#ffn-clear");
+  await nodes(want.nodesAll, "focus cleared");
   check(errors.length === 0, "no console error " + errors.join(" | "));
   console.log("ok: all checks ran");
 });

@@ -1,11 +1,12 @@
-//! Frame filters: the web UI's "hide frames", "collapse recursion" and "drop below" controls,
-//! applied by the server to the merged selection before the node limit, so a hidden wrapper
-//! never spends a node of the limit and the frames around it are shown in full.
+//! Frame filters: the web UI's "hide frames", "collapse recursion", "drop below" and "focus on
+//! this function" controls, applied by the server to the merged selection before the node
+//! limit, so a hidden wrapper never spends a node of the limit and the frames around it are
+//! shown in full.
 //!
-//! Every value is kept: a filter only moves values between frames, so the selection's total
-//! is the same with or without filters (what a hidden frame had as self goes to its caller,
-//! as `go tool pprof -hide` does; what lies below a "drop below" frame becomes its self, as
-//! `-prune_from` does).
+//! A filter only moves values between frames, so the selection's total does not change (what
+//! a hidden frame had as self goes to its caller, as `go tool pprof -hide` does; what lies
+//! below a "drop below" frame becomes its self, as `-prune_from` does). A focus function is
+//! the exception: only the stacks through it count, re-rooted at its outermost call.
 
 use ember_store::Merged;
 use rustc_hash::FxHashMap;
@@ -28,12 +29,19 @@ pub struct FrameFilters {
     /// A function name (exact): everything below its frames folds into them, each frame's
     /// total becoming its self value. Default: none.
     pub drop_below: Option<String>,
+    /// A function name (exact) to focus on: only the stacks through it count, each re-rooted
+    /// at its outermost call of the function, so every call site adds up under one root frame
+    /// (the selection's total becomes the function's). Default: none.
+    pub focus_function: Option<String>,
 }
 
 impl FrameFilters {
     /// Whether these filters leave every selection as it is.
     pub fn is_empty(&self) -> bool {
-        self.hide.is_none() && !self.collapse_recursion && self.drop_below.is_none()
+        self.hide.is_none()
+            && !self.collapse_recursion
+            && self.drop_below.is_none()
+            && self.focus_function.is_none()
     }
 
     /// The `hide` pattern from its text (Rust `regex` syntax, matched anywhere in a frame's
@@ -62,7 +70,7 @@ impl FrameFilters {
             profiles: merged.profiles,
             series: merged.series,
             profile_types: merged.profile_types.clone(),
-            total: merged.total,
+            total: 0,
             ..Merged::default()
         };
         let keep_rest = !merged.rest.is_empty();
@@ -79,11 +87,25 @@ impl FrameFilters {
         // frame (then everything under it maps to the same output frame).
         let mut to = vec![0u32; n];
         let mut sealed = vec![false; n];
+        // With a focus function: whether each frame is at or below its outermost call (the
+        // frames above it are left out, and so is every stack that never calls it).
+        let mut inside = vec![self.focus_function.is_none(); n];
         for f in 1..n {
             let (parent, name) = merged.frames[f];
             let (p, name) = (parent as usize, name as usize);
-            let up = to.get(p).copied().unwrap_or(0);
             let name_str = merged.names.get(name).map_or("", String::as_str);
+            if !inside.get(p).copied().unwrap_or(false)
+                && self.focus_function.as_deref() != Some(name_str)
+            {
+                continue; // above the function, or off its stacks: not counted
+            }
+            inside[f] = true;
+            // The outermost call of the focus function hangs from the root.
+            let up = if inside.get(p).copied().unwrap_or(false) {
+                to.get(p).copied().unwrap_or(0)
+            } else {
+                0
+            };
             let is_hidden = hidden.get(name).copied().unwrap_or(false);
             let target = if sealed.get(p).copied().unwrap_or(false) {
                 sealed[f] = true;
@@ -123,8 +145,9 @@ impl FrameFilters {
             }
             to[f] = target;
             let t = target as usize;
-            out.self_values[t] =
-                out.self_values[t].saturating_add(merged.self_values.get(f).copied().unwrap_or(0));
+            let value = merged.self_values.get(f).copied().unwrap_or(0);
+            out.self_values[t] = out.self_values[t].saturating_add(value);
+            out.total = out.total.saturating_add(value);
             if keep_rest {
                 out.rest[t] = out.rest[t].saturating_add(merged.rest.get(f).copied().unwrap_or(0));
             }
@@ -242,11 +265,26 @@ mod tests {
     }
 
     #[test]
+    fn a_focus_function_roots_every_call_of_it_together() {
+        let f = FrameFilters {
+            focus_function: Some("work".into()),
+            ..Default::default()
+        };
+        let out = f.apply(&merged(STACKS));
+        assert_eq!(out.total, 2 + 5 + 3);
+        assert_eq!(
+            stacks(&out),
+            owned(&[("work", 2), ("work;leaf", 3), ("work;work;work;leaf", 5)])
+        );
+    }
+
+    #[test]
     fn filters_combine_and_a_bad_pattern_is_an_error() {
         let f = FrameFilters {
             hide: Some(FrameFilters::parse_hide("mcall|serve").unwrap()),
             collapse_recursion: true,
             drop_below: Some("json.Marshal".into()),
+            focus_function: None,
         };
         let out = f.apply(&merged(STACKS));
         assert_eq!(

@@ -54,7 +54,15 @@ fn expected(file: &str, filters: &FrameFilters) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
     for (stack, v) in ember_pprof::folded_stacks(&p, i) {
         let mut kept: Vec<&str> = Vec::new();
-        for name in stack.split(';') {
+        let mut frames: Vec<&str> = stack.split(';').collect();
+        if let Some(f) = &filters.focus_function {
+            // Only the stacks through it, from its outermost call down.
+            let Some(at) = frames.iter().position(|n| n == f) else {
+                continue;
+            };
+            frames.drain(..at);
+        }
+        for name in frames {
             if filters.hide.as_ref().is_some_and(|r| r.is_match(name)) {
                 continue;
             }
@@ -76,7 +84,12 @@ fn expected(file: &str, filters: &FrameFilters) -> BTreeMap<String, i64> {
 }
 
 fn folded(q: &Querier<'_>, req: &QueryRequest) -> BTreeMap<String, i64> {
-    let Output::Bytes { body, .. } = q.render("t", req, Format::Folded, "").unwrap() else {
+    // A filter that leaves nothing (a focus function the profile never calls) is a 404.
+    let answer = match q.render("t", req, Format::Folded, "") {
+        Err(ember_query::QueryError::NotFound(_)) => return BTreeMap::new(),
+        other => other.unwrap(),
+    };
+    let Output::Bytes { body, .. } = answer else {
         panic!("folded output is a file");
     };
     let text = String::from_utf8(body).unwrap();
@@ -112,6 +125,16 @@ fn cases() -> Vec<FrameFilters> {
             hide: hide("(?i)unixfilesystem|net/http"),
             collapse_recursion: true,
             drop_below: Some("java/util/concurrent/ThreadPoolExecutor.runWorker".into()),
+            focus_function: None,
+        },
+        FrameFilters {
+            focus_function: Some("java/io/File.createTempFile".into()),
+            ..Default::default()
+        },
+        FrameFilters {
+            focus_function: Some("main.work".into()),
+            collapse_recursion: true,
+            ..Default::default()
         },
     ]
 }
@@ -133,13 +156,19 @@ fn filtered_selections_equal_the_filtered_source_stacks() {
                 // Moved, never lost: only a stack hidden whole leaves the folded output.
                 assert!(sum(&got) <= sum(&whole));
             }
-            // The flame graph's total stays the selection's, whatever the filters.
+            // The flame graph's total stays the selection's, whatever the filters (a focus
+            // function's is the sum of the stacks through it).
             let fb = q.flamebearer("t", &request(service, &filters), "").unwrap();
-            assert_eq!(fb["flamebearer"]["numTicks"].as_i64(), Some(sum(&whole)));
+            let total = if filters.focus_function.is_some() {
+                sum(&want)
+            } else {
+                sum(&whole)
+            };
+            assert_eq!(fb["flamebearer"]["numTicks"].as_i64(), Some(total));
         }
     }
     assert!(
-        changed >= 5,
+        changed >= 7,
         "the cases must change the selections: {changed}"
     );
     let _ = std::fs::remove_dir_all(&dir);

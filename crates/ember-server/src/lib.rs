@@ -45,7 +45,9 @@
 //! filter moves values between frames, never drops them): `hide` (a regex; matching frames
 //! are left out of every stack, their self value going to their caller), `collapseRecursion`
 //! (`true`: a frame named like its caller merges into it) and `dropBelow` (a function name:
-//! everything below its frames folds into them). One set applies to both sides of a diff.
+//! everything below its frames folds into them) and `focusFunction` (a function name: only
+//! the stacks through it, each re-rooted at its outermost call, so all its call sites add up
+//! under one root frame). One set applies to both sides of a diff.
 
 //!
 //! # Configuration

@@ -157,6 +157,7 @@ pub(crate) fn request(params: &Params, prefix: &str) -> Result<QueryRequest, Api
         }
     };
     req.filters.drop_below = plain("dropBelow").map(str::to_string);
+    req.filters.focus_function = plain("focusFunction").map(str::to_string);
     Ok(req)
 }
 

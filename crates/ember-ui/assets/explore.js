@@ -202,6 +202,7 @@ function pickFunction(name) {
 function showSandwich() {
   const on = state.mode === "sandwich" && Boolean(state.fn) && Boolean(fullModel);
   $("sandwich-btn").disabled = !state.fn;
+  $("focus-fn-btn").disabled = !state.fn || state.fn === state.ffn;
   $("sandwich-btn").setAttribute("aria-pressed", String(on));
   $("flame-wrap").hidden = on;
   $("sandwich").hidden = !on;

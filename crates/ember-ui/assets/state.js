@@ -33,6 +33,7 @@ export const DEFAULTS = {
   hide: "",      // frame filter: regex of frame names the server leaves out
   rec: "",       // frame filter: "1" collapses direct recursion
   below: "",     // frame filter: function whose callees fold into it
+  ffn: "",       // frame filter: the function focused on (its stacks alone, rooted at it)
 };
 
 export function readState(search = location.search) {

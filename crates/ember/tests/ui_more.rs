@@ -282,10 +282,22 @@ fn web_ui_filters_frames_on_the_server() {
         counts[0] > counts[1] && counts[1] >= counts[2] && counts[2] > counts[3],
         "each filter changes the graph: {counts:?}"
     );
+    // Focus on a function called from several places: its stacks from its outermost call.
+    let focus_fn = "java/io/File.createTempFile";
+    let mut focused: BTreeMap<String, i64> = BTreeMap::new();
+    for (s, v) in &stacks {
+        if let Some(at) = s.find(focus_fn) {
+            *focused.entry(s[at..].to_string()).or_insert(0) += v;
+        }
+    }
+    assert!(!focused.is_empty() && node_count(&focused) < counts[0]);
     let args = serde_json::json!({
         "base": format!("http://{}", server.addr),
         "service": "java-shop",
         "total": stacks.values().sum::<i64>(),
+        "focusFn": focus_fn,
+        "nodesFocused": node_count(&focused),
+        "focusTotal": focused.values().sum::<i64>(),
         "nodesAll": counts[0],
         "hide": hide,
         "hiddenTop": hidden_top,
