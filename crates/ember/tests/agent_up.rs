@@ -1,8 +1,10 @@
 //! `ember up`: embedded server plus host agent; profiles of this host arrive (a CPU-burning
-//! workload's service and stacks), and Ctrl-C (SIGINT) stops both cleanly within 5 s (the
+//! workload's service and stacks), the printed URL shows them in a real browser (chromium,
+//! `tests/browser/ui_up.mjs`), and Ctrl-C (SIGINT) stops both cleanly within 5 s (the
 //! shutdown flush itself: agent_flush.rs).
 
 mod agent_util;
+mod browser_util;
 mod server_util;
 
 use std::io::{BufRead, BufReader, Read};
@@ -79,6 +81,16 @@ fn up_profiles_this_host_and_stops_cleanly() {
         "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
     );
     assert!(folded.contains("path_a"), "{folded}");
+    // What a user does next: open the printed URL.
+    if browser_util::browser_available() {
+        let args = serde_json::json!({
+            "url": format!("http://{addr}"),
+            "service": "three_paths",
+            "function": "path_a",
+            "screenshots": browser_util::screenshots(),
+        });
+        browser_util::run_script("ui_up.mjs", &args, 5);
+    }
     let t = Instant::now();
     assert!(
         Command::new("kill")
