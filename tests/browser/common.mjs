@@ -44,3 +44,25 @@ export async function runChecks(browser, body) {
   }
   process.exit(failed ? 1 : 0);
 }
+
+/**
+ * A page of a new 1280×800 context of `browser` that records what must not happen: page
+ * errors and console errors go to `problems`, and every request outside `base`'s origin is
+ * aborted and kept in `foreign` (the UI must work offline).
+ */
+export async function watchedPage(browser, base) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("pageerror", (e) => problems.push("page error: " + e.message));
+  page.on("console", (m) => { if (m.type() === "error") problems.push("console: " + m.text()); });
+  const origin = new URL(base).origin;
+  const foreign = [];
+  await context.route("**/*", (route) => {
+    const url = route.request().url();
+    if (url.startsWith(origin + "/")) return route.continue();
+    foreign.push(url);
+    return route.abort();
+  });
+  return { context, page, problems, foreign };
+}

@@ -9,7 +9,7 @@
 // usage: node ui_compare.mjs '{"base": ..., "service": ..., "regressed": ..., "improved": ...,
 // "steady": ..., "parent": ..., "screenshots": ...}'. Prints one line per check; exits non-zero
 // on the first failure.
-import { check, jsonArgument, launch, runChecks } from "./common.mjs";
+import { check, jsonArgument, launch, runChecks, watchedPage } from "./common.mjs";
 import { join } from "node:path";
 
 const want = jsonArgument("ui_compare.mjs");
@@ -30,19 +30,7 @@ function hsl(text) {
 
 const browser = await launch();
 await runChecks(browser, async () => {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await context.newPage();
-  const problems = [];
-  page.on("pageerror", (e) => problems.push("page error: " + e.message));
-  page.on("console", (m) => { if (m.type() === "error") problems.push("console: " + m.text()); });
-  const origin = new URL(want.base).origin;
-  const foreign = [];
-  await context.route("**/*", (route) => {
-    const url = route.request().url();
-    if (url.startsWith(origin + "/")) return route.continue();
-    foreign.push(url);
-    return route.abort();
-  });
+  const { page, problems, foreign } = await watchedPage(browser, want.base);
   const shot = (name) => page.screenshot({ path: join(want.screenshots, name), fullPage: false });
   const ready = () => page.waitForFunction(() => window.__ember?.ready && window.__ember.loading === 0);
   const view = () => page.evaluate(() => JSON.parse(JSON.stringify(window.__ember.view)));
