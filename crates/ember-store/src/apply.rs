@@ -1,12 +1,16 @@
-//! Applying a decoded profile to a tenant's head: interning its mappings, functions and
-//! locations, walking each distinct stack into the shared stack tree once, and storing one
-//! profile per sample type. The same code runs for live ingest, log replay and flush, so the
+//! Applying a decoded profile to a tenant's head: finding each distinct stack by its
+//! fingerprint, interning the mappings, functions and locations of new stacks and walking
+//! them into the shared stack tree once, and storing one profile per sample type. The same code runs for live ingest, log replay and flush, so the
 //! head is built identically either way.
 
 use ember_pprof::{DecodeLimits, ProfileView};
 
 use crate::ingest::IngestRecord;
 use crate::{Labels, StoredProfile, TenantHead, head, series_labels};
+
+mod symbols;
+
+use symbols::ProfileSymbols;
 
 /// Decodes a logged profile (gzip'd or raw) and runs `f` on it; the error says why it could
 /// not be decoded.
@@ -76,23 +80,26 @@ pub(crate) fn apply_to(
     n
 }
 
-/// Interns the profile's mappings, functions and locations, then every sample's stack into
-/// the head's stack tree and its labels into a label set, and sums values per leaf node and
-/// label set: one `(node, label set, value)` list per sample type (unsorted, may hold zeros).
+/// Finds or makes the stack node of every distinct stack of the profile and the label set
+/// of every sample, and sums values per leaf node and label set: one `(node, label set,
+/// value)` list per sample type (unsorted, may hold zeros).
+///
+/// A stack is looked up by the fingerprint of its locations' content, computed from the
+/// profile's own bytes; only the stacks the head does not know yet have their locations
+/// interned (with their functions, mappings and strings) and walked into the tree. In a
+/// steady fleet nearly every stack is known, so a profile costs hashing, not interning.
 fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, u32, i64)>> {
-    let (locations, mut strings) = intern_symbols(head, profile);
+    let mut symbols = ProfileSymbols::new(head, profile);
     let n_types = profile.sample_type.len();
     // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
-    // each distinct stack is interned once. `distinct[k]` is the range of `flat` holding the
-    // k-th distinct stack's interned locations; `of_sample[i]` is sample i's k (None when
-    // all its values are zero).
-    // Sized for the profile up front: growing these maps rehashed them ~10 times a profile.
+    // each distinct stack is looked up once. `distinct[k]` is the k-th distinct stack's key
+    // and pprof location ids; `of_sample[i]` is sample i's k (None when all its values are
+    // zero). Sized for the profile up front: growing these maps rehashed them ~10 times.
     let samples = profile.sample.len();
     let mut by_ids: head::FastMap<&[u64], usize> =
         head::FastMap::with_capacity_and_hasher(samples, Default::default());
-    let mut flat: Vec<u32> = Vec::with_capacity(profile.sample_location_ids.len());
-    let mut distinct: Vec<std::ops::Range<usize>> = Vec::with_capacity(samples);
-    let mut of_sample: Vec<Option<usize>> = Vec::with_capacity(profile.sample.len());
+    let mut distinct: Vec<(u128, &[u64])> = Vec::with_capacity(samples);
+    let mut of_sample: Vec<Option<usize>> = Vec::with_capacity(samples);
     for sample in &profile.sample {
         let (ids, values) = profile.sample_data(sample);
         if values.iter().all(|v| *v == 0) {
@@ -100,20 +107,31 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
             continue;
         }
         let k = *by_ids.entry(ids).or_insert_with(|| {
-            let start = flat.len();
-            flat.extend(ids.iter().filter_map(|id| {
-                profile
-                    .location_position(*id)
-                    .and_then(|i| locations.get(i))
-                    .copied()
-            }));
-            distinct.push(start..flat.len());
+            distinct.push((symbols.stack_key(ids), ids));
             distinct.len() - 1
         });
         of_sample.push(Some(k));
     }
-    // All at once: the lookups in the head's (large) stack table do not wait on each other.
-    let leaves = head.stacks(distinct.iter().map(|r| &flat[r.clone()]));
+    let mut leaves = head.known_stacks(distinct.iter().map(|d| d.0));
+    // The new stacks: their locations interned, then walked into the tree together.
+    let mut flat: Vec<u32> = Vec::new();
+    let mut ranges: Vec<(u128, std::ops::Range<usize>)> = Vec::new();
+    for ((key, ids), leaf) in distinct.iter().zip(&leaves) {
+        if leaf.is_none() {
+            let start = flat.len();
+            for id in ids.iter() {
+                if let Some(at) = profile.location_position(*id) {
+                    flat.push(symbols.location(head, at));
+                }
+            }
+            ranges.push((*key, start..flat.len()));
+        }
+    }
+    let new: Vec<(u128, &[u32])> = ranges.iter().map(|(k, r)| (*k, &flat[r.clone()])).collect();
+    let mut made = head.walk_stacks(&new).into_iter();
+    for leaf in leaves.iter_mut().filter(|l| l.is_none()) {
+        *leaf = made.next();
+    }
     let mut sums: head::FastMap<(u32, u32), usize> =
         head::FastMap::with_capacity_and_hasher(distinct.len(), Default::default());
     let mut out: Vec<Vec<(u32, u32, i64)>> = (0..n_types)
@@ -121,7 +139,7 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
         .collect();
     let mut pairs: Vec<(u32, u32)> = Vec::new();
     for (sample, k) in profile.sample.iter().zip(of_sample) {
-        let Some(&node) = k.and_then(|k| leaves.get(k)) else {
+        let Some(&Some(node)) = k.and_then(|k| leaves.get(k)) else {
             continue;
         };
         let set = if sample.label.is_empty() {
@@ -134,12 +152,12 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
                 .unwrap_or(&[])
             {
                 let value = if l.str != 0 {
-                    strings.id(head, profile, l.str)
+                    symbols.string(head, l.str)
                 } else {
                     // A numeric label (Go heap profiles' `bytes`) is kept as its decimal text.
                     head.intern(&l.num.to_string())
                 };
-                pairs.push((strings.id(head, profile, l.key), value));
+                pairs.push((symbols.string(head, l.key), value));
             }
             head.label_set(&mut pairs)
         };
@@ -160,95 +178,64 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
     out
 }
 
-/// The head's string id of each string of one profile's table, interned on first use: a
-/// profile's functions share file names, `system_name` is usually `name`, and its samples
-/// repeat label keys.
-struct StringIds(Vec<u32>);
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ember_pprof::ProfileBuilder;
 
-impl StringIds {
-    /// The id of string `i`, a sample label's key or value.
-    fn id(&mut self, head: &mut TenantHead, profile: &ProfileView<'_>, i: i64) -> u32 {
-        self.get(i, || head.intern(&profile.string(i)))
-    }
-
-    /// The id of string `i`, part of a symbol ([`TenantHead::intern_symbol`]).
-    fn symbol(&mut self, head: &mut TenantHead, profile: &ProfileView<'_>, i: i64) -> u32 {
-        self.get(i, || head.intern_symbol(profile.string_bytes(i)))
-    }
-
-    /// String `i`'s id, from `intern` the first time (out of range: `intern` of "").
-    fn get(&mut self, i: i64, intern: impl FnOnce() -> u32) -> u32 {
-        match usize::try_from(i).ok().and_then(|i| self.0.get_mut(i)) {
-            Some(slot) if *slot != u32::MAX => *slot,
-            Some(slot) => {
-                *slot = intern();
-                *slot
-            }
-            None => intern(),
+    /// A profile of one sample `leaf <- main` (leaf first), its functions declared in the
+    /// given order (so pprof ids differ between calls), `leaf` in `file` at `line`, plus
+    /// `unused` locations no sample refers to.
+    fn profile(leaf_first: bool, file: &str, line: i64, unused: usize) -> Vec<u8> {
+        let mut b = ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+        let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+        let (leaf, main) = if leaf_first {
+            let leaf = b.function("serve", "serve", file);
+            (leaf, b.function("main", "main", "main.go"))
+        } else {
+            let main = b.function("main", "main", "main.go");
+            (b.function("serve", "serve", file), main)
+        };
+        for i in 0..unused {
+            let f = b.function(&format!("unused{i}"), "", "x.go");
+            b.location(m, 0x5000 + i as u64, &[(f, 1)]);
         }
+        let l_main = b.location(m, 0x1100, &[(main, 3)]);
+        let l_leaf = b.location(m, 0x1200, &[(leaf, line)]);
+        b.add_sample(&[l_leaf, l_main], &[5], &[]);
+        ember_pprof::encode(&b.build())
     }
-}
 
-/// Interns the profile's strings, mappings, functions and locations into `head`; returns the
-/// head's location id for each location of the profile, by table position, and the string
-/// ids interned so far.
-fn intern_symbols(head: &mut TenantHead, profile: &ProfileView<'_>) -> (Vec<u32>, StringIds) {
-    let mut strings = StringIds(vec![u32::MAX; profile.string_count()]);
-    let mut s = |head: &mut TenantHead, i: i64| -> u32 { strings.symbol(head, profile, i) };
-    // Interned ids by table position (the view resolves pprof ids to positions).
-    let mappings: Vec<u32> = profile
-        .mapping
-        .iter()
-        .map(|m| {
-            let sym = head::MappingSym {
-                start: m.memory_start,
-                limit: m.memory_limit,
-                offset: m.file_offset,
-                filename: s(head, m.filename),
-                build_id: s(head, m.build_id),
-                flags: u8::from(m.has_functions)
-                    | u8::from(m.has_filenames) << 1
-                    | u8::from(m.has_line_numbers) << 2
-                    | u8::from(m.has_inline_frames) << 3,
-            };
-            head.mapping(sym) + 1
-        })
-        .collect();
-    // The functions' strings first, in the order the loop below would intern them (so ids
-    // are the same): these lookups do not wait on each other, nor the functions' on them.
-    for f in &profile.function {
-        s(head, f.name);
-        s(head, f.system_name);
-        s(head, f.filename);
+    /// Applies `raw` to `head` as the next profile of one series; returns its leaf nodes.
+    fn apply(head: &mut TenantHead, raw: &[u8], time: i64) -> Vec<u32> {
+        let view = ProfileView::parse(raw).unwrap();
+        let labels: Labels = vec![("service_name".into(), "app".into())];
+        apply_to(head, time, 0, &view, vec![labels]);
+        let series = head.all_series().next().unwrap();
+        series.profiles.last().unwrap().nodes.clone()
     }
-    let functions: Vec<u32> = profile
-        .function
-        .iter()
-        .map(|f| {
-            let sym = head::FunctionSym {
-                name: s(head, f.name),
-                system_name: s(head, f.system_name),
-                filename: s(head, f.filename),
-                start_line: f.start_line,
-            };
-            head.function(sym)
-        })
-        .collect();
-    let mut locations: Vec<u32> = Vec::with_capacity(profile.location.len());
-    // One buffer for every location's lines: a location seen before costs no allocation.
-    let mut lines: Vec<(u32, i64)> = Vec::new();
-    for loc in &profile.location {
-        lines.clear();
-        lines.extend(profile.location_lines(loc).iter().filter_map(|l| {
-            let f = functions.get(profile.function_position(l.function_id)?)?;
-            Some((*f, l.line))
-        }));
-        let mapping = profile
-            .mapping_position(loc.mapping_id)
-            .and_then(|i| mappings.get(i))
-            .copied()
-            .unwrap_or(0);
-        locations.push(head.location_of(mapping, loc.address, &lines, loc.is_folded));
+
+    #[test]
+    fn a_stack_is_found_by_content_whatever_its_pprof_ids() {
+        let mut head = TenantHead::new();
+        let first = apply(&mut head, &profile(true, "serve.go", 10, 0), 1);
+        let (nodes, locations) = (head.node_count(), head.symbol_table_sizes());
+        // Same content, other ids, unused locations: the same leaf, nothing new interned.
+        let again = apply(&mut head, &profile(false, "serve.go", 10, 3), 2);
+        assert_eq!(again, first);
+        assert_eq!(head.node_count(), nodes);
+        assert_eq!(
+            head.symbol_table_sizes(),
+            locations,
+            "unused locations not interned"
+        );
+        // A different file or line of the leaf's function is a different stack.
+        let other_file = apply(&mut head, &profile(true, "other.go", 10, 0), 3);
+        let other_line = apply(&mut head, &profile(true, "serve.go", 11, 0), 4);
+        assert_ne!(other_file, first);
+        assert_ne!(other_line, first);
+        assert_ne!(other_line, other_file);
+        assert_eq!(head.path(other_file[0]), head.path(first[0]), "same names");
+        assert_eq!(head.stack_locations(first[0]).len(), 2);
     }
-    (locations, strings)
 }

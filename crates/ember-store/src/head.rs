@@ -19,6 +19,7 @@ use std::hash::Hash;
 use crate::selector::Selector;
 
 mod codec;
+pub(crate) mod fingerprint;
 mod intern;
 
 /// A `HashMap` with rustc's Fx hash for the symbol and stack maps: their keys are small
@@ -222,12 +223,13 @@ pub struct TenantHead {
     /// Stack tree: (parent node, location index); node 0 is the root.
     nodes: Vec<(u32, u32)>,
     node_ids: FastMap<(u32, u32), u32>,
-    /// Leaf node by a 128-bit keyed hash of a whole stack of location ids (leaf first): a
-    /// stack seen before costs one hash and one lookup instead of a lookup per frame.
+    /// Leaf node by a 128-bit keyed fingerprint of a whole stack (of its locations' content
+    /// at ingest, or of interned location ids): a stack seen before costs one fingerprint
+    /// and one lookup instead of interning its symbols and a lookup per frame.
     stack_leaves: FastMap<u128, u32>,
-    /// The two random SipHash keys of `stack_leaves` (fresh in every process, so a client
-    /// cannot craft two stacks with one hash).
-    stack_keys: (std::hash::RandomState, std::hash::RandomState),
+    /// The random keys of the fingerprints (fresh for every head, so a client cannot craft
+    /// two stacks with one fingerprint).
+    fingerprint_keys: fingerprint::FingerprintKeys,
     /// Frame-name tree node of each stack node (flame graph merges).
     node_frame: Vec<u32>,
     /// Frame-name tree: (parent frame node, name string id); frame node 0 is the root.
@@ -265,7 +267,7 @@ impl TenantHead {
             nodes: vec![(0, 0)],
             node_ids: FastMap::default(),
             stack_leaves: FastMap::default(),
-            stack_keys: (std::hash::RandomState::new(), std::hash::RandomState::new()),
+            fingerprint_keys: fingerprint::FingerprintKeys::random(),
             node_frame: vec![0],
             frames: vec![(0, 0)],
             frame_ids: FastMap::default(),

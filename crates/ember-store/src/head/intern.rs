@@ -1,6 +1,6 @@
 //! The ingest side's lookups into a tenant's head that are tuned for speed: symbol strings
-//! by the bytes a profile sends, and whole stacks by a keyed hash, new ones walked into
-//! the stack tree together.
+//! by the bytes a profile sends, and whole stacks by a keyed fingerprint, new ones walked
+//! into the stack tree together.
 
 use super::TenantHead;
 
@@ -19,58 +19,86 @@ impl TenantHead {
     }
 
     /// The leaf node of the stack `locations` (interned location ids, leaf first), created
-    /// if new. A stack seen before is found by its 128-bit keyed hash alone: with random keys
-    /// the chance that two of even 10^9 distinct stacks share one is about 10^-21, while
-    /// checking each hit frame by frame (a cache miss per frame in a tree of millions of
-    /// nodes) cost more than the rest of the stack's ingest.
+    /// if new; see [`TenantHead::stacks`].
     pub fn stack(&mut self, locations: &[u32]) -> u32 {
         self.stacks([locations]).first().copied().unwrap_or(0)
     }
 
-    /// [`TenantHead::stack`] of each of `stacks`, in order. Hashes them all first, then looks
-    /// them all up: the lookups do not depend on each other, so their cache misses in a
-    /// table of millions of stacks overlap instead of coming one after the other.
+    /// [`TenantHead::stack`] of each of `stacks`, in order. A stack seen before is found by
+    /// its 128-bit keyed fingerprint alone ([`super::fingerprint`]); checking each hit frame
+    /// by frame (a cache miss per frame in a tree of millions of nodes) cost more than the
+    /// rest of the stack's ingest.
     pub fn stacks<'s>(&mut self, stacks: impl IntoIterator<Item = &'s [u32]>) -> Vec<u32> {
-        use std::hash::BuildHasher;
-        let (a, b) = &self.stack_keys;
+        let keys = self.fingerprint_keys;
         let keyed: Vec<(u128, &[u32])> = stacks
             .into_iter()
             .map(|s| {
-                let hash = (u128::from(a.hash_one(s)) << 64) | u128::from(b.hash_one(s));
-                (hash, s)
+                let mut f = keys.start();
+                // Not a fingerprint of content (see `stack_key_of_content`): a domain word
+                // keeps the two kinds of key apart.
+                f.word(u64::MAX);
+                for &l in s {
+                    f.word(u64::from(l));
+                }
+                (f.finish(), s)
             })
             .collect();
-        let mut leaves: Vec<Option<u32>> = keyed
+        let mut leaves = self.known_stacks(keyed.iter().map(|k| k.0));
+        let new: Vec<(u128, &[u32])> = keyed
             .iter()
-            .map(|(hash, _)| self.stack_leaves.get(hash).copied())
+            .zip(&leaves)
+            .filter(|(_, leaf)| leaf.is_none())
+            .map(|(k, _)| *k)
             .collect();
-        // The new stacks are walked from the root together, one frame of each per pass: the
+        let mut made = self.walk_stacks(&new).into_iter();
+        for leaf in leaves.iter_mut().filter(|l| l.is_none()) {
+            *leaf = made.next();
+        }
+        leaves.into_iter().map(|l| l.unwrap_or(0)).collect()
+    }
+
+    /// The keys of this head's stack fingerprints.
+    pub(crate) fn fingerprints(&self) -> super::fingerprint::FingerprintKeys {
+        self.fingerprint_keys
+    }
+
+    /// The leaf node of each stack key already known, in order (None for new ones). The
+    /// lookups do not depend on each other, so their cache misses in a table of millions
+    /// of stacks overlap instead of coming one after the other.
+    pub(crate) fn known_stacks(&self, keys: impl IntoIterator<Item = u128>) -> Vec<Option<u32>> {
+        keys.into_iter()
+            .map(|k| self.stack_leaves.get(&k).copied())
+            .collect()
+    }
+
+    /// Walks each new stack `(key, interned locations leaf first)` into the stack tree and
+    /// remembers its leaf under its key; returns the leaves in order.
+    pub(crate) fn walk_stacks(&mut self, stacks: &[(u128, &[u32])]) -> Vec<u32> {
+        let mut leaves = vec![0u32; stacks.len()];
+        // The stacks are walked from the root together, one frame of each per pass: the
         // steps of one walk wait on each other (a child's key holds its parent), those of
         // different walks do not, so their misses in the (large) node table overlap. Two
         // walks of one stack meet the same nodes, the second finding what the first made.
-        let mut walks: Vec<(usize, u32)> = (0..keyed.len())
-            .filter(|&i| leaves[i].is_none())
-            .map(|i| (i, 0u32))
-            .collect();
+        let mut walks: Vec<(usize, u32)> = (0..stacks.len()).map(|i| (i, 0u32)).collect();
         let mut depth = 0;
         while !walks.is_empty() {
             walks.retain_mut(|(i, node)| {
-                let locations = keyed[*i].1;
+                let (key, locations) = stacks[*i];
                 match locations.len().checked_sub(depth + 1) {
                     Some(at) => {
                         *node = self.child(*node, locations[at]);
                         true
                     }
                     None => {
-                        leaves[*i] = Some(*node);
-                        self.stack_leaves.insert(keyed[*i].0, *node);
+                        leaves[*i] = *node;
+                        self.stack_leaves.insert(key, *node);
                         false
                     }
                 }
             });
             depth += 1;
         }
-        leaves.into_iter().map(|l| l.unwrap_or(0)).collect()
+        leaves
     }
 }
 

@@ -1,0 +1,215 @@
+//! One profile's symbols as the head sees them: each location's content fingerprint,
+//! computed up front from the profile's own bytes, and its interned id, made only when a
+//! new stack needs it.
+
+use ember_pprof::ProfileView;
+
+use crate::TenantHead;
+use crate::head::{self, fingerprint::Fingerprint};
+
+/// Not interned yet.
+const NONE: u32 = u32::MAX;
+
+/// The head's view of one profile's string, mapping, function and location tables.
+pub(super) struct ProfileSymbols<'a, 'v> {
+    profile: &'a ProfileView<'v>,
+    /// Content fingerprint of each location, by table position: its mapping, address,
+    /// `is_folded` and lines (each line's function by its strings and start line), so equal
+    /// content in any two profiles gives equal fingerprints whatever their pprof ids.
+    prints: Vec<u128>,
+    /// The start of a fingerprint under the head's keys.
+    start: Fingerprint,
+    /// Head string id of each string of the table, or [`NONE`].
+    strings: Vec<u32>,
+    /// Head mapping id + 1 of each mapping, or [`NONE`].
+    mappings: Vec<u32>,
+    /// Head function id of each function, or [`NONE`].
+    functions: Vec<u32>,
+    /// Head location id of each location, or [`NONE`].
+    locations: Vec<u32>,
+    /// Scratch for one location's lines.
+    lines: Vec<(u32, i64)>,
+}
+
+impl<'a, 'v> ProfileSymbols<'a, 'v> {
+    /// Fingerprints every location of `profile` under `head`'s keys; interns nothing.
+    pub(super) fn new(head: &TenantHead, profile: &'a ProfileView<'v>) -> Self {
+        let start = head.fingerprints().start();
+        let bytes = |f: &mut Fingerprint, i: i64| f.bytes(&profile.string_bytes(i));
+        let mappings: Vec<u128> = profile
+            .mapping
+            .iter()
+            .map(|m| {
+                let mut f = start;
+                f.word(m.memory_start);
+                f.word(m.memory_limit);
+                f.word(m.file_offset);
+                bytes(&mut f, m.filename);
+                bytes(&mut f, m.build_id);
+                f.word(
+                    u64::from(m.has_functions)
+                        | u64::from(m.has_filenames) << 1
+                        | u64::from(m.has_line_numbers) << 2
+                        | u64::from(m.has_inline_frames) << 3,
+                );
+                f.finish()
+            })
+            .collect();
+        let functions: Vec<u128> = profile
+            .function
+            .iter()
+            .map(|func| {
+                let mut f = start;
+                bytes(&mut f, func.name);
+                bytes(&mut f, func.system_name);
+                bytes(&mut f, func.filename);
+                f.word(func.start_line as u64);
+                f.finish()
+            })
+            .collect();
+        let prints = profile
+            .location
+            .iter()
+            .map(|loc| {
+                let mut f = start;
+                // What the head keeps of a location: a mapping it can resolve (else none),
+                // the lines whose function it can resolve (others are dropped).
+                match profile.mapping_position(loc.mapping_id) {
+                    Some(i) => {
+                        f.word(1);
+                        f.print(mappings[i]);
+                    }
+                    None => f.word(0),
+                }
+                f.word(loc.address);
+                f.word(u64::from(loc.is_folded));
+                for l in profile.location_lines(loc) {
+                    if let Some(i) = profile.function_position(l.function_id) {
+                        f.print(functions[i]);
+                        f.word(l.line as u64);
+                    }
+                }
+                f.finish()
+            })
+            .collect();
+        ProfileSymbols {
+            profile,
+            prints,
+            start,
+            strings: vec![NONE; profile.string_count()],
+            mappings: vec![NONE; profile.mapping.len()],
+            functions: vec![NONE; profile.function.len()],
+            locations: vec![NONE; profile.location.len()],
+            lines: Vec::new(),
+        }
+    }
+
+    /// The key of a stack of pprof location ids (leaf first) in the head's stack table:
+    /// the fingerprint of its locations' fingerprints. Unknown ids are left out, as the
+    /// walk into the tree leaves them out.
+    pub(super) fn stack_key(&self, ids: &[u64]) -> u128 {
+        let mut f = self.start;
+        for id in ids {
+            if let Some(&p) = self
+                .profile
+                .location_position(*id)
+                .and_then(|i| self.prints.get(i))
+            {
+                f.print(p);
+            }
+        }
+        f.finish()
+    }
+
+    /// The head's id of string `i` (a sample label's key or value), interned on first use.
+    pub(super) fn string(&mut self, head: &mut TenantHead, i: i64) -> u32 {
+        let profile = self.profile;
+        cached(&mut self.strings, i, || head.intern(&profile.string(i)))
+    }
+
+    /// The head's id of string `i` as part of a symbol ([`TenantHead::intern_symbol`]).
+    fn symbol(&mut self, head: &mut TenantHead, i: i64) -> u32 {
+        let profile = self.profile;
+        cached(&mut self.strings, i, || {
+            head.intern_symbol(profile.string_bytes(i))
+        })
+    }
+
+    /// The head's id + 1 of the mapping at table position `at`, interned on first use.
+    fn mapping(&mut self, head: &mut TenantHead, at: usize) -> u32 {
+        if let Some(&id) = self.mappings.get(at).filter(|id| **id != NONE) {
+            return id;
+        }
+        let Some(m) = self.profile.mapping.get(at) else {
+            return 0;
+        };
+        let sym = head::MappingSym {
+            start: m.memory_start,
+            limit: m.memory_limit,
+            offset: m.file_offset,
+            filename: self.symbol(head, m.filename),
+            build_id: self.symbol(head, m.build_id),
+            flags: u8::from(m.has_functions)
+                | u8::from(m.has_filenames) << 1
+                | u8::from(m.has_line_numbers) << 2
+                | u8::from(m.has_inline_frames) << 3,
+        };
+        let id = head.mapping(sym) + 1;
+        self.mappings[at] = id;
+        id
+    }
+
+    /// The head's id of the function at table position `at`, interned on first use.
+    fn function(&mut self, head: &mut TenantHead, at: usize) -> u32 {
+        if let Some(&id) = self.functions.get(at).filter(|id| **id != NONE) {
+            return id;
+        }
+        let f = &self.profile.function[at];
+        let sym = head::FunctionSym {
+            name: self.symbol(head, f.name),
+            system_name: self.symbol(head, f.system_name),
+            filename: self.symbol(head, f.filename),
+            start_line: f.start_line,
+        };
+        let id = head.function(sym);
+        self.functions[at] = id;
+        id
+    }
+
+    /// The head's id of the location at table position `at` (a valid position), interned
+    /// with its mapping and functions on first use.
+    pub(super) fn location(&mut self, head: &mut TenantHead, at: usize) -> u32 {
+        if self.locations[at] != NONE {
+            return self.locations[at];
+        }
+        let profile = self.profile;
+        let loc = &profile.location[at];
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.clear();
+        for l in profile.location_lines(loc) {
+            if let Some(i) = profile.function_position(l.function_id) {
+                lines.push((self.function(head, i), l.line));
+            }
+        }
+        let mapping = match profile.mapping_position(loc.mapping_id) {
+            Some(i) => self.mapping(head, i),
+            None => 0,
+        };
+        let id = head.location_of(mapping, loc.address, &lines, loc.is_folded);
+        self.lines = lines;
+        self.locations[at] = id;
+        id
+    }
+}
+
+/// `ids[i]`, from `intern` the first time (out of range: `intern` every time).
+fn cached(ids: &mut [u32], i: i64, intern: impl FnOnce() -> u32) -> u32 {
+    match usize::try_from(i).ok().and_then(|i| ids.get_mut(i)) {
+        Some(slot) if *slot != NONE => *slot,
+        Some(slot) => {
+            *slot = intern();
+            *slot
+        }
+        None => intern(),
+    }
+}
