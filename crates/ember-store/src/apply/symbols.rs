@@ -35,7 +35,7 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
     /// Fingerprints every location of `profile` under `head`'s keys; interns nothing.
     pub(super) fn new(head: &TenantHead, profile: &'a ProfileView<'v>) -> Self {
         let start = head.fingerprints().start();
-        let bytes = |f: &mut Fingerprint, i: i64| f.bytes(&profile.string_bytes(i));
+        let bytes = |f: &mut Fingerprint, i: i64| f.bytes(profile.string_bytes(i));
         let mappings: Vec<u128> = profile
             .mapping
             .iter()
