@@ -121,6 +121,69 @@ fn push_files_then_query_them_back() {
 }
 
 #[test]
+fn at_now_stores_an_old_profile_as_of_now() {
+    let dir = temp_dir("push-at");
+    let server = Server::start(&dir.join("data"), &[]);
+    let url = format!("http://{}", server.addr);
+    // A Go CPU profile taken years ago.
+    let old = corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz");
+    let cpu = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
+    let recent = |service: &str| {
+        let (status, body) = server.get(
+            &format!(
+                "/api/v1/query?query={}&type={}&from=now-1h&until=now&format=folded",
+                enc(&format!("{{service_name=\"{service}\"}}")),
+                enc(cpu)
+            ),
+            &[],
+        );
+        (status, body)
+    };
+    let (ok, out, err) = ember(&[
+        "push",
+        old.to_str().unwrap(),
+        "--service",
+        "push-at",
+        "--at",
+        "now",
+        "--server",
+        &url,
+    ]);
+    assert!(ok, "stdout: {out}\nstderr: {err}");
+    assert!(!err.contains("days ago"), "no warning with --at: {err}");
+    let (status, body) = recent("push-at");
+    assert_eq!(status, 200, "{body}");
+    let total: i64 = body
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(_, v)| v.trim().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(
+        total,
+        file_total(&old, "cpu"),
+        "the whole profile, in the last hour"
+    );
+    // Without --at the profile keeps its own (old) time, and the user is told so.
+    let (_, _, err) = ember(&[
+        "push",
+        old.to_str().unwrap(),
+        "--service",
+        "push-own-time",
+        "--server",
+        &url,
+    ]);
+    assert!(
+        err.contains("days ago") && err.contains("--at now"),
+        "{err}"
+    );
+    assert_ne!(recent("push-own-time").0, 200, "not in the last hour");
+    // A bad --at is refused before anything is read or sent.
+    let (ok, _, err) = ember(&["push", "x.pb.gz", "--service", "s", "--at", "yesterday"]);
+    assert!(!ok);
+    assert!(err.contains("expected `now` or unix seconds"), "{err}");
+}
+
+#[test]
 fn invalid_files_are_named_and_nothing_is_sent() {
     let dir = temp_dir("push-invalid");
     let server = Server::start(&dir.join("data"), &[]);

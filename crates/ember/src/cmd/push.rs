@@ -19,8 +19,11 @@ use ember_push::{Client, PushConfig, PushProfile};
                   --label pairs. The server splits it into one series per sample type. Busy \
                   answers (429, 503, other 5xx) and connection errors are retried --retries times \
                   with exponential backoff, honouring Retry-After; 4xx answers are final.\n\n\
+                  Each profile is stored at its own time (pprof time_nanos) unless --at says \
+                  otherwise: a file taken long ago lands where `ember query --from now-1h` does \
+                  not look (a warning says so); --at now stores it as of now.\n\n\
                   Example: ember push cpu.pb.gz --service api --label region=eu-west \
-                  --server http://127.0.0.1:4040"
+                  --at now --server http://127.0.0.1:4040"
 )]
 pub struct Args {
     /// pprof files to push (gzip'd or raw protobuf).
@@ -61,7 +64,37 @@ pub struct Args {
     /// Retries of a busy answer or connection error per file.
     #[arg(long, value_name = "N", default_value_t = 3)]
     retries: u32,
+    /// Store the profiles as taken at this time: `now`, or unix seconds. Default: each
+    /// profile's own time (its `time_nanos`). A file recorded long ago (a test corpus, an
+    /// old capture) lands at that old time, where `ember query --from now-1h` does not look
+    /// and which a server refuses once it is past its retention (30 days by default); `--at
+    /// now` stores it as of now.
+    #[arg(long, value_name = "TIME", value_parser = parse_at)]
+    at: Option<i64>,
 }
+
+/// `--at`: `now` or unix seconds, as unix nanoseconds.
+fn parse_at(text: &str) -> Result<i64, String> {
+    let secs = match text.trim() {
+        "now" => return Ok(now_nanos()),
+        t => t.parse::<i64>().map_err(|_| {
+            format!("--at {text:?}: expected `now` or unix seconds (e.g. 1767225600)")
+        })?,
+    };
+    secs.checked_mul(1_000_000_000)
+        .ok_or_else(|| format!("--at {text:?}: out of range"))
+}
+
+/// Now as unix nanoseconds.
+fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// How old a profile may be before `ember push` warns that it lands outside the default
+/// time range of queries and may be past the server's retention.
+const OLD_PROFILE_NANOS: i64 = 30 * 86_400 * 1_000_000_000;
 
 fn parse_label(text: &str) -> Result<(String, String), String> {
     let (name, value) = text
@@ -118,11 +151,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut checked = Vec::new();
     for path in &args.files {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let profile = ember_pprof::decode(&bytes)
+        let mut profile = ember_pprof::decode(&bytes)
             .with_context(|| format!("{}: not a valid pprof profile", path.display()))?;
         if profile.sample.is_empty() {
             eprintln!("ember push: warning: {} has no samples", path.display());
         }
+        let bytes = match args.at {
+            Some(at) => {
+                profile.time_nanos = at;
+                ember_pprof::encode_gzip(&profile)
+            }
+            None => {
+                let age = now_nanos().saturating_sub(profile.time_nanos);
+                if profile.time_nanos != 0 && age > OLD_PROFILE_NANOS {
+                    eprintln!(
+                        "ember push: warning: {} was taken {} days ago; it is stored at that time \
+                         (past a server's default 30-day retention it is refused). \
+                         `--at now` stores it as of now",
+                        path.display(),
+                        age / 86_400_000_000_000
+                    );
+                }
+                bytes
+            }
+        };
         let types: Vec<String> = profile
             .sample_type
             .iter()
