@@ -267,6 +267,72 @@ impl From<IngestError> for ApiError {
 mod tests {
     use super::*;
 
+    /// CPU time of this process so far (user + system), µs, from `/proc/self/stat`.
+    fn cpu_micros() -> u64 {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        let after_name = stat.rsplit(')').next().unwrap_or("");
+        let ticks: u64 = after_name
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|t| t.parse::<u64>().ok())
+            .sum();
+        // Clock ticks are 100 per second on Linux.
+        ticks * 10_000
+    }
+
+    /// What handing a request's work to the ingest pool costs: the round trip of an empty
+    /// task from a server-like runtime, one at a time and 64 at once. Run with
+    /// `cargo test -p ember-server --lib pool_hop -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn pool_hop_costs_microseconds() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let pool = Arc::new(Pool::new().unwrap());
+            let n = 20_000u32;
+            for _ in 0..1000 {
+                pool.run(async { Ok(()) }).await.unwrap();
+            }
+            let (started, cpu) = (Instant::now(), cpu_micros());
+            for _ in 0..n {
+                pool.run(async { Ok(()) }).await.unwrap();
+            }
+            let one = started.elapsed() / n;
+            let one_cpu = (cpu_micros() - cpu) as f64 / f64::from(n);
+            let (started, cpu) = (Instant::now(), cpu_micros());
+            let tasks: Vec<_> = (0..64)
+                .map(|_| {
+                    let pool = pool.clone();
+                    tokio::spawn(async move {
+                        for _ in 0..n / 64 {
+                            pool.run(async { Ok(()) }).await.unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let concurrent = started.elapsed() / (n / 64 * 64);
+            let concurrent_cpu = (cpu_micros() - cpu) as f64 / f64::from(n / 64 * 64);
+            // For comparison, tokio's blocking pool (what the gzip'd body used before).
+            let started = Instant::now();
+            for _ in 0..n {
+                tokio::task::spawn_blocking(|| ()).await.unwrap();
+            }
+            let blocking = started.elapsed() / n;
+            println!(
+                "pool hop: {one:?} ({one_cpu:.1} µs CPU) one at a time, {concurrent:?} \
+                 ({concurrent_cpu:.1} µs CPU) per task with 64 at once; spawn_blocking \
+                 {blocking:?} one at a time"
+            );
+        });
+    }
+
     #[test]
     fn refusals_map_to_statuses() {
         let e = ApiError::from(IngestError::TooManyLabels { count: 3, limit: 2 });
