@@ -1,9 +1,10 @@
 //! Durable profile storage for Ember.
 //!
 //! Owns the storage engine behind `ember server`, ingest included:
-//! - [`ingest`]: [`Store::ingest`] validates a batch of pprof profiles (decompression cap,
-//!   sample and label limits, series per tenant), appends it to the write-ahead log and
-//!   applies it to the head once fsync'd;
+//! - [`ingest`]: [`Store::ingest`] validates a batch of pprof profiles (decompression caps
+//!   per profile and per batch, sample and label limits, series per tenant and in all),
+//!   appends it to the write-ahead log and applies it to the head once fsync'd; `inflight`
+//!   counts the decompressed bytes running ingests hold, per tenant and in all;
 //! - [`wal`]: the write-ahead log with group commit (fsync before the acknowledgement); on
 //!   start the log is replayed into the head;
 //! - `labels`: the series label sets (one per sample type, profile type id
