@@ -82,11 +82,14 @@ fn memory_kb(pid: u32) -> (u64, u64) {
     (get("VmRSS:"), get("VmHWM:"))
 }
 
+/// Sends a hostile request once to the server at the address; `Ok((status, body or the
+/// gRPC response head))`.
+type Sender = Box<dyn Fn(&str) -> std::io::Result<(u16, String)> + Send + Sync>;
+
 /// One hostile request: how to send it and what the server must answer.
 struct Attack {
     name: &'static str,
-    /// Sends the request once; `Ok((status, body or gRPC status line))`.
-    send: Box<dyn Fn(&str) -> std::io::Result<(u16, String)> + Send + Sync>,
+    send: Sender,
     /// Whether an answer is the refusal this request deserves.
     refused: fn(u16, &str) -> bool,
 }
