@@ -350,5 +350,41 @@ mod tests {
         );
         let e = ApiError::from(IngestError::Store(ember_store::StoreError::Closed));
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        let e = ApiError::from(IngestError::BatchTooLarge { limit: 9 });
+        assert_eq!(
+            (e.status, e.reason, e.retry_after_secs),
+            (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request_decompressed_too_large",
+                None
+            )
+        );
+        assert!(e.message.contains("max_request_decompressed_bytes"));
+        // Busy is transient: the client is told to come back.
+        let e = ApiError::from(IngestError::Busy {
+            tenant: Some("t".into()),
+            limit: 9,
+        });
+        assert_eq!(
+            (e.status, e.reason, e.retry_after_secs),
+            (StatusCode::TOO_MANY_REQUESTS, "tenant_busy", Some(1))
+        );
+        assert!(
+            e.message
+                .contains("max_tenant_decompressed_bytes_in_flight")
+        );
+        let e = ApiError::from(IngestError::Busy {
+            tenant: None,
+            limit: 9,
+        });
+        assert_eq!(
+            (e.status, e.reason, e.retry_after_secs),
+            (StatusCode::SERVICE_UNAVAILABLE, "server_busy", Some(1))
+        );
+        let e = ApiError::from(IngestError::TotalSeriesLimit { limit: 9 });
+        assert_eq!(
+            (e.status, e.reason),
+            (StatusCode::TOO_MANY_REQUESTS, "series_total_limit")
+        );
     }
 }
