@@ -363,3 +363,53 @@ fn a_pyroscope_multipart_bomb_stays_within_bounded_memory() {
         refused: |status, body| status == 400 && body.contains("invalid pprof"),
     });
 }
+
+/// A profile of `mib` MiB that is nothing but empty strings: valid pprof, 2 bytes per
+/// string-table entry, 16 bytes per entry once decoded.
+fn empty_strings_profile(mib: usize) -> Vec<u8> {
+    let mut raw = Vec::new();
+    for s in [&b""[..], b"cpu", b"nanoseconds"] {
+        field(6, s, &mut raw);
+    }
+    field(1, &[0x08, 0x01, 0x10, 0x02], &mut raw);
+    while raw.len() + 2 <= mib << 20 {
+        raw.extend_from_slice(&[0x32, 0x00]);
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&raw).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Not bounded yet, so a measurement rather than a check: decoding multiplies a profile's
+/// size (the ingest view keeps 16 bytes per string-table entry, 48 per sample), so a
+/// request within every decompression limit — here two profiles of 60 MiB of empty strings,
+/// 120 KB on the wire — still takes the server past 1 GB while it is decoded. Run with
+/// `cargo test -p ember --test server_limits -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement of what decoding amplification costs; not bounded yet"]
+fn decoding_amplification_peak() {
+    let profile = empty_strings_profile(60);
+    let mut series = Vec::new();
+    let mut label = Vec::new();
+    field(1, b"service_name", &mut label);
+    field(2, b"crafted", &mut label);
+    field(1, &label, &mut series);
+    for _ in 0..2 {
+        let mut sample = Vec::new();
+        field(1, &profile, &mut sample);
+        field(2, &sample, &mut series);
+    }
+    let mut request = Vec::new();
+    field(1, &series, &mut request);
+    let dir = temp_dir("limits-amplification");
+    let server = Server::start(&dir.join("data"), &[]);
+    let started = Instant::now();
+    let (status, body) = server.push(&request);
+    println!(
+        "{} bytes on the wire: {status} {} after {:?}; peak {} MiB",
+        request.len(),
+        String::from_utf8_lossy(&body),
+        started.elapsed(),
+        memory_kb(server.child.id()).1 >> 10
+    );
+}
