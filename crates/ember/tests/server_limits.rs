@@ -212,7 +212,12 @@ fn run(attack: &Attack) -> Outcome {
     }
 }
 
+/// One attack at a time: three hostile loads at once on a small machine would time the
+/// machine's CPU, not the server's `/ready`.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn check(attack: Attack) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let o = run(&attack);
     println!(
         "{}: peak {} MiB (baseline {} MiB), slowest /ready {:?} over {} checks, {:.2} s for {} requests",
