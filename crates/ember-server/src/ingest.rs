@@ -267,6 +267,27 @@ impl From<IngestError> for ApiError {
 mod tests {
     use super::*;
 
+    /// A task the client gave up on runs on after the server is gone and may hold the last
+    /// reference to the server's state, so the pool can be dropped by one of its own
+    /// threads: that must neither panic nor hang.
+    #[test]
+    fn the_pool_may_be_dropped_by_its_own_task() {
+        let pool = Arc::new(Pool::new().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let last = pool.clone();
+        pool.runtime.as_ref().unwrap().spawn(async move {
+            // Wait until the test has dropped its reference, then drop the last one here.
+            while Arc::strong_count(&last) > 1 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            drop(last);
+            let _ = tx.send(());
+        });
+        drop(pool);
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the task that dropped the pool finished");
+    }
+
     /// CPU time of this process so far (user + system), µs, from `/proc/self/stat`.
     fn cpu_micros() -> u64 {
         let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
