@@ -13,7 +13,8 @@
 //! Every route reads the tenant from `X-Scope-OrgID` (default `anonymous`); tenants never see
 //! each other's data. With a token file (`ember server --auth-tokens FILE`, lines `token tenant`)
 //! every data route requires `Authorization: Bearer <token>` (401 otherwise) and the token
-//! decides the tenant; `/ready`, `/healthz` and `/metrics` stay open. Errors are JSON `{"code": "...", "message": "..."}` (the Connect error
+//! decides the tenant; `/ready`, `/healthz` and `/metrics` stay open. With `allowed_tenants`
+//! in the config, any other tenant gets 403 on every data route. Errors are JSON `{"code": "...", "message": "..."}` (the Connect error
 //! shape) with a 4xx/5xx status.
 //!
 //! | Route | What |
@@ -54,9 +55,14 @@
 //!
 //! `ember server --listen 127.0.0.1:4040 --data-dir ./ember-data [--config FILE.json]
 //! [--auth-tokens FILE]`. The JSON config holds [`Limits`] (every key optional):
-//! `max_body_bytes` (16 MiB), `max_decompressed_bytes` (64 MiB), `max_samples_per_profile`
+//! `max_body_bytes` (16 MiB), `max_decompressed_bytes` (64 MiB, one profile),
+//! `max_request_decompressed_bytes` (128 MiB, all profiles of a request together; 413),
+//! `max_tenant_decompressed_bytes_in_flight` (256 MiB; 429) and
+//! `max_decompressed_bytes_in_flight` (512 MiB, all tenants; 503): decompressed profiles
+//! held by requests being stored, `max_samples_per_profile`
 //! (1,000,000), `max_labels_per_series` (30), `max_label_name_length` (1024),
-//! `max_label_value_length` (2048), `max_series_per_tenant` (100,000),
+//! `max_label_value_length` (2048), `max_series_per_tenant` (100,000), `max_series_total`
+//! (200,000 over all tenants; 0 = no limit), `allowed_tenants` (a list; unset = any),
 //! `max_push_requests_per_second` (0 = unlimited; per tenant, 429 with `Retry-After` beyond),
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown), `flush_wal_mib` (128: flush early once the log holds this much, so a
@@ -74,6 +80,7 @@ mod pyroscope;
 pub mod querier;
 mod query;
 mod single;
+mod tenants;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -86,6 +93,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ember_store::{IngestLimits, Store, StoreOptions};
+pub(crate) use tenants::tenant;
 
 /// Request and data limits; every one has a default.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -95,6 +103,16 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Largest profile after decompression (gzip bombs are cut off here; 400/413).
     pub max_decompressed_bytes: u64,
+    /// Most bytes all the profiles of one request may decompress to together (raw ones
+    /// count their size); 413 beyond, nothing of the request stored. Without it a small
+    /// request of many gzip bombs, each under `max_decompressed_bytes`, held gigabytes.
+    /// Never more than the two in-flight limits. 0 = no limit.
+    pub max_request_decompressed_bytes: u64,
+    /// Most decompressed profile bytes the requests of one tenant may hold while they are
+    /// being stored; a request beyond gets 429 with `Retry-After`. 0 = no limit.
+    pub max_tenant_decompressed_bytes_in_flight: u64,
+    /// The same over all tenants; 503 with `Retry-After` beyond. 0 = no limit.
+    pub max_decompressed_bytes_in_flight: u64,
     /// Most samples one profile may carry.
     pub max_samples_per_profile: usize,
     /// Most labels one series may carry.
@@ -105,6 +123,12 @@ pub struct Limits {
     pub max_label_value_length: usize,
     /// Most series one tenant may hold (429 beyond).
     pub max_series_per_tenant: usize,
+    /// Most series all tenants may hold together (429 beyond; 0 = no limit): without it
+    /// every new `X-Scope-OrgID` brought its own `max_series_per_tenant`.
+    pub max_series_total: usize,
+    /// When set, the only tenants served (`anonymous` is the tenant of requests without
+    /// `X-Scope-OrgID`); any other gets 403 on every data route.
+    pub allowed_tenants: Option<Vec<String>>,
     /// Push requests per second one tenant may make, with bursts of as many (at least 1);
     /// beyond, 429 with `Retry-After`. 0 = unlimited.
     pub max_push_requests_per_second: f64,
@@ -124,11 +148,21 @@ impl Default for Limits {
         Limits {
             max_body_bytes: 16 << 20,
             max_decompressed_bytes: 64 << 20,
+            // Two largest profiles per request; a tenant's requests may hold twice that at
+            // once and all tenants together twice again, so a flood of bombs stays within
+            // ~0.5 GiB of decompressed profiles (plus what their parsing takes).
+            max_request_decompressed_bytes: 128 << 20,
+            max_tenant_decompressed_bytes_in_flight: 256 << 20,
+            max_decompressed_bytes_in_flight: 512 << 20,
             max_samples_per_profile: 1_000_000,
             max_labels_per_series: 30,
             max_label_name_length: 1024,
             max_label_value_length: 2048,
             max_series_per_tenant: 100_000,
+            // ~2.9 KB of memory per series in a head (4 tenants of 100,000 series took
+            // 1.15 GB): two full tenants.
+            max_series_total: 200_000,
+            allowed_tenants: None,
             max_push_requests_per_second: 0.0,
             flush_interval_seconds: 300,
             // 128 MiB of log is ~3,300 realistic 74 KB Go profiles, a head of ~150 MiB; with
@@ -231,6 +265,8 @@ pub struct AppState {
     limits: Limits,
     tokens: Option<std::collections::HashMap<String, String>>,
     metrics: Metrics,
+    /// Where ingest requests decode and store (see [`ingest::Pool`]).
+    pool: ingest::Pool,
     ready: AtomicBool,
     /// Push token buckets per tenant: (tokens, last refill).
     push_buckets: Mutex<std::collections::HashMap<String, (f64, std::time::Instant)>>,
@@ -345,43 +381,6 @@ pub(crate) fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> 
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Tenant of a request. With bearer-token auth enabled, the token's tenant (401 without a
-/// known token); otherwise `X-Scope-OrgID`, or `anonymous`.
-pub(crate) fn tenant(s: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
-    if let Some(tokens) = &s.tokens {
-        let token = header(headers, "authorization")
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim);
-        return match token.and_then(|t| tokens.get(t)) {
-            Some(tenant) => Ok(tenant.clone()),
-            None => Err(ApiError {
-                retry_after_secs: None,
-                status: StatusCode::UNAUTHORIZED,
-                code: "unauthenticated",
-                reason: "unauthenticated",
-                message: "missing or unknown bearer token (Authorization: Bearer <token>)".into(),
-            }),
-        };
-    }
-    let Some(v) = headers.get("x-scope-orgid") else {
-        return Ok("anonymous".into());
-    };
-    let v = v
-        .to_str()
-        .map_err(|_| ApiError::bad_request("bad_tenant", "X-Scope-OrgID is not valid text"))?
-        .trim();
-    if v.is_empty() || v.len() > 150 || v.contains('/') || v.contains("..") {
-        return Err(ApiError::bad_request(
-            "bad_tenant",
-            "X-Scope-OrgID must be 1-150 characters without '/' or '..'",
-        ));
-    }
-    Ok(v.to_string())
-}
-
 /// A bound, ready server.
 #[derive(Debug)]
 pub struct Server {
@@ -394,8 +393,20 @@ impl Server {
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
         let limits = config.limits.clone();
         let data_dir = config.data_dir.clone();
+        // A request over an in-flight limit alone could never be stored: the smallest of the
+        // three is the request's real limit.
+        let per_request = [
+            limits.max_request_decompressed_bytes,
+            limits.max_tenant_decompressed_bytes_in_flight,
+            limits.max_decompressed_bytes_in_flight,
+        ]
+        .into_iter()
+        .filter(|&n| n != 0)
+        .min()
+        .unwrap_or(0);
         let store_options = StoreOptions {
             max_series_per_tenant: limits.max_series_per_tenant,
+            max_series_total: limits.max_series_total,
             retention_nanos: (limits.retention_days.max(0.0) * 86_400e9) as i64,
             ingest: IngestLimits {
                 max_decompressed_bytes: limits.max_decompressed_bytes,
@@ -403,6 +414,10 @@ impl Server {
                 max_labels_per_series: limits.max_labels_per_series,
                 max_label_name_length: limits.max_label_name_length,
                 max_label_value_length: limits.max_label_value_length,
+                max_batch_decompressed_bytes: per_request,
+                max_tenant_decompressed_bytes_in_flight: limits
+                    .max_tenant_decompressed_bytes_in_flight,
+                max_decompressed_bytes_in_flight: limits.max_decompressed_bytes_in_flight,
             },
             cache_bytes: limits.block_cache_mib.saturating_mul(1 << 20),
             ..StoreOptions::default()
@@ -419,11 +434,16 @@ impl Server {
                 context: format!("listening on {}", config.listen),
                 source,
             })?;
+        let pool = ingest::Pool::new().map_err(|source| ServerError::Io {
+            context: "starting the ingest threads".into(),
+            source,
+        })?;
         let state = Arc::new(AppState {
             store,
             limits,
             tokens: config.tokens,
             metrics: Metrics::default(),
+            pool,
             ready: AtomicBool::new(true),
             push_buckets: Mutex::new(std::collections::HashMap::new()),
         });

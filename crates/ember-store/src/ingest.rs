@@ -2,8 +2,9 @@
 //! refuses it whole if any profile is invalid or any limit would be passed, logs every
 //! profile durably, then applies them to the tenant's head.
 //!
-//! Owns the ingest limits ([`IngestLimits`], plus `max_series_per_tenant` of
-//! [`crate::StoreOptions`]), their typed refusals ([`IngestError`]), and the write-ahead
+//! Owns the ingest limits ([`IngestLimits`], plus `max_series_per_tenant` and
+//! `max_series_total` of [`crate::StoreOptions`]), their typed refusals ([`IngestError`]),
+//! the decompressed bytes in flight (`inflight`), and the write-ahead
 //! log record ([`IngestRecord`]). The durability contract: [`Store::ingest`] returns `Ok`
 //! only after every profile of the batch is in the log and fsync'd (group commit with
 //! concurrent ingests), and a profile is queryable only after that. Nothing is logged for a
@@ -32,11 +33,22 @@ pub struct IngestLimits {
     pub max_label_name_length: usize,
     /// Longest label value, bytes.
     pub max_label_value_length: usize,
+    /// Most bytes all the profiles of one batch may decompress to together (raw ones count
+    /// their size): without it a request of many small gzip bombs, each under
+    /// `max_decompressed_bytes`, held gigabytes. 0 = no limit.
+    pub max_batch_decompressed_bytes: u64,
+    /// Most decompressed profile bytes the running ingests of one tenant may hold at once
+    /// (from decompression until the batch is applied); a batch beyond is refused as
+    /// [`IngestError::Busy`]. 0 = no limit.
+    pub max_tenant_decompressed_bytes_in_flight: u64,
+    /// The same over all tenants. 0 = no limit.
+    pub max_decompressed_bytes_in_flight: u64,
 }
 
 impl Default for IngestLimits {
     /// 64 MiB decompressed, 1,000,000 samples, 30 labels of at most 1,024-byte names and
-    /// 2,048-byte values: the server's documented defaults.
+    /// 2,048-byte values, 128 MiB decompressed per batch, 256 MiB in flight per tenant and
+    /// 512 MiB in all: the server's documented defaults.
     fn default() -> Self {
         IngestLimits {
             max_decompressed_bytes: 64 << 20,
@@ -44,6 +56,9 @@ impl Default for IngestLimits {
             max_labels_per_series: 30,
             max_label_name_length: 1024,
             max_label_value_length: 2048,
+            max_batch_decompressed_bytes: 128 << 20,
+            max_tenant_decompressed_bytes_in_flight: 256 << 20,
+            max_decompressed_bytes_in_flight: 512 << 20,
         }
     }
 }
@@ -90,6 +105,22 @@ pub enum IngestError {
         what: String,
         /// The decoder's error (holds the limit).
         source: PprofError,
+    },
+    /// The profiles of the batch decompress to more than `max_batch_decompressed_bytes`
+    /// together (or the batch alone is over an in-flight limit, so it could never fit).
+    #[error("the batch's profiles decompress to more than {limit} bytes together")]
+    BatchTooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// Running ingests hold too many decompressed bytes (of this tenant, or of all tenants
+    /// when `tenant` is `None`) to take this batch now; it may fit later.
+    #[error("{}", busy_message(tenant.as_deref(), *limit))]
+    Busy {
+        /// The tenant whose limit was reached; `None` for the store-wide limit.
+        tenant: Option<String>,
+        /// That limit, in bytes.
+        limit: u64,
     },
     /// A profile is not valid pprof.
     #[error("{what}: invalid pprof: {source}")]
@@ -153,6 +184,13 @@ pub enum IngestError {
         /// Its limit.
         limit: usize,
     },
+    /// Accepting the batch would make the store hold more series over all tenants than
+    /// `max_series_total`.
+    #[error("series limit reached: the server may hold at most {limit} series over all tenants")]
+    TotalSeriesLimit {
+        /// The limit.
+        limit: usize,
+    },
     /// The log could not take the batch (I/O error, or the store is closing).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -179,6 +217,17 @@ pub struct IngestRecord {
     /// When the server received it (unix ns).
     #[prost(int64, tag = "5")]
     pub received_nanos: i64,
+}
+
+fn busy_message(tenant: Option<&str>, limit: u64) -> String {
+    match tenant {
+        Some(t) => format!(
+            "tenant {t:?} has {limit} bytes of decompressed profiles in flight at most; retry shortly"
+        ),
+        None => format!(
+            "the server has {limit} bytes of decompressed profiles in flight at most; retry shortly"
+        ),
+    }
 }
 
 impl IngestRecord {
@@ -210,6 +259,7 @@ impl Store {
     /// without holding a thread. Concurrent calls share group commits.
     pub fn ingest(&self, tenant: &str, batch: IngestBatch) -> Result<IngestReceipt, IngestError> {
         let raws = self.decompress_all(&batch)?;
+        let _held = self.hold_raws(tenant, &raws)?;
         let checked = self.check_all(tenant, &batch, &raws)?;
         let received = now_nanos();
         let mut logged = Vec::with_capacity(batch.profiles.len());
@@ -230,6 +280,7 @@ impl Store {
         batch: IngestBatch,
     ) -> Result<IngestReceipt, IngestError> {
         let raws = self.decompress_all(&batch)?;
+        let _held = self.hold_raws(tenant, &raws)?;
         let checked = self.check_all(tenant, &batch, &raws)?;
         let received = now_nanos();
         let mut logged = Vec::with_capacity(batch.profiles.len());
@@ -239,21 +290,46 @@ impl Store {
         Ok(self.apply_all(tenant, &batch, checked, logged, received))
     }
 
-    /// Decompresses every profile of the batch under the decompression cap.
+    /// Decompresses every profile of the batch under the per-profile cap and what is left
+    /// of the batch's (`max_batch_decompressed_bytes`): decompression stops as soon as the
+    /// batch's total passes its limit, so a batch of many bombs costs at most that much.
     fn decompress_all<'b>(
         &self,
         batch: &'b IngestBatch,
     ) -> Result<Vec<Cow<'b, [u8]>>, IngestError> {
-        let decode = DecodeLimits {
-            max_decompressed_bytes: self.options.ingest.max_decompressed_bytes,
+        let limits = &self.options.ingest;
+        let per_batch = match limits.max_batch_decompressed_bytes {
+            0 => u64::MAX,
+            n => n,
         };
-        batch
-            .profiles
-            .iter()
-            .map(|p| {
-                ember_pprof::decompress(&p.pprof, &decode).map_err(|e| decode_error(&p.what, e))
-            })
-            .collect()
+        let mut total = 0u64;
+        let mut raws = Vec::with_capacity(batch.profiles.len());
+        for p in &batch.profiles {
+            let left = per_batch - total;
+            let decode = DecodeLimits {
+                max_decompressed_bytes: limits.max_decompressed_bytes.min(left),
+            };
+            let raw = ember_pprof::decompress(&p.pprof, &decode).map_err(|e| match e {
+                PprofError::TooLarge { .. } if left < limits.max_decompressed_bytes => {
+                    IngestError::BatchTooLarge { limit: per_batch }
+                }
+                e => decode_error(&p.what, e),
+            })?;
+            total += raw.len() as u64;
+            raws.push(raw);
+        }
+        Ok(raws)
+    }
+
+    /// Takes the batch's decompressed bytes from the in-flight budget of `tenant` and of
+    /// the store until the returned guard drops (after the apply).
+    fn hold_raws<'a>(
+        &'a self,
+        tenant: &'a str,
+        raws: &[Cow<'_, [u8]>],
+    ) -> Result<crate::inflight::Held<'a>, IngestError> {
+        let bytes = raws.iter().map(|r| r.len() as u64).sum();
+        self.inflight.hold(tenant, bytes, &self.options.ingest)
     }
 
     /// Parses each decompressed profile (the views borrow `raws`, so they are decoded once
@@ -299,7 +375,9 @@ impl Store {
         for ((p, (view, labels)), record) in batch.profiles.iter().zip(checked).zip(&logged) {
             receipt.profiles += 1;
             for l in &labels {
-                t.note_series(l);
+                if t.note_series(l) {
+                    self.series_added(1);
+                }
             }
             if let Some(head) = t.head_for(record.segment) {
                 receipt.series += apply::apply_to(head, p.time_nanos, received, &view, labels);
@@ -348,17 +426,27 @@ impl Store {
             tenant: tenant.into(),
             limit,
         };
-        let Some(t) = self.tenant(tenant) else {
-            return if series.len() > limit {
-                Err(refuse())
-            } else {
-                Ok(())
-            };
+        let new = match self.tenant(tenant) {
+            None => series
+                .iter()
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
+            Some(t) => {
+                let t = t.read().unwrap_or_else(|e| e.into_inner());
+                let new = series.iter().filter(|l| !t.has_series(l)).count();
+                if new > 0 && t.series_count() + new > limit {
+                    return Err(refuse());
+                }
+                new
+            }
         };
-        let t = t.read().unwrap_or_else(|e| e.into_inner());
-        let new = series.iter().filter(|l| !t.has_series(l)).count();
-        if new > 0 && t.series_count() + new > limit {
+        if new > limit {
             return Err(refuse());
+        }
+        // The store-wide cap: without it every new tenant brought its own allowance.
+        let total_limit = self.options.max_series_total;
+        if new > 0 && total_limit != 0 && self.series_total() + new > total_limit {
+            return Err(IngestError::TotalSeriesLimit { limit: total_limit });
         }
         Ok(())
     }

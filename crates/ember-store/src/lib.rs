@@ -1,9 +1,10 @@
 //! Durable profile storage for Ember.
 //!
 //! Owns the storage engine behind `ember server`, ingest included:
-//! - [`ingest`]: [`Store::ingest`] validates a batch of pprof profiles (decompression cap,
-//!   sample and label limits, series per tenant), appends it to the write-ahead log and
-//!   applies it to the head once fsync'd;
+//! - [`ingest`]: [`Store::ingest`] validates a batch of pprof profiles (decompression caps
+//!   per profile and per batch, sample and label limits, series per tenant and in all),
+//!   appends it to the write-ahead log and applies it to the head once fsync'd; `inflight`
+//!   counts the decompressed bytes running ingests hold, per tenant and in all;
 //! - [`wal`]: the write-ahead log with group commit (fsync before the acknowledgement); on
 //!   start the log is replayed into the head;
 //! - `labels`: the series label sets (one per sample type, profile type id
@@ -32,6 +33,7 @@ mod block;
 mod cache;
 mod encoding;
 pub mod head;
+mod inflight;
 pub mod ingest;
 mod labels;
 mod objects;
@@ -121,6 +123,10 @@ pub const AVERAGE: &str = "average";
 pub struct StoreOptions {
     /// Most series one tenant may hold; further new series are refused.
     pub max_series_per_tenant: usize,
+    /// Most series all tenants may hold together; further new series are refused (0 = no
+    /// limit). Checked before a batch is logged, so concurrent ingests may pass it by the
+    /// new series they bring at the same moment, as with the per-tenant limit.
+    pub max_series_total: usize,
     /// Profiles older than this (nanoseconds before now) are dropped; 0 keeps everything.
     pub retention_nanos: i64,
     /// What [`Store::ingest`] accepts.
@@ -134,11 +140,12 @@ pub struct StoreOptions {
 }
 
 impl Default for StoreOptions {
-    /// 100,000 series per tenant, 30 days of retention, the default [`IngestLimits`], a
+    /// 100,000 series per tenant and 200,000 in all, 30 days of retention, the default [`IngestLimits`], a
     /// 128 MiB block cache, merges of at most 8 MiB of blocks (~150 MiB of head).
     fn default() -> Self {
         StoreOptions {
             max_series_per_tenant: 100_000,
+            max_series_total: 200_000,
             retention_nanos: 30 * 86_400 * 1_000_000_000,
             ingest: IngestLimits::default(),
             cache_bytes: 128 << 20,
@@ -186,6 +193,10 @@ pub struct Store {
     _lock: std::fs::File,
     /// Blocks found corrupt at open and renamed to `<name>.corrupt`.
     quarantined: Vec<String>,
+    /// Decompressed bytes held by running ingests.
+    inflight: inflight::InFlight,
+    /// Series over every tenant's tiers: the sum of their `series_count`.
+    series_total: std::sync::atomic::AtomicUsize,
 }
 
 /// Takes the exclusive lock of the data directory `dir` (`<dir>/LOCK`, an advisory `flock`).
@@ -264,11 +275,13 @@ impl Store {
                 replay_errors += 1;
             }
         })?;
+        let mut series_total = 0;
         let tenants = tenants
             .into_iter()
             .map(|(name, mut t)| {
                 t.sections.sort_by_key(|s| (s.min_time, s.max_time));
                 t.index_series();
+                series_total += t.series_count();
                 (name, Arc::new(RwLock::new(t)))
             })
             .collect();
@@ -289,6 +302,8 @@ impl Store {
             replay_errors,
             _lock: lock,
             quarantined,
+            inflight: inflight::InFlight::default(),
+            series_total: std::sync::atomic::AtomicUsize::new(series_total),
         })
     }
 
@@ -307,6 +322,32 @@ impl Store {
     /// Write-ahead log counters.
     pub fn wal_stats(&self) -> WalStats {
         self.wal.stats()
+    }
+
+    /// Series over every tenant (what `max_series_total` limits).
+    pub fn series_total(&self) -> usize {
+        self.series_total.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts `n` new series in [`Store::series_total`].
+    fn series_added(&self, n: usize) {
+        self.series_total
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Rebuilds `t`'s set of series (after retention dropped some) and corrects the total.
+    fn reindex_series(&self, t: &mut Tenant) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let before = t.series_count();
+        t.index_series();
+        let after = t.series_count();
+        if after >= before {
+            self.series_total.fetch_add(after - before, Relaxed);
+        } else {
+            let _ = self
+                .series_total
+                .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(before - after)));
+        }
     }
 
     fn tenant(&self, tenant: &str) -> Option<Arc<RwLock<Tenant>>> {

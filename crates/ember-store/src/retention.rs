@@ -239,7 +239,7 @@ impl Store {
             for (_, h) in &mut t.frozen {
                 h.drop_before(cutoff);
             }
-            t.index_series();
+            self.reindex_series(&mut t);
         }
         for b in &expired {
             self.objects.delete(&b.key)?;

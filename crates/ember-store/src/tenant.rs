@@ -84,11 +84,13 @@ impl Tenant {
         self.known = known;
     }
 
-    /// Records that a series with `labels` exists.
-    pub(crate) fn note_series(&mut self, labels: &Labels) {
-        if !self.known.contains(labels) {
-            self.known.insert(labels.clone());
+    /// Records that a series with `labels` exists; true when it is new.
+    pub(crate) fn note_series(&mut self, labels: &Labels) -> bool {
+        if self.known.contains(labels) {
+            return false;
         }
+        self.known.insert(labels.clone());
+        true
     }
 
     /// Whether a series with `labels` exists in any tier.

@@ -105,6 +105,7 @@ fn limits_are_typed_refusals() {
             max_labels_per_series: 2,
             max_label_name_length: 12,
             max_label_value_length: 5,
+            ..IngestLimits::default()
         },
         ..Default::default()
     };
@@ -184,5 +185,109 @@ fn limits_are_typed_refusals() {
             "p: {samples} samples exceed the limit of {} per profile",
             samples - 1
         )
+    );
+}
+
+/// The corpus profile's decompressed size.
+fn raw_len() -> u64 {
+    let pprof = std::fs::read(corpus(CPU)).unwrap();
+    ember_pprof::decompress(&pprof, &Default::default())
+        .unwrap()
+        .len() as u64
+}
+
+#[test]
+fn a_batch_is_refused_whole_once_its_profiles_pass_the_batch_limit_together() {
+    let raw = raw_len();
+    // Room for two profiles, not three, although each alone is far below the per-profile cap.
+    let options = StoreOptions {
+        ingest: IngestLimits {
+            max_batch_decompressed_bytes: 2 * raw + raw / 2,
+            ..IngestLimits::default()
+        },
+        ..Default::default()
+    };
+    let dir = temp_dir("batch-limit");
+    let store = open(&dir, options.clone());
+    let three = || {
+        batch(vec![
+            profile("a", "p0"),
+            profile("a", "p1"),
+            profile("a", "p2"),
+        ])
+    };
+    let err = store.ingest("t", three()).unwrap_err();
+    assert!(
+        matches!(err, IngestError::BatchTooLarge { limit } if limit == 2 * raw + raw / 2),
+        "{err:?}"
+    );
+    // Nothing of the refused batch was logged or applied.
+    assert_eq!(store.wal_stats().records, 0);
+    assert!(store.tenants().is_empty());
+    store
+        .ingest("t", batch(vec![profile("a", "p0"), profile("a", "p1")]))
+        .unwrap();
+    assert_eq!(store.wal_stats().records, 2);
+
+    // A batch over the in-flight limit by itself could never fit: too large, not busy.
+    let options = StoreOptions {
+        ingest: IngestLimits {
+            max_tenant_decompressed_bytes_in_flight: raw,
+            ..IngestLimits::default()
+        },
+        ..Default::default()
+    };
+    let store = open(&temp_dir("inflight-limit"), options);
+    let err = store
+        .ingest("t", batch(vec![profile("a", "p0"), profile("a", "p1")]))
+        .unwrap_err();
+    assert!(
+        matches!(err, IngestError::BatchTooLarge { limit } if limit == raw),
+        "{err:?}"
+    );
+    // The bytes of each finished ingest are given back: one profile at a time always fits.
+    for _ in 0..3 {
+        store.ingest("t", batch(vec![profile("a", "p0")])).unwrap();
+    }
+}
+
+#[test]
+fn the_series_total_limit_spans_tenants_and_survives_a_reopen() {
+    // Each corpus profile makes two series (two sample types).
+    let options = StoreOptions {
+        max_series_total: 5,
+        ..Default::default()
+    };
+    let dir = temp_dir("series-total");
+    {
+        let store = open(&dir, options.clone());
+        store.ingest("t1", batch(vec![profile("a", "p")])).unwrap();
+        store.ingest("t2", batch(vec![profile("a", "p")])).unwrap();
+        assert_eq!(store.series_total(), 4);
+        // A third tenant would bring series 5 and 6 of 5.
+        let err = store
+            .ingest("t3", batch(vec![profile("a", "p")]))
+            .unwrap_err();
+        assert!(
+            matches!(err, IngestError::TotalSeriesLimit { limit: 5 }),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "series limit reached: the server may hold at most 5 series over all tenants"
+        );
+        // Existing series stay writable.
+        store.ingest("t1", batch(vec![profile("a", "p")])).unwrap();
+        store.close();
+    }
+    // Replayed from the log, the total is the same and still enforced.
+    let store = open(&dir, options);
+    assert_eq!(store.series_total(), 4);
+    let err = store
+        .ingest("t1", batch(vec![profile("b", "p")]))
+        .unwrap_err();
+    assert!(
+        matches!(err, IngestError::TotalSeriesLimit { .. }),
+        "{err:?}"
     );
 }

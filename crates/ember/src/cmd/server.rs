@@ -15,9 +15,13 @@ pub struct Args {
     #[arg(long, default_value = "./ember-data")]
     pub data_dir: PathBuf,
     /// JSON file of settings, every key optional (default): max_body_bytes (16 MiB),
-    /// max_decompressed_bytes (64 MiB), max_samples_per_profile (1000000),
+    /// max_decompressed_bytes (64 MiB, one profile), max_request_decompressed_bytes (128 MiB,
+    /// all profiles of a request), max_tenant_decompressed_bytes_in_flight (256 MiB) and
+    /// max_decompressed_bytes_in_flight (512 MiB: decompressed profiles held by requests
+    /// being stored, per tenant and in all), max_samples_per_profile (1000000),
     /// max_labels_per_series (30), max_label_name_length (1024), max_label_value_length
-    /// (2048), max_series_per_tenant (100000), max_push_requests_per_second (0 = unlimited),
+    /// (2048), max_series_per_tenant (100000), max_series_total (200000, all tenants; 0 =
+    /// unlimited), allowed_tenants (a list; unset = any), max_push_requests_per_second (0 = unlimited),
     /// flush_interval_seconds (300), flush_wal_mib (128: flush early once the log holds this
     /// much), block_cache_mib (128: decoded blocks kept for queries), retention_days (30).
     #[arg(long)]
