@@ -19,6 +19,13 @@ pub enum PprofError {
         /// The limit that was exceeded, in bytes.
         limit: u64,
     },
+    /// Decoding the profile would take more memory than the caller allows
+    /// ([`crate::ProfileView::parse_within`]).
+    #[error("profile's tables would take more than {limit} bytes of memory decoded")]
+    DecodedTooLarge {
+        /// The limit that was exceeded, in bytes.
+        limit: u64,
+    },
     /// The input looks like one of pprof's pre-proto formats.
     #[error(
         "not a profile.proto file (legacy {kind} format?); convert it with `go tool pprof -proto` first"

@@ -106,15 +106,26 @@ impl<'a> ProfileView<'a> {
     /// field). Inputs the walk does not understand are handed to the owned decoder so that
     /// the error is the canonical one.
     pub fn parse(raw: &'a [u8]) -> Result<ProfileView<'a>, PprofError> {
+        ProfileView::parse_within(raw, u64::MAX)
+    }
+
+    /// [`ProfileView::parse`] that gives up, with [`PprofError::DecodedTooLarge`], once the
+    /// view would take more than `max_bytes` of memory by [`ProfileView::decoded_bytes`]'s
+    /// estimate. A profile of tiny messages (empty strings, empty samples: 2 bytes each on
+    /// the wire, 16 to 48 bytes each decoded) is what this bounds: under any decompression
+    /// limit it would otherwise cost ten to twenty times its size.
+    pub fn parse_within(raw: &'a [u8], max_bytes: u64) -> Result<ProfileView<'a>, PprofError> {
         if let Some(kind) = legacy_kind(raw) {
             return Err(PprofError::LegacyFormat { kind });
         }
-        let walked = walk(raw).and_then(|mut v| {
+        let walked = walk(raw, max_bytes).and_then(|mut v| {
             v.index_and_validate()?;
             Ok(v)
         });
         match walked {
             Ok(v) => Ok(v),
+            // Not handed to the owned decoder: it would build the same tables and more.
+            Err(TOO_BIG) => Err(PprofError::DecodedTooLarge { limit: max_bytes }),
             Err(why) => match decode_raw(raw) {
                 Err(e) => Err(e),
                 // Parity is the contract (the fuzz target checks it); should a gap remain,
@@ -125,6 +136,26 @@ impl<'a> ProfileView<'a> {
                 )),
             },
         }
+    }
+
+    /// Memory the view's tables hold (their allocated elements; the strings are borrowed),
+    /// what [`ProfileView::parse_within`] bounds. The id indexes built after the walk are
+    /// counted as much again as the mapping, function and location tables.
+    pub fn decoded_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let bytes = self.strings.capacity() * size_of::<&[u8]>()
+            + self.sample_type.capacity() * size_of::<ValueType>()
+            + self.sample.capacity() * size_of::<SampleView>()
+            + self.mapping.capacity() * 2 * size_of::<Mapping>()
+            + self.location.capacity() * 2 * size_of::<LocationView>()
+            + self.function.capacity() * 2 * size_of::<Function>()
+            + self.lines.capacity() * size_of::<Line>()
+            + (self.sample_location_ids.capacity()
+                + self.sample_values.capacity()
+                + self.comment.capacity())
+                * size_of::<u64>()
+            + self.sample_labels.capacity() * size_of::<Label>();
+        bytes as u64
     }
 
     /// Number of string-table entries.
@@ -596,7 +627,19 @@ fn function(mut w: Wire<'_>) -> Walk<Function> {
 }
 
 /// One pass over the top-level message; indexes and validation come after.
-fn walk(raw: &[u8]) -> Walk<ProfileView<'_>> {
+/// The walk's refusal of a profile whose tables pass the caller's memory bound.
+const TOO_BIG: &str = "decoded size limit";
+
+/// Fields walked between two checks of the decoded size: the check is a dozen
+/// multiplications, and what 64 fields add is small next to any useful bound, except a
+/// single large message, which is checked before it is read.
+const CHECK_EVERY: u32 = 64;
+
+/// Most bytes one byte of a packed repeated field (a sample's location ids or values) or of
+/// a message's fields can decode to: a one-byte varint becomes a `u64`.
+const MAX_EXPANSION: u64 = 8;
+
+fn walk(raw: &[u8], max_bytes: u64) -> Walk<ProfileView<'_>> {
     let mut v = ProfileView {
         strings: Vec::new(),
         sample_type: Vec::new(),
@@ -622,7 +665,17 @@ fn walk(raw: &[u8]) -> Walk<ProfileView<'_>> {
         location_ids: IdIndex::Dense(0),
     };
     let mut w = Wire::new(raw);
+    let mut fields = 0u32;
+    let over = |v: &ProfileView<'_>, more: usize| {
+        v.decoded_bytes()
+            .saturating_add((more as u64).saturating_mul(MAX_EXPANSION))
+            > max_bytes
+    };
     while w.more() {
+        fields = fields.wrapping_add(1);
+        if fields % CHECK_EVERY == 0 && over(&v, 0) {
+            return Err(TOO_BIG);
+        }
         match w.key()? {
             (1, wire) => {
                 let mut t = ValueType::default();
@@ -630,12 +683,20 @@ fn walk(raw: &[u8]) -> Walk<ProfileView<'_>> {
                 v.sample_type.push(t);
             }
             (2, wire) => {
-                let s = sample(w.message(wire)?, &mut v)?;
+                let m = w.message(wire)?;
+                if m.b.len() > 1024 && over(&v, m.b.len()) {
+                    return Err(TOO_BIG);
+                }
+                let s = sample(m, &mut v)?;
                 v.sample.push(s);
             }
             (3, wire) => v.mapping.push(mapping(w.message(wire)?)?),
             (4, wire) => {
-                let l = location(w.message(wire)?, &mut v.lines)?;
+                let m = w.message(wire)?;
+                if m.b.len() > 1024 && over(&v, m.b.len()) {
+                    return Err(TOO_BIG);
+                }
+                let l = location(m, &mut v.lines)?;
                 v.location.push(l);
             }
             (5, wire) => v.function.push(function(w.message(wire)?)?),

@@ -35,7 +35,9 @@ pub struct IngestLimits {
     pub max_label_value_length: usize,
     /// Most bytes all the profiles of one batch may decompress to together (raw ones count
     /// their size): without it a request of many small gzip bombs, each under
-    /// `max_decompressed_bytes`, held gigabytes. 0 = no limit.
+    /// `max_decompressed_bytes`, held gigabytes. Their decoded tables may take twice this
+    /// (real profiles take about their decompressed size twice over; see
+    /// `DECODED_PER_BATCH`). 0 = no limit.
     pub max_batch_decompressed_bytes: u64,
     /// Most decompressed profile bytes the running ingests of one tenant may hold at once
     /// (from decompression until the batch is applied); a batch beyond is refused as
@@ -343,8 +345,15 @@ impl Store {
     ) -> Result<Vec<(ProfileView<'r>, Vec<Labels>)>, IngestError> {
         let limits = &self.options.ingest;
         let mut checked = Vec::with_capacity(raws.len());
+        // The decoded tables of the whole batch are bounded too (see `DECODED_PER_BATCH`).
+        let mut decoded_left = match limits.max_batch_decompressed_bytes {
+            0 => u64::MAX,
+            n => n.saturating_mul(DECODED_PER_BATCH),
+        };
         for (p, raw) in batch.profiles.iter().zip(raws) {
-            let view = ProfileView::parse(raw).map_err(|e| decode_error(&p.what, e))?;
+            let view = ProfileView::parse_within(raw, decoded_left)
+                .map_err(|e| decode_error(&p.what, e))?;
+            decoded_left = decoded_left.saturating_sub(view.decoded_bytes());
             check_shape(limits, &p.what, view.sample_type.len(), view.sample.len())?;
             checked.push(view);
         }
@@ -479,11 +488,20 @@ fn encode_record(tenant: &str, p: &IngestProfile, received: i64) -> Vec<u8> {
     buf
 }
 
+/// How many times `max_batch_decompressed_bytes` a batch's profiles may take decoded (their
+/// tables: samples, locations, lines, string slices). Real profiles take about twice their
+/// decompressed size (a 165 KB Go CPU profile: ~300 KB); a profile of tiny messages (empty
+/// strings or samples, 2 bytes each on the wire and 16 to 48 decoded) takes up to 24 times,
+/// which without this bound let a 120 KB request of two such 60 MiB profiles take 1.2 GB.
+const DECODED_PER_BATCH: u64 = 2;
+
 /// The refusal for a profile that failed to decompress or parse.
 fn decode_error(what: &str, source: PprofError) -> IngestError {
     let what = what.to_string();
     match source {
-        PprofError::TooLarge { .. } => IngestError::TooLarge { what, source },
+        PprofError::TooLarge { .. } | PprofError::DecodedTooLarge { .. } => {
+            IngestError::TooLarge { what, source }
+        }
         source => IngestError::BadProfile { what, source },
     }
 }
