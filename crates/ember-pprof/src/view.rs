@@ -673,7 +673,7 @@ fn walk(raw: &[u8], max_bytes: u64) -> Walk<ProfileView<'_>> {
     };
     while w.more() {
         fields = fields.wrapping_add(1);
-        if fields % CHECK_EVERY == 0 && over(&v, 0) {
+        if fields.is_multiple_of(CHECK_EVERY) && over(&v, 0) {
             return Err(TOO_BIG);
         }
         match w.key()? {
