@@ -22,7 +22,10 @@ pub const LONG_ABOUT: &str = "Run the Ember agent: continuous CPU profiling of t
     --print-default-config). SIGHUP re-reads the file; an invalid file is rejected with the \
     field path and reason and the running configuration stays. SIGTERM/Ctrl-C cut a last \
     profile, flush the push queue, write the perf_collector's last dump and the \
-    time-interval perfetto_daemon's last snapshot (at most 5 s in all).";
+    time-interval perfetto_daemon's last snapshot (at most 5 s in all). The admin endpoint \
+    (admin.listen) shows the configuration with its secrets redacted, refuses requests from \
+    a foreign web Origin, and accepts changes (`ember agent apply`) only with the token of \
+    --admin-token-file.";
 
 /// Options of `ember agent`.
 #[derive(clap::Args)]
