@@ -79,6 +79,9 @@ impl Harness {
         } else {
             std::env::temp_dir()
         };
+        if generation == 0 {
+            remove_stale(&base, target);
+        }
         let dir = base.join(format!(
             "ember-fuzz-{target}-{}-{generation}",
             std::process::id()
@@ -114,6 +117,27 @@ impl Drop for Harness {
 }
 
 static HARNESS: Mutex<Option<Harness>> = Mutex::new(None);
+
+/// libFuzzer ends the process with `exit`, so the last store's directory is never dropped:
+/// the next run removes those of processes that are gone.
+fn remove_stale(base: &std::path::Path, target: &str) {
+    let prefix = format!("ember-fuzz-{target}-");
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
 
 /// Sends `request` to the in-process server of `target` and collects the whole answer.
 /// `accepted` decides from the reply whether the request was stored (counted for rotation).
