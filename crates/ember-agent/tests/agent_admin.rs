@@ -5,7 +5,8 @@
 //!   `GET /api/v1/config` (JSON and YAML) and in the answers of a POST (what else counts as a
 //!   secret, such as a URL's password, is unit-tested in `config::redact`);
 //! - a configuration read from the endpoint and sent back keeps the running secrets;
-//! - a web page's cross-origin `text/plain` POST (no CORS preflight) changes nothing;
+//! - a web page's cross-origin `text/plain` POST (no CORS preflight) changes nothing, and a
+//!   DNS-rebound page (same origin, foreign `Host`) cannot even read;
 //! - a POST without the admin token, or to an agent started without one, changes nothing;
 //! - a POST with the token is applied.
 
@@ -228,6 +229,43 @@ fn cross_origin_text_plain_post_changes_nothing() {
         );
         assert_eq!(status, 403);
     }
+}
+
+/// A GET with `host` as the `Host` header (what a browser sends for a page whose name was
+/// rebound to 127.0.0.1): the status.
+fn get_with_host(addr: &str, path: &str, host: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"))
+}
+
+#[test]
+fn dns_rebinding_host_is_refused() {
+    let agent = start(AdminOptions::default());
+    let port = agent.admin.rsplit(':').next().unwrap().to_string();
+    let rebound = format!("attacker.example:{port}");
+    assert_eq!(get_with_host(&agent.admin, "/api/v1/config", &rebound), 403);
+    assert_eq!(
+        get_with_host(&agent.admin, "/api/v1/targets", &rebound),
+        403
+    );
+    let local = format!("localhost:{port}");
+    assert_eq!(get_with_host(&agent.admin, "/api/v1/config", &local), 200);
+    assert_eq!(
+        get_with_host(&agent.admin, "/api/v1/config", &agent.admin),
+        200
+    );
 }
 
 /// Whether the agent's admin endpoint wants a token (it refuses an unauthenticated read).

@@ -5,6 +5,10 @@
 //! - a request whose `Origin` is not the endpoint itself is refused (403): a web page can
 //!   send a "simple" cross-origin POST (`Content-Type: text/plain`) to `127.0.0.1` with no
 //!   CORS preflight, and browsers always say where it came from;
+//! - on a loopback address, a request whose `Host` is a name other than `localhost` is
+//!   refused (403): that is DNS rebinding, a page of `evil.example` whose name now resolves
+//!   to 127.0.0.1 and whose requests are therefore "same-origin" and carry no foreign
+//!   `Origin` (GETs carry none at all);
 //! - with an admin token (`ember agent --admin-token-file FILE`), every `/api/v1` route needs
 //!   `Authorization: Bearer <token>` (401 otherwise); `/metrics` and `/ready` stay open for
 //!   scrapers and probes;
@@ -156,8 +160,22 @@ pub(crate) fn origin_allowed(origin: &str, local: SocketAddr) -> bool {
     }
 }
 
-/// The middleware: origin first (a browser's request is refused whatever it carries), then
-/// the token on `/api/v1`, then the no-token rule for changes.
+/// Whether a `Host` header may reach an endpoint bound to loopback: an IP literal, or
+/// `localhost`, with any port (or none: HTTP/1.0 clients may omit it).
+fn loopback_host(host: &str) -> bool {
+    let name = if let Some(v6) = host.strip_prefix('[') {
+        return v6
+            .split_once(']')
+            .is_some_and(|(ip, _)| ip.parse::<IpAddr>().is_ok());
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.is_empty() || name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
+}
+
+/// The middleware: Origin first (a browser's request is refused whatever it carries), then
+/// the Host of a loopback endpoint, then the token on `/api/v1`, then the no-token rule for
+/// changes.
 pub(crate) async fn check(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     if let Some(origin) = request.headers().get("origin") {
         let origin = origin.to_str().unwrap_or("");
@@ -167,6 +185,23 @@ pub(crate) async fn check(State(guard): State<Guard>, request: Request, next: Ne
                 StatusCode::FORBIDDEN,
                 &format!(
                     "cross-origin request refused: Origin {origin:?} is not this admin endpoint (http://{})",
+                    guard.local
+                ),
+            );
+        }
+    }
+    if guard.local.ip().is_loopback() {
+        let host = request
+            .headers()
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !loopback_host(host) {
+            tracing::warn!(host, path = %request.uri().path(), "admin request for a foreign host name refused");
+            return refusal(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "Host {host:?} is not this admin endpoint (http://{}): use the address or localhost",
                     guard.local
                 ),
             );
@@ -258,6 +293,27 @@ mod tests {
         assert!(!origin_allowed("http://rebind.example:4041", any));
         let public: SocketAddr = "10.1.2.3:4041".parse().unwrap();
         assert!(!origin_allowed("http://localhost:4041", public));
+    }
+
+    #[test]
+    fn hosts_on_loopback() {
+        for ok in [
+            "127.0.0.1:4041",
+            "localhost:4041",
+            "LocalHost",
+            "[::1]:4041",
+            "",
+        ] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example:4041",
+            "evil.example",
+            "127.0.0.1.nip.io:4041",
+            "[evil]:1",
+        ] {
+            assert!(!loopback_host(bad), "{bad}");
+        }
     }
 
     #[test]
