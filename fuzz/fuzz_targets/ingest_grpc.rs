@@ -83,9 +83,9 @@ fuzz_target!(|data: &[u8]| {
         "grpc-status {status}: {:?}",
         reply.header("grpc-message")
     );
-    if status == "0" {
-        if let Some(r) = &built {
-            c::check_accepted_profiles(r);
-        }
+    if status == "0"
+        && let Some(r) = &built
+    {
+        c::check_accepted_profiles(r);
     }
 });

@@ -57,9 +57,9 @@ fuzz_target!(|data: &[u8]| {
     let request = request.body(Body::from(body)).expect("request");
     let reply = c::send("ingest_push", request, |r| r.status == StatusCode::OK);
     reply.check_http("push");
-    if reply.status == StatusCode::OK {
-        if let Some(r) = &built {
-            c::check_accepted_profiles(r);
-        }
+    if reply.status == StatusCode::OK
+        && let Some(r) = &built
+    {
+        c::check_accepted_profiles(r);
     }
 });
