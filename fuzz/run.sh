@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the fuzz targets and runs one of them for a fixed time, single job, with an RSS limit.
 #
-# Usage: fuzz/run.sh TARGET [SECONDS]       (TARGET: pprof_decode | perf_script | folded)
+# Usage: fuzz/run.sh TARGET [SECONDS]       (TARGET: pprof_decode | perf_script | folded |
+#                                           ingest_legacy | ingest_push | ingest_grpc)
 #
 # Works on stable Rust: `-s none` skips AddressSanitizer (which needs -Zsanitizer); the code under
 # test is safe Rust, so panics, overflow (-a keeps debug assertions and overflow checks on),
@@ -32,6 +33,8 @@ status=$?
 set -e
 end=$(date +%s)
 cp fuzz-0.log "$log" 2>/dev/null || true
+# The ingest targets keep their server's store on tmpfs; a killed run leaves it behind.
+rm -rf /dev/shm/ember-fuzz-"$target"-*
 rm -f fuzz-0.log
 echo "target=$target seconds=$((end - start)) exit=$status" | tee -a "$log"
 grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$log" || true

@@ -66,6 +66,10 @@ for path in "$corpora"/inferno/tests/data/flamegraph/*/*.txt \
     if [[ -f "$path" ]]; then add_seed "$path" "$dir"; fi
 done
 
-for target in pprof_decode perf_script folded; do
+# ingest_legacy, ingest_push, ingest_grpc: requests built around the small pprof files and
+# folded stacks above, with nested compressed payloads and bombs (see seed_ingest.py).
+python3 "$here/seed_ingest.py" "$corpora" "$here/corpus" >/dev/null
+
+for target in pprof_decode perf_script folded ingest_legacy ingest_push ingest_grpc; do
     printf '%-13s %4d seeds\n' "$target" "$(find "$here/corpus/$target" -type f | wc -l)"
 done

@@ -73,6 +73,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 mod api;
+#[doc(hidden)]
+pub mod fuzzing;
 mod grpc;
 mod ingest;
 mod push;

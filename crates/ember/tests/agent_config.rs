@@ -25,6 +25,112 @@ fn ember(args: &[&str]) -> (bool, String, String) {
 const BASE: &str =
     "admin: {listen: '127.0.0.1:0'}\nprofiling: {enabled: false}\nexporters: {server: null}\n";
 
+/// An admin token file in `dir`, mode 600 as the docs ask.
+fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("admin-token");
+    std::fs::write(&path, "cli-admin-token-42\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+/// Started without `--admin-token-file`, the agent shows its configuration with the
+/// exporter's token redacted and refuses `ember agent apply`, saying how to enable changes;
+/// with the token file on both sides, `apply` works and a file taken from `describe` (with
+/// the placeholder) keeps the running token.
+#[test]
+fn apply_needs_the_admin_token_and_describe_hides_secrets() {
+    let dir = temp_dir("agent-admin-token");
+    let file = dir.join("agent.yaml");
+    let config = "admin: {listen: '127.0.0.1:0'}\nprofiling: {enabled: false}\n\
+        exporters: {server: {url: 'http://127.0.0.1:9', bearer_token: cli-push-secret}}\n";
+    std::fs::write(&file, config).unwrap();
+    let edited = dir.join("edited.yaml");
+
+    let agent = AgentProc::start(&file);
+    let admin = agent.url();
+    let (ok, shown, err) = ember(&["agent", "describe", "--admin", &admin]);
+    assert!(ok, "{err}");
+    assert!(
+        !shown.contains("cli-push-secret") && shown.contains("***redacted***"),
+        "{shown}"
+    );
+    std::fs::write(
+        &edited,
+        shown.replace("external_labels: {}", "external_labels: {a: b}"),
+    )
+    .unwrap();
+    let (ok, out, err) = ember(&[
+        "agent",
+        "apply",
+        "-f",
+        edited.to_str().unwrap(),
+        "--yes",
+        "--admin",
+        &admin,
+    ]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("--admin-token-file") && err.contains("unchanged"),
+        "{err}"
+    );
+    drop(agent);
+
+    let token_file = token_file(&dir);
+    let token = token_file.to_str().unwrap();
+    let agent = AgentProc::start_with(&file, &["--admin-token-file", token]);
+    let admin = agent.url();
+    let (ok, _, err) = ember(&["agent", "describe", "--admin", &admin]);
+    assert!(!ok && err.contains("401"), "{err}");
+    let (ok, out, err) = ember(&[
+        "agent",
+        "apply",
+        "-f",
+        edited.to_str().unwrap(),
+        "--yes",
+        "--admin",
+        &admin,
+        "--admin-token-file",
+        token,
+    ]);
+    assert!(ok && out.contains("applied"), "{out}{err}");
+    assert!(!out.contains("cli-push-secret"), "{out}");
+    // The running token is still the real one: a new token is "changed", the old one is not.
+    std::fs::write(&edited, config.replace("cli-push-secret", "rotated-secret")).unwrap();
+    let (ok, out, err) = ember(&[
+        "agent",
+        "apply",
+        "-f",
+        edited.to_str().unwrap(),
+        "--yes",
+        "--admin",
+        &admin,
+        "--admin-token-file",
+        token,
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("exporters.server.bearer_token: secret changed"),
+        "{out}"
+    );
+    assert!(!out.contains("rotated-secret"), "{out}");
+    std::fs::write(&edited, config.replace("cli-push-secret", "rotated-secret")).unwrap();
+    let (ok, out, _) = ember(&[
+        "agent",
+        "apply",
+        "-f",
+        edited.to_str().unwrap(),
+        "--yes",
+        "--admin",
+        &admin,
+        "--admin-token-file",
+        token,
+    ]);
+    assert!(ok && out.contains("no changes"), "{out}");
+    let (ok, _) = agent.terminate();
+    assert!(ok);
+}
+
 #[test]
 fn default_config_is_documented_and_valid() {
     let (ok, out, _) = ember(&["agent", "--print-default-config"]);
@@ -71,11 +177,21 @@ fn describe_apply_and_sighup() {
     let dir = temp_dir("agent-config");
     let file = dir.join("agent.yaml");
     std::fs::write(&file, BASE).unwrap();
-    let agent = AgentProc::start(&file);
+    let token_file = token_file(&dir);
+    let token = token_file.to_str().unwrap();
+    let agent = AgentProc::start_with(&file, &["--admin-token-file", token]);
     let admin = agent.url();
 
     let describe = || {
-        let (ok, out, err) = ember(&["agent", "describe", "--json", "--admin", &admin]);
+        let (ok, out, err) = ember(&[
+            "agent",
+            "describe",
+            "--json",
+            "--admin",
+            &admin,
+            "--admin-token-file",
+            token,
+        ]);
         assert!(ok, "{err}");
         serde_json::from_str::<serde_json::Value>(&out).unwrap()
     };
@@ -95,6 +211,8 @@ fn describe_apply_and_sighup() {
         "--yes",
         "--admin",
         &admin,
+        "--admin-token-file",
+        token,
     ]);
     assert!(!ok);
     assert!(
@@ -113,6 +231,8 @@ fn describe_apply_and_sighup() {
         good.to_str().unwrap(),
         "--admin",
         &admin,
+        "--admin-token-file",
+        token,
     ]);
     assert!(!ok && err.contains("--yes"), "{out}{err}");
     assert!(out.contains("+   env: test"), "{out}");
@@ -125,6 +245,8 @@ fn describe_apply_and_sighup() {
         "--yes",
         "--admin",
         &admin,
+        "--admin-token-file",
+        token,
     ]);
     assert!(ok, "{out}{err}");
     assert!(out.contains("applied"), "{out}");
@@ -137,6 +259,8 @@ fn describe_apply_and_sighup() {
         "--yes",
         "--admin",
         &admin,
+        "--admin-token-file",
+        token,
     ]);
     assert!(ok && out.contains("no changes"), "{out}");
 
@@ -146,7 +270,7 @@ fn describe_apply_and_sighup() {
     std::fs::write(&asked, format!("{BASE}external_labels: {{env: asked}}\n")).unwrap();
     let on_a_terminal = |answer: &str| {
         let command = format!(
-            "{} agent apply -f {} --admin {admin}",
+            "{} agent apply -f {} --admin {admin} --admin-token-file {token}",
             env!("CARGO_BIN_EXE_ember"),
             asked.display()
         );

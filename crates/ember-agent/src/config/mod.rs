@@ -1,14 +1,16 @@
 //! The agent's configuration: the schema (every field has a default, see
 //! [`DEFAULT_CONFIG_YAML`] for the documented reference), YAML/JSON parsing, semantic
-//! validation with field paths, and a line diff used by `ember agent apply`.
+//! validation with field paths, a line diff used by `ember agent apply`, and the redaction of
+//! secrets the admin endpoint applies to what it shows.
 //!
-//! The schema lives in `schema`, durations in `duration`, the semantic checks in `validate`
-//! and the line diff in `diff`; everything public is re-exported here.
+//! The schema lives in `schema`, durations in `duration`, the semantic checks in `validate`,
+//! the line diff in `diff` and secrets in `redact`; everything public is re-exported here.
 
 use std::fmt;
 
 mod diff;
 mod duration;
+mod redact;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -16,6 +18,7 @@ mod validate;
 
 pub use diff::diff_lines;
 pub use duration::Dur;
+pub use redact::REDACTED;
 pub use schema::*;
 
 /// The documented default configuration, printed by `ember agent --print-default-config`.

@@ -29,7 +29,8 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
     /// `host:port` of `/metrics`, `/ready` and `/api/v1/config` (default `127.0.0.1:4041`;
-    /// port 0 picks a free port).
+    /// port 0 picks a free port). Who may use it is not configured here but on the command
+    /// line (`--admin-token-file`), so a configuration change cannot lift its own guard.
     pub listen: String,
 }
 

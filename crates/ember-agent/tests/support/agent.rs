@@ -1,12 +1,18 @@
 //! The agent run in this test process, as `ember agent` runs it (crates/ember/src/cmd/agent.rs)
 //! minus the process: its own tokio runtime, the admin endpoint on the configured address
-//! (127.0.0.1:0 in every test), hot reload through that endpoint, and the shutdown flush with
-//! the budget the binary gives it on SIGTERM.
+//! (127.0.0.1:0 in every test) guarded by [`ADMIN_TOKEN`] unless a test says otherwise, hot
+//! reload through that endpoint, and the shutdown flush with the budget the binary gives it
+//! on SIGTERM.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ember_agent::admin::AdminOptions;
 use ember_agent::{Agent, config};
+
+/// The admin token of every [`RunningAgent::start`]ed agent (what `--admin-token-file` would
+/// hold): hot reloads send it.
+pub const ADMIN_TOKEN: &str = "test-admin-token";
 
 /// What `ember agent` allows [`Agent::shutdown`] on SIGTERM (its `run_until_signal` budget).
 pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(4500);
@@ -41,6 +47,16 @@ impl RunningAgent {
 
     /// [`RunningAgent::start`], returning what refused the configuration instead of panicking.
     pub fn try_start(yaml: &str) -> Result<RunningAgent, String> {
+        Self::try_start_with(
+            yaml,
+            AdminOptions {
+                token: Some(ADMIN_TOKEN.into()),
+            },
+        )
+    }
+
+    /// [`RunningAgent::try_start`] with the admin endpoint guarded as `options` say.
+    pub fn try_start_with(yaml: &str, options: AdminOptions) -> Result<RunningAgent, String> {
         super::capture_logs();
         let config = config::parse(yaml).map_err(|e| e.to_string())?;
         // Two workers, as the binary's runtime has.
@@ -66,6 +82,7 @@ impl RunningAgent {
         runtime.spawn(ember_agent::admin::serve(
             agent.clone(),
             listener,
+            options,
             async move {
                 let _ = stopped.await;
             },
@@ -99,7 +116,10 @@ impl RunningAgent {
             &self.admin,
             "POST",
             "/api/v1/config",
-            &[("content-type", "application/yaml")],
+            &[
+                ("content-type", "application/yaml"),
+                ("authorization", &format!("Bearer {ADMIN_TOKEN}")),
+            ],
             yaml.as_bytes(),
         );
         let answer = String::from_utf8_lossy(&b);

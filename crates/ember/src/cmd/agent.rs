@@ -22,7 +22,10 @@ pub const LONG_ABOUT: &str = "Run the Ember agent: continuous CPU profiling of t
     --print-default-config). SIGHUP re-reads the file; an invalid file is rejected with the \
     field path and reason and the running configuration stays. SIGTERM/Ctrl-C cut a last \
     profile, flush the push queue, write the perf_collector's last dump and the \
-    time-interval perfetto_daemon's last snapshot (at most 5 s in all).";
+    time-interval perfetto_daemon's last snapshot (at most 5 s in all). The admin endpoint \
+    (admin.listen) shows the configuration with its secrets redacted, refuses requests from \
+    a foreign web Origin, and accepts changes (`ember agent apply`) only with the token of \
+    --admin-token-file.";
 
 /// Options of `ember agent`.
 #[derive(clap::Args)]
@@ -37,6 +40,11 @@ pub struct Args {
     /// Print the documented default configuration and exit.
     #[arg(long)]
     print_default_config: bool,
+    /// File whose first line is the admin token (keep it mode 600). With it, the admin
+    /// endpoint's /api/v1 routes need `Authorization: Bearer <token>` and configuration
+    /// changes over HTTP (`ember agent apply`) are allowed; without it they are refused.
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
     #[command(subcommand)]
     action: Option<Action>,
 }
@@ -51,6 +59,9 @@ enum Action {
         /// Admin URL of the running agent.
         #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:4041")]
         admin: String,
+        /// The agent's admin token file (needed when the agent was started with one).
+        #[arg(long, value_name = "FILE")]
+        admin_token_file: Option<PathBuf>,
     },
     /// Validate a configuration, show the diff against a running agent, confirm, hot-reload.
     Apply {
@@ -63,7 +74,36 @@ enum Action {
         /// Admin URL of the running agent.
         #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:4041")]
         admin: String,
+        /// The agent's admin token file (changes are refused without the token).
+        #[arg(long, value_name = "FILE")]
+        admin_token_file: Option<PathBuf>,
     },
+}
+
+/// The admin endpoint a client action talks to: its URL and, when given, its token.
+struct AdminClient {
+    url: String,
+    token: Option<String>,
+}
+
+impl AdminClient {
+    fn new(url: String, token_file: Option<PathBuf>) -> anyhow::Result<AdminClient> {
+        let token = token_file
+            .map(|f| ember_agent::admin::read_token_file(&f))
+            .transpose()?;
+        Ok(AdminClient { url, token })
+    }
+}
+
+/// The admin options of the daemon (`ember agent`, `ember up`) from `--admin-token-file`.
+pub fn admin_options(
+    token_file: Option<&std::path::Path>,
+) -> anyhow::Result<ember_agent::admin::AdminOptions> {
+    Ok(ember_agent::admin::AdminOptions {
+        token: token_file
+            .map(ember_agent::admin::read_token_file)
+            .transpose()?,
+    })
 }
 
 /// Dispatches to the daemon or to a client action.
@@ -73,9 +113,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     match args.action {
-        Some(Action::Describe { json, admin }) => describe(&admin, json),
-        Some(Action::Apply { file, yes, admin }) => apply(&admin, &file, yes),
-        None => daemon(args.config),
+        Some(Action::Describe {
+            json,
+            admin,
+            admin_token_file,
+        }) => describe(&AdminClient::new(admin, admin_token_file)?, json),
+        Some(Action::Apply {
+            file,
+            yes,
+            admin,
+            admin_token_file,
+        }) => apply(&AdminClient::new(admin, admin_token_file)?, &file, yes),
+        None => daemon(args.config, args.admin_token_file),
     }
 }
 
@@ -87,8 +136,9 @@ fn load(path: &Option<PathBuf>) -> anyhow::Result<config::Config> {
     }
 }
 
-fn daemon(path: Option<PathBuf>) -> anyhow::Result<()> {
+fn daemon(path: Option<PathBuf>, admin_token_file: Option<PathBuf>) -> anyhow::Result<()> {
     let config = load(&path)?;
+    let options = admin_options(admin_token_file.as_deref())?;
     let runtime = super::runtime(super::Threads::Workers(2))?;
     runtime.block_on(async move {
         let listen = config.admin.listen.clone();
@@ -100,7 +150,7 @@ fn daemon(path: Option<PathBuf>) -> anyhow::Result<()> {
         eprintln!(
             "ember agent: level=info msg=\"admin listening\" url=http://{admin_addr} paths=/metrics,/api/v1/config"
         );
-        run_until_signal(agent, listener, path, Duration::from_millis(4500)).await
+        run_until_signal(agent, listener, options, path, Duration::from_millis(4500)).await
     })
 }
 
@@ -109,14 +159,20 @@ fn daemon(path: Option<PathBuf>) -> anyhow::Result<()> {
 pub async fn run_until_signal(
     agent: Arc<Agent>,
     listener: tokio::net::TcpListener,
+    options: ember_agent::admin::AdminOptions,
     path: Option<PathBuf>,
     budget: Duration,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let admin = tokio::spawn(ember_agent::admin::serve(agent.clone(), listener, async {
-        let _ = stop_rx.await;
-    }));
+    let admin = tokio::spawn(ember_agent::admin::serve(
+        agent.clone(),
+        listener,
+        options,
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
     let mut hup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
     let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     loop {
@@ -157,25 +213,31 @@ pub async fn run_until_signal(
 }
 
 fn admin_request(
-    admin: &str,
+    admin: &AdminClient,
     method: &str,
     path: &str,
     body: Vec<u8>,
 ) -> anyhow::Result<ember_http::Response> {
-    let url = ember_http::join_url(&ember_http::parse_url(admin).context("--admin")?, path);
+    let url = ember_http::join_url(&ember_http::parse_url(&admin.url).context("--admin")?, path);
     let client = ember_http::BlockingClient::new(&ember_http::ClientConfig {
         timeout: Duration::from_secs(30),
         ..ember_http::ClientConfig::default()
     })?;
-    let request = ember_http::Request::new(method, url.as_str())
+    let mut request = ember_http::Request::new(method, url.as_str())
         .content_type("application/yaml")
         .body(body);
-    client
-        .send(request)
-        .with_context(|| format!("asking the agent at {admin} (is it running? see --admin)"))
+    if let Some(token) = &admin.token {
+        request = request.bearer_token(token);
+    }
+    client.send(request).with_context(|| {
+        format!(
+            "asking the agent at {} (is it running? see --admin)",
+            admin.url
+        )
+    })
 }
 
-fn describe(admin: &str, json: bool) -> anyhow::Result<()> {
+fn describe(admin: &AdminClient, json: bool) -> anyhow::Result<()> {
     let path = if json {
         "/api/v1/config"
     } else {
@@ -220,7 +282,7 @@ fn errors_text(body: &[u8]) -> String {
     }
 }
 
-fn apply(admin: &str, file: &PathBuf, yes: bool) -> anyhow::Result<()> {
+fn apply(admin: &AdminClient, file: &PathBuf, yes: bool) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     // Validate locally first: the same rules the agent applies.
@@ -245,7 +307,12 @@ fn apply(admin: &str, file: &PathBuf, yes: bool) -> anyhow::Result<()> {
     }
     let v: serde_json::Value = serde_json::from_slice(&response.body)?;
     let diff = v["diff"].as_str().unwrap_or("");
-    if diff.is_empty() {
+    // Secrets are redacted on both sides of the diff, so a changed one is only named.
+    let secrets: Vec<&str> = v["secrets_changed"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s.as_str()).collect())
+        .unwrap_or_default();
+    if diff.is_empty() && secrets.is_empty() {
         println!("no changes: the running agent already has this configuration");
         return Ok(());
     }
@@ -253,6 +320,9 @@ fn apply(admin: &str, file: &PathBuf, yes: bool) -> anyhow::Result<()> {
         "changes to the running agent (- running, + {}):\n{diff}",
         file.display()
     );
+    for path in &secrets {
+        println!("~ {path}: secret changed (not shown)");
+    }
     if !yes {
         let stdin = std::io::stdin();
         if !stdin.is_terminal() {

@@ -36,6 +36,10 @@ pub struct Args {
     /// Upload interval in seconds (overrides the configuration).
     #[arg(long, value_name = "SECONDS")]
     upload_interval: Option<u64>,
+    /// The agent's admin token file, as `ember agent --admin-token-file` (without it the
+    /// agent's configuration cannot be changed over HTTP).
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
 }
 
 /// Runs server and agent until a signal.
@@ -57,6 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         limits: ember_server::Limits::default(),
         tokens: None,
     };
+    let admin_options = super::agent::admin_options(args.admin_token_file.as_deref())?;
     let runtime = super::runtime(super::Threads::Workers(2))?;
     runtime.block_on(async move {
         let server = ember_server::Server::bind(server_config.clone())
@@ -81,7 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.data_dir.display()
         );
         println!("UI/API: http://{addr}");
-        super::agent::run_until_signal(agent, listener, args.config.clone(), Duration::from_millis(3000)).await?;
+        super::agent::run_until_signal(agent, listener, admin_options, args.config.clone(), Duration::from_millis(3000)).await?;
         let _ = stop_server.send(());
         match tokio::time::timeout(Duration::from_millis(1800), server_task).await {
             Ok(Ok(Ok(()))) => eprintln!("ember up: server stopped, log flushed"),

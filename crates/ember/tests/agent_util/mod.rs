@@ -28,9 +28,15 @@ pub struct AgentProc {
 impl AgentProc {
     /// Starts `ember agent --config FILE` and waits for its admin banner.
     pub fn start(config: &Path) -> AgentProc {
+        Self::start_with(config, &[])
+    }
+
+    /// [`AgentProc::start`] with more options (`--admin-token-file FILE`).
+    pub fn start_with(config: &Path, extra: &[&str]) -> AgentProc {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ember"))
             .args(["agent", "--config"])
             .arg(config)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
