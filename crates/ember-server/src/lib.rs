@@ -145,6 +145,42 @@ pub struct Limits {
     pub retention_days: f64,
 }
 
+impl Limits {
+    /// The store's options for these limits: the one mapping from the server's
+    /// configuration to [`StoreOptions`], for [`Server::bind`] and the fuzz targets.
+    pub(crate) fn store_options(&self) -> StoreOptions {
+        // A request over an in-flight limit alone could never be stored: the smallest of
+        // the three is the request's real limit.
+        let per_request = [
+            self.max_request_decompressed_bytes,
+            self.max_tenant_decompressed_bytes_in_flight,
+            self.max_decompressed_bytes_in_flight,
+        ]
+        .into_iter()
+        .filter(|&n| n != 0)
+        .min()
+        .unwrap_or(0);
+        StoreOptions {
+            max_series_per_tenant: self.max_series_per_tenant,
+            max_series_total: self.max_series_total,
+            retention_nanos: (self.retention_days.max(0.0) * 86_400e9) as i64,
+            ingest: IngestLimits {
+                max_decompressed_bytes: self.max_decompressed_bytes,
+                max_samples_per_profile: self.max_samples_per_profile,
+                max_labels_per_series: self.max_labels_per_series,
+                max_label_name_length: self.max_label_name_length,
+                max_label_value_length: self.max_label_value_length,
+                max_batch_decompressed_bytes: per_request,
+                max_tenant_decompressed_bytes_in_flight: self
+                    .max_tenant_decompressed_bytes_in_flight,
+                max_decompressed_bytes_in_flight: self.max_decompressed_bytes_in_flight,
+            },
+            cache_bytes: self.block_cache_mib.saturating_mul(1 << 20),
+            ..StoreOptions::default()
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -275,6 +311,27 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of a server over `store`: fresh metrics, ready, its ingest threads started.
+    pub(crate) fn new(
+        store: Store,
+        limits: Limits,
+        tokens: Option<std::collections::HashMap<String, String>>,
+    ) -> Result<AppState, ServerError> {
+        let pool = ingest::Pool::new().map_err(|source| ServerError::Io {
+            context: "starting the ingest threads".into(),
+            source,
+        })?;
+        Ok(AppState {
+            store,
+            limits,
+            tokens,
+            metrics: Metrics::default(),
+            pool,
+            ready: AtomicBool::new(true),
+            push_buckets: Mutex::new(std::collections::HashMap::new()),
+        })
+    }
+
     /// Takes one push request token of `tenant` (`max_push_requests_per_second`); the error
     /// is a 429 whose `Retry-After` is the whole seconds until a token is back.
     pub(crate) fn take_push_token(&self, tenant: &str) -> Result<(), ApiError> {
@@ -395,35 +452,7 @@ impl Server {
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
         let limits = config.limits.clone();
         let data_dir = config.data_dir.clone();
-        // A request over an in-flight limit alone could never be stored: the smallest of the
-        // three is the request's real limit.
-        let per_request = [
-            limits.max_request_decompressed_bytes,
-            limits.max_tenant_decompressed_bytes_in_flight,
-            limits.max_decompressed_bytes_in_flight,
-        ]
-        .into_iter()
-        .filter(|&n| n != 0)
-        .min()
-        .unwrap_or(0);
-        let store_options = StoreOptions {
-            max_series_per_tenant: limits.max_series_per_tenant,
-            max_series_total: limits.max_series_total,
-            retention_nanos: (limits.retention_days.max(0.0) * 86_400e9) as i64,
-            ingest: IngestLimits {
-                max_decompressed_bytes: limits.max_decompressed_bytes,
-                max_samples_per_profile: limits.max_samples_per_profile,
-                max_labels_per_series: limits.max_labels_per_series,
-                max_label_name_length: limits.max_label_name_length,
-                max_label_value_length: limits.max_label_value_length,
-                max_batch_decompressed_bytes: per_request,
-                max_tenant_decompressed_bytes_in_flight: limits
-                    .max_tenant_decompressed_bytes_in_flight,
-                max_decompressed_bytes_in_flight: limits.max_decompressed_bytes_in_flight,
-            },
-            cache_bytes: limits.block_cache_mib.saturating_mul(1 << 20),
-            ..StoreOptions::default()
-        };
+        let store_options = limits.store_options();
         let store = tokio::task::spawn_blocking(move || Store::open(&data_dir, store_options))
             .await
             .map_err(|e| ServerError::Io {
@@ -436,19 +465,7 @@ impl Server {
                 context: format!("listening on {}", config.listen),
                 source,
             })?;
-        let pool = ingest::Pool::new().map_err(|source| ServerError::Io {
-            context: "starting the ingest threads".into(),
-            source,
-        })?;
-        let state = Arc::new(AppState {
-            store,
-            limits,
-            tokens: config.tokens,
-            metrics: Metrics::default(),
-            pool,
-            ready: AtomicBool::new(true),
-            push_buckets: Mutex::new(std::collections::HashMap::new()),
-        });
+        let state = Arc::new(AppState::new(store, limits, config.tokens)?);
         Ok(Server { listener, state })
     }
 
