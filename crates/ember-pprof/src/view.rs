@@ -138,23 +138,23 @@ impl<'a> ProfileView<'a> {
         }
     }
 
-    /// Memory the view's tables hold (their allocated elements; the strings are borrowed),
-    /// what [`ProfileView::parse_within`] bounds. The id indexes built after the walk are
-    /// counted as much again as the mapping, function and location tables.
+    /// Memory the view's tables take (their elements; the strings are borrowed), what
+    /// [`ProfileView::parse_within`] bounds. What is allocated may be up to twice this (a
+    /// table grows by doubling); counting elements keeps the bound independent of where a
+    /// table happens to be in its growth. The id indexes built after the walk are counted
+    /// as much again as the mapping, function and location tables.
     pub fn decoded_bytes(&self) -> u64 {
         use std::mem::size_of;
-        let bytes = self.strings.capacity() * size_of::<&[u8]>()
-            + self.sample_type.capacity() * size_of::<ValueType>()
-            + self.sample.capacity() * size_of::<SampleView>()
-            + self.mapping.capacity() * 2 * size_of::<Mapping>()
-            + self.location.capacity() * 2 * size_of::<LocationView>()
-            + self.function.capacity() * 2 * size_of::<Function>()
-            + self.lines.capacity() * size_of::<Line>()
-            + (self.sample_location_ids.capacity()
-                + self.sample_values.capacity()
-                + self.comment.capacity())
+        let bytes = self.strings.len() * size_of::<&[u8]>()
+            + self.sample_type.len() * size_of::<ValueType>()
+            + self.sample.len() * size_of::<SampleView>()
+            + self.mapping.len() * 2 * size_of::<Mapping>()
+            + self.location.len() * 2 * size_of::<LocationView>()
+            + self.function.len() * 2 * size_of::<Function>()
+            + self.lines.len() * size_of::<Line>()
+            + (self.sample_location_ids.len() + self.sample_values.len() + self.comment.len())
                 * size_of::<u64>()
-            + self.sample_labels.capacity() * size_of::<Label>();
+            + self.sample_labels.len() * size_of::<Label>();
         bytes as u64
     }
 

@@ -348,7 +348,9 @@ impl Store {
         // The decoded tables of the whole batch are bounded too (see `DECODED_PER_BATCH`).
         let mut decoded_left = match limits.max_batch_decompressed_bytes {
             0 => u64::MAX,
-            n => n.saturating_mul(DECODED_PER_BATCH),
+            n => n
+                .saturating_mul(DECODED_PER_BATCH)
+                .saturating_add(DECODED_SLACK),
         };
         for (p, raw) in batch.profiles.iter().zip(raws) {
             let view = ProfileView::parse_within(raw, decoded_left)
@@ -494,6 +496,10 @@ fn encode_record(tenant: &str, p: &IngestProfile, received: i64) -> Vec<u8> {
 /// strings or samples, 2 bytes each on the wire and 16 to 48 decoded) takes up to 24 times,
 /// which without this bound let a 120 KB request of two such 60 MiB profiles take 1.2 GB.
 const DECODED_PER_BATCH: u64 = 2;
+
+/// Decoded bytes a batch may take beyond `DECODED_PER_BATCH` times its limit: small
+/// profiles' tables are mostly fixed costs and growth slack, not proportional to their size.
+const DECODED_SLACK: u64 = 16 << 20;
 
 /// The refusal for a profile that failed to decompress or parse.
 fn decode_error(what: &str, source: PprofError) -> IngestError {

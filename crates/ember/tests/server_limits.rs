@@ -418,7 +418,7 @@ fn decoding_amplification_peak() {
     );
     assert_eq!(status, 413, "{body}");
     assert!(body.contains("decoded"), "{body}");
-    // 120 MiB decompressed, at most 256 MiB of tables (plus one table's copy while it
-    // grows), the server itself: was 1,216 MiB.
-    assert!(peak_mib < 640, "peak {peak_mib} MiB");
+    // 120 MiB decompressed, tables of at most 2 x 128 + 16 MiB by their elements and twice
+    // that allocated (a table grows by doubling), the server itself: was 1,216 MiB.
+    assert!(peak_mib < 720, "peak {peak_mib} MiB");
 }
