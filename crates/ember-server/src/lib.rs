@@ -19,8 +19,8 @@
 //! | Route | What |
 //! |---|---|
 //! | `GET /`, `GET /ui/{file}` | the web UI (crate `ember-ui`, feature `ui`, on by default): static files, no token needed |
-//! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed |
-//! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums |
+//! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed; `/ready` is 503 while shutting down or while the disk is full |
+//! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums, `ember_wal_records_skipped_total` (damaged log records skipped at start), `ember_blocks_quarantined` |
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
 //! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
 //! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline; `maxNodes` defaults to 8,192 (`ember_query::DEFAULT_MAX_NODES`, also the default of `/api/v1/query` and `querier.v1`; 0 = no limit) |
@@ -61,8 +61,20 @@
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown), `flush_wal_mib` (128: flush early once the log holds this much, so a
 //! burst never builds a head that takes long to flush or holds much memory),
-//! `block_cache_mib` (128: decoded blocks kept for queries) and `retention_days` (30; 0 keeps everything). Small blocks are
-//! compacted after each flush.
+//! `block_cache_mib` (128: decoded blocks kept for queries), `retention_days` (30; 0 keeps
+//! everything; profiles older than that are refused at ingest with a 400 naming their time
+//! and the window) and `max_future_skew_seconds` (3600; profiles timestamped further ahead
+//! of the server's clock are refused with a 400; 0 = no limit). Small blocks are compacted
+//! after each flush. Replay of the log at start flushes into a block every `flush_wal_mib`
+//! too, so a large log after a crash never builds a larger head.
+//!
+//! # Full disk
+//!
+//! A push whose write-ahead log write fails for lack of space is refused with 503 and
+//! `Retry-After: 10`, and nothing of it is kept (the partial write is truncated away); `/ready`
+//! answers 503 until a probe write succeeds again. Records acknowledged before and after are
+//! all kept: a torn or corrupt record found at replay is skipped (logged with its segment
+//! and offset, counted in `ember_wal_records_skipped_total`) and replay goes on.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
@@ -115,8 +127,12 @@ pub struct Limits {
     pub flush_wal_mib: u64,
     /// Memory budget, in MiB, for decoded blocks kept between queries.
     pub block_cache_mib: usize,
-    /// Days of data kept; older blocks are deleted (0 = keep forever).
+    /// Days of data kept; older blocks are deleted (0 = keep forever). Profiles older than
+    /// this are refused at ingest (400) rather than acknowledged and then deleted.
     pub retention_days: f64,
+    /// Profiles timestamped more than this many seconds ahead of the server's clock are
+    /// refused (400): a far-future time would make a block that never expires. 0 = no limit.
+    pub max_future_skew_seconds: f64,
 }
 
 impl Default for Limits {
@@ -136,6 +152,7 @@ impl Default for Limits {
             flush_wal_mib: 128,
             block_cache_mib: 128,
             retention_days: 30.0,
+            max_future_skew_seconds: 3600.0,
         }
     }
 }
@@ -267,6 +284,9 @@ impl AppState {
     }
 }
 
+/// `Retry-After` of a push refused because the disk is full.
+const DISK_FULL_RETRY_SECS: u64 = 10;
+
 /// An API error: HTTP status, Connect-style code and message, and the metrics reason.
 #[derive(Debug)]
 pub(crate) struct ApiError {
@@ -320,6 +340,14 @@ impl From<ember_store::StoreError> for ApiError {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 code: "unavailable",
                 reason: "shutting_down",
+                message: e.to_string(),
+            },
+            // Nothing of the refused write was kept: the client retries once space is freed.
+            E::NoSpace { .. } => ApiError {
+                retry_after_secs: Some(DISK_FULL_RETRY_SECS),
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code: "unavailable",
+                reason: "disk_full",
                 message: e.to_string(),
             },
             E::Io { .. } | E::Locked { .. } => ApiError::internal(e.to_string()),
@@ -403,8 +431,13 @@ impl Server {
                 max_labels_per_series: limits.max_labels_per_series,
                 max_label_name_length: limits.max_label_name_length,
                 max_label_value_length: limits.max_label_value_length,
+                max_future_skew_nanos: (limits.max_future_skew_seconds.max(0.0) * 1e9) as i64,
+                refuse_expired: true,
             },
             cache_bytes: limits.block_cache_mib.saturating_mul(1 << 20),
+            // Replay after a crash flushes into blocks at the same size as ingest does, so
+            // a large log never builds a head larger than a flush's.
+            replay_flush_bytes: limits.flush_wal_mib.saturating_mul(1 << 20),
             ..StoreOptions::default()
         };
         let store = tokio::task::spawn_blocking(move || Store::open(&data_dir, store_options))
@@ -571,11 +604,23 @@ fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn ready(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -> Response {
-    if s.ready.load(Ordering::SeqCst) {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    if !s.ready.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     }
+    // After a write failed for lack of space this probes the disk (a small write).
+    let store = s.clone();
+    let space = tokio::task::spawn_blocking(move || store.store.has_space())
+        .await
+        .unwrap_or(false);
+    if !space {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", DISK_FULL_RETRY_SECS.to_string())],
+            "disk full: the write-ahead log cannot be written; pushes are refused until space is freed\n",
+        )
+            .into_response();
+    }
+    (StatusCode::OK, "ready\n").into_response()
 }
 
 /// `GET /` of a server built without the `ui` feature: a plain-text note (404) naming the
@@ -671,6 +716,22 @@ async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -
         "ember_flush_seconds_total",
         "Time spent flushing.",
         seconds(load(&m.flush_micros)),
+    );
+    let (replay, replay_errors) = s.store.replay_stats();
+    e.counter(
+        "ember_wal_records_skipped_total",
+        "Torn or corrupt write-ahead log records skipped by the replay at start (each logged with its segment and offset).",
+        replay.skipped_records,
+    )
+    .counter(
+        "ember_wal_bytes_skipped_total",
+        "Bytes of torn or corrupt write-ahead log records skipped by the replay at start.",
+        replay.skipped_bytes,
+    )
+    .counter(
+        "ember_wal_records_unreadable_total",
+        "Intact write-ahead log records whose profile could not be applied at start (their segment is kept as .corrupt).",
+        replay_errors,
     );
     e.gauge(
         "ember_blocks_quarantined",
