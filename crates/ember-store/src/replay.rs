@@ -3,12 +3,13 @@
 //!
 //! A long outage (or `kill -9` after a burst) can leave hundreds of MB of log. Replaying it
 //! all into memory before the first flush made the head as large as the whole log (a
-//! 560 MB log took 1.18 GB). Instead, once the records replayed since the last block reach
-//! [`crate::StoreOptions::replay_flush_bytes`], the heads are written as a block at the end
-//! of the segment (a block covers whole segments: a crash mid-replay then replays only the
-//! segments after it), the replayed segments are deleted and the heads start empty. Memory
-//! stays near that limit plus one segment whatever the log's size, like the server's
-//! `flush_wal_mib` bounds it during ingest.
+//! 560 MB log took 1.18 GB). Instead, at the end of a segment after which the next one
+//! would take the log replayed since the last block past
+//! [`crate::StoreOptions::replay_flush_bytes`], the heads are written as a block (a block
+//! covers whole segments: a crash mid-replay then replays only the segments after it), the
+//! replayed segments are deleted and the heads start empty. The heads then never hold more
+//! than that much log (or one segment, if larger) whatever the log's size, as the server's
+//! `flush_wal_mib` bounds them during ingest.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -75,11 +76,13 @@ pub(crate) fn replay(
         Replayed::SegmentDone {
             segment,
             damaged: skipped,
+            next_bytes,
         } => {
             if skipped {
                 damaged.insert(segment);
             }
-            if !flushing || since_flush < options.replay_flush_bytes {
+            let last = next_bytes == 0;
+            if !flushing || last || since_flush + next_bytes <= options.replay_flush_bytes {
                 return;
             }
             match flush_heads(objects, tenants, segment) {

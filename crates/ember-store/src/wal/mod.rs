@@ -140,6 +140,8 @@ pub enum Replayed<'a> {
         /// Whether intact records followed damage in it (the segment held more than a torn
         /// tail: bytes flipped on disk, or a failed write that could not be rolled back).
         damaged: bool,
+        /// Size of the next segment to replay, in bytes (0 after the last).
+        next_bytes: u64,
     },
 }
 
@@ -171,7 +173,7 @@ impl Wal {
         fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
         let existing = segments(dir)?;
         let mut stats = ReplayStats::default();
-        for (n, path) in &existing {
+        for (i, (n, path)) in existing.iter().enumerate() {
             // Already folded into a block (a crash between writing the block and deleting
             // its segments leaves them behind).
             if *n <= skip_through {
@@ -202,9 +204,14 @@ impl Wal {
                 stats.skipped_bytes += d.len as u64;
             }
             stats.torn_segments += usize::from(!damage.is_empty());
+            let next_bytes = existing
+                .get(i + 1)
+                .and_then(|(_, p)| fs::metadata(p).ok())
+                .map_or(0, |m| m.len());
             replay(Replayed::SegmentDone {
                 segment: *n,
                 damaged: damage.iter().any(|d| !d.tail),
+                next_bytes,
             });
         }
         let next = existing
