@@ -4,8 +4,10 @@
 //! - [`ingest`]: [`Store::ingest`] validates a batch of pprof profiles (decompression cap,
 //!   sample and label limits, series per tenant), appends it to the write-ahead log and
 //!   applies it to the head once fsync'd;
-//! - [`wal`]: the write-ahead log with group commit (fsync before the acknowledgement); on
-//!   start the log is replayed into the head;
+//! - [`wal`]: the write-ahead log with group commit (fsync before the acknowledgement),
+//!   failed writes rolled back, records framed so replay skips a damaged one;
+//! - `replay`: on start the log is replayed into the heads, flushed into blocks every
+//!   [`StoreOptions::replay_flush_bytes`];
 //! - `labels`: the series label sets (one per sample type, profile type id
 //!   `name:type:unit:period_type:period_unit`) a profile is stored under;
 //! - `apply`: interning a decoded profile into a tenant's head;
@@ -248,7 +250,9 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
 
 impl Store {
     /// Opens (or creates) the store in `dir`: loads its blocks, then replays the write-ahead
-    /// log segments no block covers yet, then applies retention. Blocks are kept under
+    /// log segments no block covers yet (writing blocks as it goes, every
+    /// [`StoreOptions::replay_flush_bytes`]; damaged records are skipped and counted in
+    /// [`Store::replay_stats`]). Blocks are kept under
     /// `<dir>/blocks/` through `object_store`'s local filesystem backend. Fails with
     /// [`StoreError::Locked`] while another store (in any process) has `dir` open.
     pub fn open(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {

@@ -5,7 +5,10 @@
 //! to the end of the last good write, so the next records follow intact ones and never sit
 //! behind a torn record. Should the truncation fail too, or an fsync fail (after which the
 //! kernel may have dropped the unwritten pages, so what the file holds is unknown), the
-//! segment is sealed and the next write starts a new one; replay skips a torn tail.
+//! segment is sealed and the next write starts a new one; replay skips a torn tail. (The
+//! records of a batch whose fsync failed, or that a failed truncation left behind, may
+//! still be replayed after a restart although they were refused: a client's retry can then
+//! store them twice. Nothing acknowledged is lost either way.)
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
