@@ -256,6 +256,7 @@ impl From<IngestError> for ApiError {
             },
             E::BadProfile { .. } | E::NoSampleTypes { .. } => bad("bad_profile"),
             E::TooManySamples { .. } => bad("too_many_samples"),
+            E::TooOld { .. } | E::TooNew { .. } => bad("time_out_of_window"),
             E::TooManyLabels { .. } => bad("too_many_labels"),
             E::BadLabelName { .. } => bad("bad_label"),
             E::LabelNameTooLong { .. } | E::LabelValueTooLong { .. } => bad("label_too_long"),

@@ -3,7 +3,8 @@
 //! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics,
 //! with one small module per protocol: `pyroscope` (legacy `/ingest`, render), `push`
 //! (`push.v1` over Connect), `grpc` (gRPC framing of the same), `querier` (`querier.v1`)
-//! and `api` (`/api/v1`, its single-profile routes and call graph parameters in `single`). Ingest routes only turn a request into an
+//! and `api` (`/api/v1`, its single-profile routes and call graph parameters in `single`);
+//! `metrics` renders `/metrics`. Ingest routes only turn a request into an
 //! [`ember_store::IngestBatch`]: validation, limits and the write-ahead log are
 //! [`ember_store::Store::ingest`]'s. What a read query means and how its answer is shaped
 //! lives in `ember-query` (the read routes only translate requests and responses).
@@ -20,8 +21,8 @@
 //! | Route | What |
 //! |---|---|
 //! | `GET /`, `GET /ui/{file}` | the web UI (crate `ember-ui`, feature `ui`, on by default): static files, no token needed |
-//! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed |
-//! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums |
+//! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed; `/ready` is 503 while shutting down or while the disk is full |
+//! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums, `ember_wal_records_skipped_total` (damaged log records skipped at start), `ember_blocks_quarantined` |
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
 //! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
 //! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline; `maxNodes` defaults to 8,192 (`ember_query::DEFAULT_MAX_NODES`, also the default of `/api/v1/query` and `querier.v1`; 0 = no limit) |
@@ -67,8 +68,20 @@
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown), `flush_wal_mib` (128: flush early once the log holds this much, so a
 //! burst never builds a head that takes long to flush or holds much memory),
-//! `block_cache_mib` (128: decoded blocks kept for queries) and `retention_days` (30; 0 keeps everything). Small blocks are
-//! compacted after each flush.
+//! `block_cache_mib` (128: decoded blocks kept for queries), `retention_days` (30; 0 keeps
+//! everything; profiles older than that are refused at ingest with a 400 naming their time
+//! and the window) and `max_future_skew_seconds` (3600; profiles timestamped further ahead
+//! of the server's clock are refused with a 400; 0 = no limit). Small blocks are compacted
+//! after each flush. Replay of the log at start flushes into a block every `flush_wal_mib`
+//! too, so a large log after a crash never builds a larger head.
+//!
+//! # Full disk
+//!
+//! A push whose write-ahead log write fails for lack of space is refused with 503 and
+//! `Retry-After: 10`, and nothing of it is kept (the partial write is truncated away); `/ready`
+//! answers 503 until a probe write succeeds again. Records acknowledged before and after are
+//! all kept: a torn or corrupt record found at replay is skipped (logged with its segment
+//! and offset, counted in `ember_wal_records_skipped_total`) and replay goes on.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
@@ -77,6 +90,7 @@ mod api;
 pub mod fuzzing;
 mod grpc;
 mod ingest;
+mod metrics;
 mod push;
 mod pyroscope;
 pub mod querier;
@@ -141,8 +155,12 @@ pub struct Limits {
     pub flush_wal_mib: u64,
     /// Memory budget, in MiB, for decoded blocks kept between queries.
     pub block_cache_mib: usize,
-    /// Days of data kept; older blocks are deleted (0 = keep forever).
+    /// Days of data kept; older blocks are deleted (0 = keep forever). Profiles older than
+    /// this are refused at ingest (400) rather than acknowledged and then deleted.
     pub retention_days: f64,
+    /// Profiles timestamped more than this many seconds ahead of the server's clock are
+    /// refused (400): a far-future time would make a block that never expires. 0 = no limit.
+    pub max_future_skew_seconds: f64,
 }
 
 impl Limits {
@@ -174,8 +192,13 @@ impl Limits {
                 max_tenant_decompressed_bytes_in_flight: self
                     .max_tenant_decompressed_bytes_in_flight,
                 max_decompressed_bytes_in_flight: self.max_decompressed_bytes_in_flight,
+                max_future_skew_nanos: (self.max_future_skew_seconds.max(0.0) * 1e9) as i64,
+                refuse_expired: true,
             },
             cache_bytes: self.block_cache_mib.saturating_mul(1 << 20),
+            // Replay after a crash flushes into blocks at the same size as ingest does, so
+            // a large log never builds a head larger than a flush's.
+            replay_flush_bytes: self.flush_wal_mib.saturating_mul(1 << 20),
             ..StoreOptions::default()
         }
     }
@@ -208,6 +231,7 @@ impl Default for Limits {
             flush_wal_mib: 128,
             block_cache_mib: 128,
             retention_days: 30.0,
+            max_future_skew_seconds: 3600.0,
         }
     }
 }
@@ -362,6 +386,9 @@ impl AppState {
     }
 }
 
+/// `Retry-After` of a push refused because the disk is full.
+const DISK_FULL_RETRY_SECS: u64 = 10;
+
 /// An API error: HTTP status, Connect-style code and message, and the metrics reason.
 #[derive(Debug)]
 pub(crate) struct ApiError {
@@ -415,6 +442,14 @@ impl From<ember_store::StoreError> for ApiError {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 code: "unavailable",
                 reason: "shutting_down",
+                message: e.to_string(),
+            },
+            // Nothing of the refused write was kept: the client retries once space is freed.
+            E::NoSpace { .. } => ApiError {
+                retry_after_secs: Some(DISK_FULL_RETRY_SECS),
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code: "unavailable",
+                reason: "disk_full",
                 message: e.to_string(),
             },
             E::Io { .. } | E::Locked { .. } => ApiError::internal(e.to_string()),
@@ -575,7 +610,7 @@ fn router(state: Arc<AppState>) -> Router {
     let routes = Router::new()
         .route("/ready", get(ready))
         .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics::metrics))
         .route("/ingest", post(pyroscope::ingest::legacy))
         .route("/pyroscope/ingest", post(pyroscope::ingest::legacy))
         .route("/push.v1.PusherService/Push", post(push::push))
@@ -610,11 +645,23 @@ fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn ready(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -> Response {
-    if s.ready.load(Ordering::SeqCst) {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    if !s.ready.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     }
+    // After a write failed for lack of space this probes the disk (a small write).
+    let store = s.clone();
+    let space = tokio::task::spawn_blocking(move || store.store.has_space())
+        .await
+        .unwrap_or(false);
+    if !space {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", DISK_FULL_RETRY_SECS.to_string())],
+            "disk full: the write-ahead log cannot be written; pushes are refused until space is freed\n",
+        )
+            .into_response();
+    }
+    (StatusCode::OK, "ready\n").into_response()
 }
 
 /// `GET /` of a server built without the `ui` feature: a plain-text note (404) naming the
@@ -634,130 +681,6 @@ async fn no_ui() -> Response {
 
 async fn healthz() -> &'static str {
     "ok\n"
-}
-
-async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -> Response {
-    use ember_telemetry::{Exposition, MetricType};
-    let m = &s.metrics;
-    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let seconds = |micros: u64| micros as f64 / 1e6;
-    let mut e = Exposition::new();
-    e.counter(
-        "ember_ingested_profiles_total",
-        "Profiles accepted and durably stored.",
-        load(&m.ingested_profiles),
-    )
-    .counter(
-        "ember_ingested_bytes_total",
-        "Request body bytes of accepted profiles.",
-        load(&m.ingested_bytes),
-    );
-    {
-        let rejected = e.family(
-            "ember_rejected_total",
-            MetricType::Counter,
-            "Rejected ingest requests by reason.",
-        );
-        for (reason, n) in m.rejected.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            rejected.sample(&[("reason", reason)], *n);
-        }
-    }
-    let w = s.store.wal_stats();
-    let (blocks, block_bytes, wal_bytes) = s.store.disk_usage();
-    let (series, profiles, strings, nodes) = s.store.head_stats();
-    e.counter(
-        "ember_ingest_requests_total",
-        "Accepted ingest requests.",
-        load(&m.ingest_requests),
-    )
-    .counter(
-        "ember_ingest_seconds_total",
-        "Time spent in accepted ingest requests (including the WAL fsync).",
-        seconds(load(&m.ingest_micros)),
-    )
-    .counter("ember_queries_total", "Queries answered.", load(&m.queries))
-    .counter(
-        "ember_query_seconds_total",
-        "Time spent answering queries.",
-        seconds(load(&m.query_micros)),
-    )
-    .counter(
-        "ember_wal_records_total",
-        "Records written to the write-ahead log.",
-        w.records,
-    )
-    .counter(
-        "ember_wal_bytes_total",
-        "Bytes written to the write-ahead log.",
-        w.bytes,
-    )
-    .counter(
-        "ember_wal_fsyncs_total",
-        "fsync calls of the write-ahead log (one per group commit).",
-        w.fsyncs,
-    )
-    .counter(
-        "ember_wal_sync_seconds_total",
-        "Time spent writing and fsyncing the log.",
-        seconds(w.sync_micros),
-    )
-    .counter(
-        "ember_flushes_total",
-        "Flushes of the log into blocks.",
-        load(&m.flushes),
-    )
-    .counter(
-        "ember_flush_seconds_total",
-        "Time spent flushing.",
-        seconds(load(&m.flush_micros)),
-    );
-    e.gauge(
-        "ember_blocks_quarantined",
-        "Blocks found corrupt at start and set aside as <name>.corrupt (their profiles are not served).",
-        s.store.quarantined_blocks().len() as u64,
-    );
-    e.family("ember_disk_bytes", MetricType::Gauge, "Bytes on disk.")
-        .sample(&[("kind", "blocks")], block_bytes)
-        .sample(&[("kind", "wal")], wal_bytes);
-    let (cached, cached_bytes, hits, misses) = s.store.cache_stats();
-    e.gauge(
-        "ember_block_cache_sections",
-        "Decoded block sections cached.",
-        cached,
-    )
-    .gauge(
-        "ember_block_cache_bytes",
-        "Estimated memory of the cached block sections.",
-        cached_bytes,
-    )
-    .counter(
-        "ember_block_cache_hits_total",
-        "Block section reads from the cache.",
-        hits,
-    )
-    .counter(
-        "ember_block_cache_misses_total",
-        "Block section reads that decoded the section.",
-        misses,
-    );
-    e.gauge("ember_blocks", "Block files on disk.", blocks)
-        .gauge("ember_head_series", "Series in memory.", series)
-        .gauge("ember_head_profiles", "Profiles in memory.", profiles);
-    e.family(
-        "ember_head_symbols",
-        MetricType::Gauge,
-        "De-duplicated frame names and call-tree nodes in memory.",
-    )
-    .sample(&[("kind", "strings")], strings)
-    .sample(&[("kind", "stack_nodes")], nodes);
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            ember_telemetry::CONTENT_TYPE,
-        )],
-        e.render(),
-    )
-        .into_response()
 }
 
 #[cfg(test)]

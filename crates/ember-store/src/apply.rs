@@ -49,13 +49,7 @@ pub(crate) fn apply_to(
     profile: &ProfileView<'_>,
     label_sets: Vec<Labels>,
 ) -> usize {
-    let time = if time_nanos != 0 {
-        time_nanos
-    } else if profile.time_nanos != 0 {
-        profile.time_nanos
-    } else {
-        received_nanos
-    };
+    let time = profile_time(time_nanos, profile.time_nanos, received_nanos);
     let per_type = stacks_of(head, profile);
     let n = label_sets.len();
     for (labels, mut entries) in label_sets.into_iter().zip(per_type) {
@@ -78,6 +72,18 @@ pub(crate) fn apply_to(
         );
     }
     n
+}
+
+/// The time a profile is stored at: the ingest's override if set, else the profile's own
+/// time, else when it was received (ingest checks this time against its window).
+pub(crate) fn profile_time(override_nanos: i64, own_nanos: i64, received_nanos: i64) -> i64 {
+    if override_nanos != 0 {
+        override_nanos
+    } else if own_nanos != 0 {
+        own_nanos
+    } else {
+        received_nanos
+    }
 }
 
 /// Finds or makes the stack node of every distinct stack of the profile and the label set

@@ -45,6 +45,17 @@ pub struct IngestLimits {
     pub max_tenant_decompressed_bytes_in_flight: u64,
     /// The same over all tenants. 0 = no limit.
     pub max_decompressed_bytes_in_flight: u64,
+    /// Profiles timestamped further than this (nanoseconds) after the time they arrive are
+    /// refused ([`IngestError::TooNew`]): a clock far ahead or a unit mix-up (`from=1e20`)
+    /// would give a block an end time, up to `i64::MAX`, that retention never reaches.
+    /// 0 = no limit.
+    pub max_future_skew_nanos: i64,
+    /// Refuse profiles older than the retention ([`crate::StoreOptions::retention_nanos`];
+    /// [`IngestError::TooOld`]) instead of acknowledging them and deleting them at the next
+    /// retention pass. Off by default in the store, whose callers (tests, benchmarks,
+    /// imports) may write profiles of any age and read them back before retention runs;
+    /// `ember server` turns it on.
+    pub refuse_expired: bool,
 }
 
 impl Default for IngestLimits {
@@ -61,6 +72,8 @@ impl Default for IngestLimits {
             max_batch_decompressed_bytes: 128 << 20,
             max_tenant_decompressed_bytes_in_flight: 256 << 20,
             max_decompressed_bytes_in_flight: 512 << 20,
+            max_future_skew_nanos: 3_600 * 1_000_000_000,
+            refuse_expired: false,
         }
     }
 }
@@ -177,6 +190,38 @@ pub enum IngestError {
         name: String,
         /// The limit.
         limit: usize,
+    },
+    /// A profile is older than the retention window (with `refuse_expired`): it would be
+    /// deleted at the next retention pass.
+    #[error(
+        "{what}: timestamp {} is {} old, outside the retention window of {} (older profiles are not kept)",
+        unix_text(*time_nanos), span_text(*age_nanos), span_text(*retention_nanos)
+    )]
+    TooOld {
+        /// The profile.
+        what: String,
+        /// Its time, unix ns.
+        time_nanos: i64,
+        /// How long before its arrival that is.
+        age_nanos: i64,
+        /// The retention.
+        retention_nanos: i64,
+    },
+    /// A profile's time is further in the future than `max_future_skew_nanos`.
+    #[error(
+        "{what}: timestamp {} is {} in the future; at most {} of clock skew is accepted \
+         (max_future_skew_seconds)",
+        unix_text(*time_nanos), span_text(*ahead_nanos), span_text(*max_skew_nanos)
+    )]
+    TooNew {
+        /// The profile.
+        what: String,
+        /// Its time, unix ns.
+        time_nanos: i64,
+        /// How far after its arrival that is.
+        ahead_nanos: i64,
+        /// The limit.
+        max_skew_nanos: i64,
     },
     /// Accepting the batch would give the tenant more series than `max_series_per_tenant`.
     #[error("series limit reached: tenant {tenant:?} may have at most {limit} series")]
@@ -344,6 +389,7 @@ impl Store {
         raws: &'r [Cow<'_, [u8]>],
     ) -> Result<Vec<(ProfileView<'r>, Vec<Labels>)>, IngestError> {
         let limits = &self.options.ingest;
+        let now = now_nanos();
         let mut checked = Vec::with_capacity(raws.len());
         // The decoded tables of the whole batch are bounded too (see `DECODED_PER_BATCH`).
         let mut decoded_left = match limits.max_batch_decompressed_bytes {
@@ -357,6 +403,8 @@ impl Store {
                 .map_err(|e| decode_error(&p.what, e))?;
             decoded_left = decoded_left.saturating_sub(view.decoded_bytes());
             check_shape(limits, &p.what, view.sample_type.len(), view.sample.len())?;
+            let time = apply::profile_time(p.time_nanos, view.time_nanos, now);
+            self.check_time(&p.what, time, now)?;
             checked.push(view);
         }
         let mut series = Vec::with_capacity(checked.len());
@@ -422,6 +470,33 @@ impl Store {
             acks.push(rx);
         }
         acks
+    }
+
+    /// Refuses a profile at `time` that arrives at `now` if it is older than the retention
+    /// (with `refuse_expired`) or further ahead than `max_future_skew_nanos`.
+    fn check_time(&self, what: &str, time: i64, now: i64) -> Result<(), IngestError> {
+        let limits = &self.options.ingest;
+        let retention = self.options.retention_nanos;
+        let age = now.saturating_sub(time);
+        if limits.refuse_expired && retention > 0 && age > retention {
+            return Err(IngestError::TooOld {
+                what: what.into(),
+                time_nanos: time,
+                age_nanos: age,
+                retention_nanos: retention,
+            });
+        }
+        let skew = limits.max_future_skew_nanos;
+        let ahead = time.saturating_sub(now);
+        if skew > 0 && ahead > skew {
+            return Err(IngestError::TooNew {
+                what: what.into(),
+                time_nanos: time,
+                ahead_nanos: ahead,
+                max_skew_nanos: skew,
+            });
+        }
+        Ok(())
     }
 
     /// Refuses the ingest if it would push the tenant past its series limit; `series` are
@@ -500,6 +575,25 @@ const DECODED_PER_BATCH: u64 = 2;
 /// Decoded bytes a batch may take beyond `DECODED_PER_BATCH` times its limit: small
 /// profiles' tables are mostly fixed costs and growth slack, not proportional to their size.
 const DECODED_SLACK: u64 = 16 << 20;
+/// A unix time in ns as text for an error: whole seconds (`1700000000 (unix s)`).
+fn unix_text(nanos: i64) -> String {
+    format!("{} (unix seconds)", nanos.div_euclid(1_000_000_000))
+}
+
+/// A span of time in ns as text for an error: seconds up to two minutes, then minutes,
+/// hours up to two days, then days.
+fn span_text(nanos: i64) -> String {
+    let s = nanos / 1_000_000_000;
+    if s <= 120 {
+        format!("{s} s")
+    } else if s <= 7_200 {
+        format!("{} min", s / 60)
+    } else if s <= 172_800 {
+        format!("{} h", s / 3_600)
+    } else {
+        format!("{} days", s / 86_400)
+    }
+}
 
 /// The refusal for a profile that failed to decompress or parse.
 fn decode_error(what: &str, source: PprofError) -> IngestError {

@@ -5,8 +5,10 @@
 //!   per profile and per batch, sample and label limits, series per tenant and in all),
 //!   appends it to the write-ahead log and applies it to the head once fsync'd; `inflight`
 //!   counts the decompressed bytes running ingests hold, per tenant and in all;
-//! - [`wal`]: the write-ahead log with group commit (fsync before the acknowledgement); on
-//!   start the log is replayed into the head;
+//! - [`wal`]: the write-ahead log with group commit (fsync before the acknowledgement),
+//!   failed writes rolled back, records framed so replay skips a damaged one;
+//! - `replay`: on start the log is replayed into the heads, flushed into blocks every
+//!   [`StoreOptions::replay_flush_bytes`];
 //! - `labels`: the series label sets (one per sample type, profile type id
 //!   `name:type:unit:period_type:period_unit`) a profile is stored under;
 //! - `apply`: interning a decoded profile into a tenant's head;
@@ -39,6 +41,7 @@ mod labels;
 mod objects;
 mod pprof_out;
 mod read;
+mod replay;
 mod retention;
 mod rollup;
 pub mod selector;
@@ -60,7 +63,7 @@ pub use ingest::{
 pub use labels::{default_profile_name, normalize_labels, series_labels};
 pub use read::{MAX_PROFILE_LIST, Merged, ProfileList, ProfileRef, Query, TimeSeries};
 pub use selector::{MatchOp, Matcher, Selector, parse_selector};
-pub use wal::{Ack, ReplayStats, Wal, WalStats};
+pub use wal::{Ack, ReplayStats, Replayed, Wal, WalOptions, WalStats};
 
 pub(crate) use apply::{apply_record, with_view};
 use tenant::Tenant;
@@ -71,6 +74,17 @@ pub enum StoreError {
     /// A file operation failed.
     #[error("{path}: {message}")]
     Io {
+        /// File or directory involved.
+        path: String,
+        /// The OS error text.
+        message: String,
+    },
+    /// A write failed because the file system is full (`ENOSPC`, or a quota: `EDQUOT`).
+    /// Nothing of the refused write is kept; retrying once space is freed succeeds.
+    #[error(
+        "{path}: no space left on the device holding the data directory ({message}); free some space and retry"
+    )]
+    NoSpace {
         /// File or directory involved.
         path: String,
         /// The OS error text.
@@ -96,6 +110,16 @@ pub enum StoreError {
 
 impl StoreError {
     fn io(path: &Path, e: std::io::Error) -> Self {
+        // ENOSPC and EDQUOT (Linux's numbers): a full disk is the caller's "retry later".
+        let full = e.kind() == std::io::ErrorKind::StorageFull
+            || e.kind() == std::io::ErrorKind::QuotaExceeded
+            || matches!(e.raw_os_error(), Some(28 | 122));
+        if full {
+            return StoreError::NoSpace {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            };
+        }
         StoreError::Io {
             path: path.display().to_string(),
             message: e.to_string(),
@@ -137,11 +161,20 @@ pub struct StoreOptions {
     /// inputs into one in-memory head, 10 to 20 times their size on high-churn data, so
     /// this bounds the memory compaction adds.
     pub compact_max_bytes: u64,
+    /// A write-ahead log segment is closed once it holds this many bytes
+    /// ([`WalOptions::segment_bytes`]); replay flushes only at segment ends, so this bounds
+    /// the memory replay adds to `replay_flush_bytes`.
+    pub wal_segment_bytes: u64,
+    /// While the log is replayed at open, the heads are written as a block (and the
+    /// replayed segments deleted) at the end of each segment once the records replayed
+    /// since the last block reach this many bytes; 0 = replay everything into memory.
+    pub replay_flush_bytes: u64,
 }
 
 impl Default for StoreOptions {
-    /// 100,000 series per tenant and 200,000 in all, 30 days of retention, the default [`IngestLimits`], a
-    /// 128 MiB block cache, merges of at most 8 MiB of blocks (~150 MiB of head).
+    /// 100,000 series per tenant and 200,000 in all, 30 days of retention, the default
+    /// [`IngestLimits`], a 128 MiB block cache, merges of at most 8 MiB of blocks (~150 MiB
+    /// of head), log segments of 64 MiB and replay flushed every 128 MiB of log.
     fn default() -> Self {
         StoreOptions {
             max_series_per_tenant: 100_000,
@@ -150,6 +183,8 @@ impl Default for StoreOptions {
             ingest: IngestLimits::default(),
             cache_bytes: 128 << 20,
             compact_max_bytes: 8 << 20,
+            wal_segment_bytes: 64 << 20,
+            replay_flush_bytes: 128 << 20,
         }
     }
 }
@@ -188,6 +223,11 @@ pub struct Store {
     options: StoreOptions,
     replay: ReplayStats,
     replay_errors: usize,
+    /// Blocks written while replaying the log.
+    replay_flushes: usize,
+    /// Log segments whose replay skipped damage or could not apply a record: set aside as
+    /// `.corrupt` by the flush that covers them, never deleted.
+    damaged: std::sync::Mutex<std::collections::BTreeSet<u64>>,
     /// `<dir>/LOCK`, locked exclusively while the store is open (released when the process
     /// ends, however it ends).
     _lock: std::fs::File,
@@ -221,7 +261,9 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
 
 impl Store {
     /// Opens (or creates) the store in `dir`: loads its blocks, then replays the write-ahead
-    /// log segments no block covers yet, then applies retention. Blocks are kept under
+    /// log segments no block covers yet (writing blocks as it goes, every
+    /// [`StoreOptions::replay_flush_bytes`]; damaged records are skipped and counted in
+    /// [`Store::replay_stats`]). Blocks are kept under
     /// `<dir>/blocks/` through `object_store`'s local filesystem backend. Fails with
     /// [`StoreError::Locked`] while another store (in any process) has `dir` open.
     pub fn open(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {
@@ -259,22 +301,15 @@ impl Store {
                 t.flushed_through = covered;
             }
         }
-        let mut replay_errors = 0usize;
-        let (wal, replay) = Wal::open(&dir.join("wal"), covered, |segment, payload| {
-            let Ok(record) = <IngestRecord as prost::Message>::decode(payload) else {
-                replay_errors += 1;
-                return;
-            };
-            let applied = with_view(&record.profile, |p| {
-                let tenant = tenants.entry(record.tenant.clone()).or_default();
-                if let Some(head) = tenant.head_for(segment) {
-                    apply_record(head, &record, p);
-                }
-            });
-            if applied.is_err() {
-                replay_errors += 1;
-            }
-        })?;
+        let mut blocks = blocks;
+        let replayed = replay::replay(
+            &dir.join("wal"),
+            &objects,
+            &options,
+            covered,
+            &mut tenants,
+            &mut blocks,
+        )?;
         let mut series_total = 0;
         let tenants = tenants
             .into_iter()
@@ -290,7 +325,7 @@ impl Store {
             dir: dir.to_path_buf(),
             objects,
             flush_lock: std::sync::Mutex::new(()),
-            wal,
+            wal: replayed.wal,
             tenants: RwLock::new(tenants),
             cutting: std::sync::Mutex::new(None),
             blocks: std::sync::Mutex::new(blocks),
@@ -298,8 +333,10 @@ impl Store {
             cache,
             retention_floor: std::sync::atomic::AtomicI64::new(i64::MIN),
             options,
-            replay,
-            replay_errors,
+            replay: replayed.stats,
+            replay_errors: replayed.errors,
+            replay_flushes: replayed.flushes,
+            damaged: std::sync::Mutex::new(replayed.damaged),
             _lock: lock,
             quarantined,
             inflight: inflight::InFlight::default(),
@@ -317,6 +354,19 @@ impl Store {
     /// replayed records could not be applied.
     pub fn replay_stats(&self) -> (ReplayStats, usize) {
         (self.replay, self.replay_errors)
+    }
+
+    /// Blocks written while the log was replayed at open (see
+    /// [`StoreOptions::replay_flush_bytes`]).
+    pub fn replay_flushes(&self) -> usize {
+        self.replay_flushes
+    }
+
+    /// `false` while the disk holding the log is full: the last log write failed for lack
+    /// of space and a small probe write still fails (see [`Wal::has_space`]). Ingest
+    /// answers [`StoreError::NoSpace`] meanwhile; a server reports itself not ready.
+    pub fn has_space(&self) -> bool {
+        self.wal.has_space()
     }
 
     /// Write-ahead log counters.

@@ -111,7 +111,12 @@ impl Store {
                 .push(b);
         }
         // Only now is every record of these segments durable elsewhere.
-        stats.wal_bytes = crate::wal::delete_segments(&self.dir.join("wal"), through);
+        let damaged = self
+            .damaged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        stats.wal_bytes = crate::wal::delete_segments(&self.dir.join("wal"), through, &damaged);
         Ok(stats)
     }
 

@@ -78,3 +78,86 @@ fn concurrent_appends_and_rotation_replay_every_acknowledged_record() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Where `needle` starts in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len())
+        .position(|w| w == needle)
+        .expect("record payload in the segment")
+}
+
+/// Issue 13, items 1 and 2: a torn record (a write cut short, with later records written
+/// after it, as a full disk left it) and a record with a flipped bit, both in the middle of
+/// a segment, cost only themselves: every later record is replayed, and the damage is
+/// counted. The old replay stopped the segment at the first damaged record.
+#[test]
+fn a_torn_and_a_corrupted_record_in_the_middle_cost_only_themselves() {
+    let dir = temp_dir("damage");
+    let records: Vec<Vec<u8>> = (0..10).map(|i| payload(3, i)).collect();
+    {
+        let (wal, _) = Wal::open(&dir, 0, |_, _| {}).unwrap();
+        for r in &records {
+            wal.append_blocking(r.clone()).unwrap();
+        }
+        wal.close();
+    }
+    let segment = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "wal"))
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    // Record 3: one bit flipped in its payload.
+    let at = find(&bytes, &records[3]) + 9;
+    bytes[at] ^= 0x04;
+    // Record 6: its last 40 bytes never written, record 7 right after.
+    let start = find(&bytes, &records[6]);
+    let end = start + records[6].len();
+    bytes.drain(end - 40..end);
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let mut seen = Vec::new();
+    let (wal, replay) = Wal::open(&dir, 0, |_, p| seen.push(p.to_vec())).unwrap();
+    wal.close();
+    let want: Vec<Vec<u8>> = records
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 6)
+        .map(|(_, r)| r.clone())
+        .collect();
+    assert_eq!(seen.len(), want.len(), "records replayed: {replay:?}");
+    assert_eq!(seen, want);
+    assert_eq!(replay.skipped_records, 2, "{replay:?}");
+    assert_eq!(replay.torn_segments, 1);
+    assert!(replay.skipped_bytes > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A segment of the first format (no segment header, `len · crc · payload` records) still
+/// replays, and new records go to a segment of the current format after it.
+#[test]
+fn segments_of_the_first_format_still_replay() {
+    let dir = temp_dir("v1");
+    let mut old = Vec::new();
+    for i in 0..5 {
+        let p = payload(1, i);
+        old.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        old.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+        old.extend_from_slice(&p);
+    }
+    std::fs::write(dir.join("0000000001.wal"), &old).unwrap();
+    let mut seen = Vec::new();
+    let (wal, replay) = Wal::open(&dir, 0, |s, p| seen.push((s, p.to_vec()))).unwrap();
+    assert_eq!(replay.records, 5);
+    assert!(seen.iter().all(|(s, _)| *s == 1));
+    let segment = wal.append_blocking(b"new".to_vec()).unwrap();
+    assert_eq!(segment, 2);
+    wal.close();
+    let mut seen = Vec::new();
+    let (wal, replay) = Wal::open(&dir, 0, |s, p| seen.push((s, p.to_vec()))).unwrap();
+    wal.close();
+    assert_eq!(replay.records, 6);
+    assert_eq!(replay.skipped_records, 0);
+    assert_eq!(seen.last().unwrap(), &(2, b"new".to_vec()));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -23,7 +23,9 @@ pub struct Args {
     /// (2048), max_series_per_tenant (100000), max_series_total (200000, all tenants; 0 =
     /// unlimited), allowed_tenants (a list; unset = any), max_push_requests_per_second (0 = unlimited),
     /// flush_interval_seconds (300), flush_wal_mib (128: flush early once the log holds this
-    /// much), block_cache_mib (128: decoded blocks kept for queries), retention_days (30).
+    /// much), block_cache_mib (128: decoded blocks kept for queries), retention_days (30;
+    /// older profiles are refused), max_future_skew_seconds (3600: profiles further ahead
+    /// are refused; 0 = no limit).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Enable bearer-token auth: file of `token tenant` lines; requests need `Authorization: Bearer <token>`.

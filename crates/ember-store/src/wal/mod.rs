@@ -1,0 +1,359 @@
+//! Write-ahead log with group commit.
+//!
+//! Owns the on-disk log under `<data-dir>/wal/`: numbered segment files of framed records
+//! (the format, and reading it back past damage, is [`format`]'s). One writer thread takes
+//! every append queued so far and writes them together; a small pool of sync threads fsyncs
+//! and then acknowledges them: concurrent ingests share one `fsync` instead of paying one
+//! each (the threads are `writer`'s).
+//!
+//! Up to [`SYNCERS`] fsyncs run at once. A batch written while an earlier fsync is still
+//! running gets its own fsync right away instead of waiting for that one to finish (the
+//! disk overlaps concurrent flushes), so with few clients an append waits about one fsync,
+//! not one and a half. An acknowledgement always follows an fsync that started after the
+//! record's write returned; a sync thread that finds several batches queued covers them all
+//! with one fsync.
+//!
+//! A write that fails (a full disk above all) is refused and rolled back, so the records
+//! after it follow intact ones; while the disk is full [`Wal::has_space`] says so. Segments
+//! are closed at [`WalOptions::segment_bytes`] as well as by a flush, so replay can flush
+//! into blocks at segment boundaries with bounded memory.
+//!
+//! Replay reads segments in order and skips what is torn or corrupt, going on with the next
+//! intact record; every skipped run is logged (segment and offset) and counted.
+
+pub(crate) mod format;
+mod writer;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::StoreError;
+pub use writer::SYNCERS;
+use writer::{Job, Shared};
+
+/// Callback run on a log thread once a record is durable (or failed to be); `Ok` carries the
+/// number of the segment the record is in, which tells the store whether a flush that cut the
+/// log at some segment already holds the record.
+pub type Ack = Box<dyn FnOnce(Result<u64, StoreError>) + Send>;
+
+/// Counters the writer updates, for metrics.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WalStats {
+    /// Records written.
+    pub records: u64,
+    /// Bytes written (payload and framing).
+    pub bytes: u64,
+    /// `fsync` calls made.
+    pub fsyncs: u64,
+    /// Total time spent in write + fsync, in microseconds.
+    pub sync_micros: u64,
+}
+
+/// Settings of the log.
+#[derive(Debug, Clone, Copy)]
+pub struct WalOptions {
+    /// A segment is closed, and the next one started, once it holds this many bytes.
+    pub segment_bytes: u64,
+}
+
+impl Default for WalOptions {
+    /// Segments of 64 MiB.
+    fn default() -> Self {
+        WalOptions {
+            segment_bytes: 64 << 20,
+        }
+    }
+}
+
+/// The write-ahead log: a handle to the writer thread.
+pub struct Wal {
+    dir: PathBuf,
+    tx: Mutex<Option<Sender<Job>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Wal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wal")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+fn segment_name(n: u64) -> String {
+    format!("{n:010}.wal")
+}
+
+fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))? {
+        let entry = entry.map_err(|e| StoreError::io(dir, e))?;
+        let name = entry.file_name();
+        let Some(n) = name
+            .to_str()
+            .and_then(|s| s.strip_suffix(".wal"))
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        out.push((n, entry.path()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What replay found.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReplayStats {
+    /// Segments read.
+    pub segments: usize,
+    /// Intact records handed to the callback.
+    pub records: usize,
+    /// Segments that held a torn or corrupt record.
+    pub torn_segments: usize,
+    /// Torn or corrupt records skipped (as far as their headers tell; a damaged run counts
+    /// at least one).
+    pub skipped_records: usize,
+    /// Bytes skipped with them.
+    pub skipped_bytes: u64,
+}
+
+/// One step of a replay, in log order.
+#[derive(Debug)]
+pub enum Replayed<'a> {
+    /// An intact record of segment `segment`.
+    Record {
+        /// Its segment.
+        segment: u64,
+        /// Its payload.
+        payload: &'a [u8],
+    },
+    /// Every record of `segment` was handed over.
+    SegmentDone {
+        /// The segment.
+        segment: u64,
+        /// Whether intact records followed damage in it (the segment held more than a torn
+        /// tail: bytes flipped on disk, or a failed write that could not be rolled back).
+        damaged: bool,
+        /// Size of the next segment to replay, in bytes (0 after the last).
+        next_bytes: u64,
+    },
+}
+
+impl Wal {
+    /// Opens the log in `dir` (created if missing), calls `apply` with the segment number and
+    /// payload of every intact record of the existing segments in order, then starts a fresh
+    /// segment and the writer thread. Segments numbered at most `skip_through` are deleted
+    /// unread (a block holds them).
+    pub fn open(
+        dir: &Path,
+        skip_through: u64,
+        mut apply: impl FnMut(u64, &[u8]),
+    ) -> Result<(Wal, ReplayStats), StoreError> {
+        Wal::open_with(dir, skip_through, WalOptions::default(), |step| {
+            if let Replayed::Record { segment, payload } = step {
+                apply(segment, payload);
+            }
+        })
+    }
+
+    /// [`Wal::open`] with options, telling `replay` also where each segment ends (the store
+    /// flushes there).
+    pub fn open_with(
+        dir: &Path,
+        skip_through: u64,
+        options: WalOptions,
+        mut replay: impl FnMut(Replayed<'_>),
+    ) -> Result<(Wal, ReplayStats), StoreError> {
+        fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+        let existing = segments(dir)?;
+        let mut stats = ReplayStats::default();
+        for (i, (n, path)) in existing.iter().enumerate() {
+            // Already folded into a block (a crash between writing the block and deleting
+            // its segments leaves them behind).
+            if *n <= skip_through {
+                let _ = fs::remove_file(path);
+                continue;
+            }
+            stats.segments += 1;
+            let bytes = fs::read(path).map_err(|e| StoreError::io(path, e))?;
+            let damage = format::scan(&bytes, |_, payload| {
+                stats.records += 1;
+                replay(Replayed::Record {
+                    segment: *n,
+                    payload,
+                });
+            });
+            // Only the file's bytes are held, one segment at a time.
+            drop(bytes);
+            for d in &damage {
+                tracing::warn!(
+                    segment = %path.display(),
+                    offset = d.offset,
+                    bytes = d.len,
+                    records = d.records,
+                    torn_tail = d.tail,
+                    "write-ahead log: skipped a torn or corrupt record; replay goes on with the next intact one"
+                );
+                stats.skipped_records += d.records;
+                stats.skipped_bytes += d.len as u64;
+            }
+            stats.torn_segments += usize::from(!damage.is_empty());
+            let next_bytes = existing
+                .get(i + 1)
+                .and_then(|(_, p)| fs::metadata(p).ok())
+                .map_or(0, |m| m.len());
+            replay(Replayed::SegmentDone {
+                segment: *n,
+                damaged: damage.iter().any(|d| !d.tail),
+                next_bytes,
+            });
+        }
+        let next = existing
+            .last()
+            .map(|(n, _)| n + 1)
+            .unwrap_or(1)
+            .max(skip_through + 1);
+        let file = writer::create_segment(dir, next)?;
+        let dir_owned = dir.to_path_buf();
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(Shared::default());
+        let thread_shared = shared.clone();
+        let segment_bytes = options.segment_bytes.max(1);
+        let thread = std::thread::Builder::new()
+            .name("ember-wal".into())
+            .spawn(move || writer::writer(file, next, dir_owned, segment_bytes, rx, thread_shared))
+            .map_err(|e| StoreError::io(dir, e))?;
+        Ok((
+            Wal {
+                dir: dir.to_path_buf(),
+                tx: Mutex::new(Some(tx)),
+                thread: Mutex::new(Some(thread)),
+                shared,
+            },
+            stats,
+        ))
+    }
+
+    /// Queues a record; `ack` runs once it is written and fsync'd (or with the error).
+    pub fn append(&self, payload: Vec<u8>, ack: Ack) {
+        let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+        match guard.as_ref() {
+            Some(tx) => {
+                if let Err(mpsc::SendError(Job::Append(_, ack))) =
+                    tx.send(Job::Append(payload, ack))
+                {
+                    ack(Err(StoreError::Closed));
+                }
+            }
+            None => ack(Err(StoreError::Closed)),
+        }
+    }
+
+    /// [`Wal::append`], blocking until the record is durable; returns its segment number.
+    pub fn append_blocking(&self, payload: Vec<u8>) -> Result<u64, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        self.append(
+            payload,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Closes the current segment (everything queued before is written and fsync'd) and
+    /// starts a new one. Returns the closed segment's number: every record acknowledged
+    /// before this call is in a segment numbered at most that.
+    pub fn rotate(&self) -> Result<u64, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        {
+            let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(sender) = guard.as_ref() else {
+                return Err(StoreError::Closed);
+            };
+            sender
+                .send(Job::Rotate(tx))
+                .map_err(|_| StoreError::Closed)?;
+        }
+        rx.recv().unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> WalStats {
+        *self.shared.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `false` while the disk is full: the last write failed for lack of space and a probe
+    /// (writing and removing 256 KiB beside the segments) still fails. `true` otherwise,
+    /// without touching the disk when no write has failed.
+    pub fn has_space(&self) -> bool {
+        if !self.shared.full.load(Ordering::SeqCst) {
+            return true;
+        }
+        let probe = self.dir.join("space-probe");
+        let ok = fs::write(&probe, vec![0u8; 256 << 10]).is_ok();
+        let _ = fs::remove_file(&probe);
+        if ok {
+            self.shared.full.store(false, Ordering::SeqCst);
+        }
+        ok
+    }
+
+    /// Writes and fsyncs everything queued, then stops the writer. Later appends fail with
+    /// [`StoreError::Closed`].
+    pub fn close(&self) {
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(tx) = tx {
+            let _ = tx.send(Job::Stop);
+        }
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Deletes the segments numbered at most `through` (a block now holds them); returns the
+/// bytes they held. Segments in `keep` (whose replay skipped damage with intact records
+/// after it, or could not apply a record) are renamed `<n>.wal.corrupt` instead, for
+/// inspection: a flush never destroys bytes the store could not read. A segment that
+/// cannot be deleted is left for the next start, which skips it as covered by a block.
+pub fn delete_segments(dir: &Path, through: u64, keep: &std::collections::BTreeSet<u64>) -> u64 {
+    let mut freed = 0;
+    for (n, path) in segments(dir).unwrap_or_default() {
+        if n > through {
+            continue;
+        }
+        if keep.contains(&n) {
+            let to = path.with_extension("wal.corrupt");
+            match fs::rename(&path, &to) {
+                Ok(()) => tracing::warn!(
+                    segment = %path.display(),
+                    kept_as = %to.display(),
+                    "a write-ahead log segment with unreadable records is kept for inspection"
+                ),
+                Err(e) => {
+                    tracing::error!(segment = %path.display(), error = %e, "could not set aside a damaged segment")
+                }
+            }
+            continue;
+        }
+        let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if fs::remove_file(&path).is_ok() {
+            freed += len;
+        }
+    }
+    freed
+}
