@@ -3,7 +3,9 @@
 //! Owns the HTTP layer (axum on tokio): routing, tenants, limits, error bodies and metrics,
 //! with one small module per protocol: `pyroscope` (legacy `/ingest`, render), `push`
 //! (`push.v1` over Connect), `grpc` (gRPC framing of the same), `querier` (`querier.v1`)
-//! and `api` (`/api/v1`, its single-profile routes and call graph parameters in `single`). Ingest routes only turn a request into an
+//! and `api` (`/api/v1`, its single-profile routes and call graph parameters in `single`);
+//! the transport is `listen` (accept loop, timeouts, connection cap) and `tls` (HTTPS, the
+//! exposure warning), the token file `auth`. Ingest routes only turn a request into an
 //! [`ember_store::IngestBatch`]: validation, limits and the write-ahead log are
 //! [`ember_store::Store::ingest`]'s. What a read query means and how its answer is shaped
 //! lives in `ember-query` (the read routes only translate requests and responses).
@@ -13,7 +15,8 @@
 //! Every route reads the tenant from `X-Scope-OrgID` (default `anonymous`); tenants never see
 //! each other's data. With a token file (`ember server --auth-tokens FILE`, lines `token tenant`)
 //! every data route requires `Authorization: Bearer <token>` (401 otherwise) and the token
-//! decides the tenant; `/ready`, `/healthz` and `/metrics` stay open. Errors are JSON `{"code": "...", "message": "..."}` (the Connect error
+//! decides the tenant; `/ready`, `/healthz` and `/metrics` stay open (`--metrics-auth`: `/metrics`
+//! needs a token too). What is open by default and why: README, "Threat model". Errors are JSON `{"code": "...", "message": "..."}` (the Connect error
 //! shape) with a 4xx/5xx status.
 //!
 //! | Route | What |
@@ -53,11 +56,15 @@
 //! # Configuration
 //!
 //! `ember server --listen 127.0.0.1:4040 --data-dir ./ember-data [--config FILE.json]
-//! [--auth-tokens FILE]`. The JSON config holds [`Limits`] (every key optional):
+//! [--auth-tokens FILE [--metrics-auth]] [--tls-cert FILE --tls-key FILE]` (HTTPS with
+//! HTTP/1.1 and HTTP/2 by ALPN: `tls`). The JSON config holds [`Limits`] (every key optional):
 //! `max_body_bytes` (16 MiB), `max_decompressed_bytes` (64 MiB), `max_samples_per_profile`
 //! (1,000,000), `max_labels_per_series` (30), `max_label_name_length` (1024),
 //! `max_label_value_length` (2048), `max_series_per_tenant` (100,000),
 //! `max_push_requests_per_second` (0 = unlimited; per tenant, 429 with `Retry-After` beyond),
+//! the connection bounds of `listen` (0 disables each): `header_read_timeout_seconds` (10),
+//! `body_read_timeout_seconds` (60, 408 beyond), `idle_timeout_seconds` (60) and
+//! `max_connections` (4,096; beyond, new connections wait in the listen backlog),
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown), `flush_wal_mib` (128: flush early once the log holds this much, so a
 //! burst never builds a head that takes long to flush or holds much memory),
@@ -67,13 +74,19 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 mod api;
+mod auth;
 mod grpc;
 mod ingest;
+mod listen;
 mod push;
 mod pyroscope;
 pub mod querier;
 mod query;
 mod single;
+mod tls;
+
+pub use auth::read_tokens;
+pub use tls::TlsFiles;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -108,6 +121,15 @@ pub struct Limits {
     /// Push requests per second one tenant may make, with bursts of as many (at least 1);
     /// beyond, 429 with `Retry-After`. 0 = unlimited.
     pub max_push_requests_per_second: f64,
+    /// Seconds a connection has for its TLS handshake and first request head, and an
+    /// HTTP/1.1 connection for each later head after the previous answer (0 = no limit).
+    pub header_read_timeout_seconds: f64,
+    /// Seconds a request's body may take to arrive after its head (408 beyond; 0 = no limit).
+    pub body_read_timeout_seconds: f64,
+    /// Seconds a connection may stay without a request before it is closed (0 = no limit).
+    pub idle_timeout_seconds: f64,
+    /// Most connections open at once; beyond, new ones wait in the listen backlog (0 = no cap).
+    pub max_connections: usize,
     /// Seconds between flushes of the write-ahead log into a block (0 = only at shutdown).
     pub flush_interval_seconds: u64,
     /// Flush before the interval is up once the log holds this many MiB (bounds the memory of
@@ -130,6 +152,10 @@ impl Default for Limits {
             max_label_value_length: 2048,
             max_series_per_tenant: 100_000,
             max_push_requests_per_second: 0.0,
+            header_read_timeout_seconds: 10.0,
+            body_read_timeout_seconds: 60.0,
+            idle_timeout_seconds: 60.0,
+            max_connections: 4096,
             flush_interval_seconds: 300,
             // 128 MiB of log is ~3,300 realistic 74 KB Go profiles, a head of ~150 MiB; with
             // the cache's 128 MiB that keeps the server near 512 MiB at peak (BENCHMARKS.md).
@@ -140,7 +166,7 @@ impl Default for Limits {
     }
 }
 
-/// Server configuration (the `--config` JSON file holds everything but the two flags).
+/// Server configuration (the `--config` JSON file holds the [`Limits`], flags the rest).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Address to listen on.
@@ -151,36 +177,10 @@ pub struct Config {
     pub limits: Limits,
     /// Bearer token → tenant; `None` disables auth (tenant from `X-Scope-OrgID`).
     pub tokens: Option<std::collections::HashMap<String, String>>,
-}
-
-/// Reads a token file: one `token tenant` pair per line; blank lines and `#` comments ignored.
-pub fn read_tokens(
-    path: &std::path::Path,
-) -> Result<std::collections::HashMap<String, String>, ServerError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ServerError::Io {
-        context: format!("reading token file {}", path.display()),
-        source,
-    })?;
-    let mut out = std::collections::HashMap::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut parts = line.split_whitespace();
-        match (parts.next(), parts.next(), parts.next()) {
-            (Some(token), Some(tenant), None) => {
-                out.insert(token.to_string(), tenant.to_string());
-            }
-            _ => {
-                return Err(ServerError::Io {
-                    context: format!("{}:{}", path.display(), n + 1),
-                    source: std::io::Error::other("expected \"<token> <tenant>\""),
-                });
-            }
-        }
-    }
-    Ok(out)
+    /// Serve HTTPS with this certificate and key; `None` = plain HTTP.
+    pub tls: Option<TlsFiles>,
+    /// Whether `/metrics` needs a bearer token of `tokens` too (requires `tokens`).
+    pub metrics_auth: bool,
 }
 
 /// Errors of the server's own setup (binding, opening storage).
@@ -189,6 +189,12 @@ pub enum ServerError {
     /// Opening the storage failed.
     #[error("opening storage: {0}")]
     Store(#[from] ember_store::StoreError),
+    /// The configuration is inconsistent (a bad value, a flag that needs another).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The TLS certificate or key could not be used.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// A socket operation failed.
     #[error("{context}: {source}")]
     Io {
@@ -231,6 +237,8 @@ pub struct AppState {
     limits: Limits,
     tokens: Option<std::collections::HashMap<String, String>>,
     metrics: Metrics,
+    connections: listen::ConnectionStats,
+    metrics_auth: bool,
     ready: AtomicBool,
     /// Push token buckets per tenant: (tokens, last refill).
     push_buckets: Mutex<std::collections::HashMap<String, (f64, std::time::Instant)>>,
@@ -387,12 +395,22 @@ pub(crate) fn tenant(s: &AppState, headers: &HeaderMap) -> Result<String, ApiErr
 pub struct Server {
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    connections: listen::ConnectionOptions,
 }
 
 impl Server {
     /// Opens the storage (replaying its log) and binds the listener. Must run inside a tokio runtime.
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
         let limits = config.limits.clone();
+        // Every setting is checked before the storage is opened or the port taken.
+        let connections = listen::ConnectionOptions::from_limits(&limits)?;
+        if config.metrics_auth && config.tokens.is_none() {
+            return Err(ServerError::Config(
+                "--metrics-auth needs --auth-tokens (the tokens /metrics accepts)".into(),
+            ));
+        }
+        let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
         let data_dir = config.data_dir.clone();
         let store_options = StoreOptions {
             max_series_per_tenant: limits.max_series_per_tenant,
@@ -424,10 +442,24 @@ impl Server {
             limits,
             tokens: config.tokens,
             metrics: Metrics::default(),
+            connections: listen::ConnectionStats::default(),
+            metrics_auth: config.metrics_auth,
             ready: AtomicBool::new(true),
             push_buckets: Mutex::new(std::collections::HashMap::new()),
         });
-        Ok(Server { listener, state })
+        let tokens = state.tokens.is_some();
+        tls::warn_if_exposed(config.listen, tokens, tls.is_some(), config.metrics_auth);
+        Ok(Server {
+            listener,
+            state,
+            tls,
+            connections,
+        })
+    }
+
+    /// `https` with TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 
     /// The address actually bound (useful with port 0).
@@ -472,10 +504,16 @@ impl Server {
         });
         let st = self.state.clone();
         let _ = tokio::task::spawn_blocking(move || flush_and_expire(&st)).await;
-        let app = router(self.state);
-        let result = axum::serve(self.listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let app = router(self.state.clone());
+        listen::serve(
+            self.listener,
+            app,
+            self.state,
+            self.tls,
+            self.connections,
+            shutdown,
+        )
+        .await;
         state.ready.store(false, Ordering::SeqCst);
         if let Some(f) = flusher {
             f.abort();
@@ -487,10 +525,7 @@ impl Server {
             s.store.close()
         })
         .await;
-        result.map_err(|source| ServerError::Io {
-            context: "serving".into(),
-            source,
-        })
+        Ok(())
     }
 }
 
@@ -597,8 +632,16 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -> Response {
+async fn metrics(
+    axum::extract::State(s): axum::extract::State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Response {
     use ember_telemetry::{Exposition, MetricType};
+    if s.metrics_auth
+        && let Err(e) = tenant(&s, &headers)
+    {
+        return e.into_response();
+    }
     let m = &s.metrics;
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let seconds = |micros: u64| micros as f64 / 1e6;
@@ -701,6 +744,7 @@ async fn metrics(axum::extract::State(s): axum::extract::State<Arc<AppState>>) -
         "Block section reads that decoded the section.",
         misses,
     );
+    s.connections.describe(&mut e);
     e.gauge("ember_blocks", "Block files on disk.", blocks)
         .gauge("ember_head_series", "Series in memory.", series)
         .gauge("ember_head_profiles", "Profiles in memory.", profiles);

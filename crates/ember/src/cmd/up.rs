@@ -56,6 +56,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         data_dir: args.data_dir.clone(),
         limits: ember_server::Limits::default(),
         tokens: None,
+        tls: None,
+        metrics_auth: false,
     };
     let runtime = super::runtime(super::Threads::Workers(2))?;
     runtime.block_on(async move {
