@@ -448,7 +448,8 @@ impl Server {
             push_buckets: Mutex::new(std::collections::HashMap::new()),
         });
         let tokens = state.tokens.is_some();
-        tls::warn_if_exposed(config.listen, tokens, tls.is_some(), config.metrics_auth);
+        let bound = listener.local_addr().unwrap_or(config.listen);
+        tls::warn_if_exposed(bound, tokens, tls.is_some(), config.metrics_auth);
         Ok(Server {
             listener,
             state,

@@ -325,10 +325,8 @@ impl Conn {
             .header_read_timeout(self.options.header);
         let conn = builder.serve_connection(TokioIo::new(io), service);
         let mut conn = std::pin::pin!(conn);
-        let mut stopping = *self.stopping.borrow();
-        if stopping {
-            conn.as_mut().graceful_shutdown();
-        }
+        let mut options = self.options;
+        let mut stopping = false;
         let mut dropping_at: Option<Instant> = None;
         loop {
             tokio::select! {
@@ -350,8 +348,12 @@ impl Conn {
                     if changed.is_ok() {
                         conn.as_mut().graceful_shutdown();
                     }
+                    // Requests in flight finish; a connection without one goes within
+                    // CLOSE_GRACE instead of holding the shutdown for a whole idle timeout.
+                    options.idle = Some(CLOSE_GRACE);
+                    options.header = Some(options.header.map_or(CLOSE_GRACE, |h| h.min(CLOSE_GRACE)));
                 }
-                why = watch.expired(self.options), if dropping_at.is_none() => {
+                why = watch.expired(options), if dropping_at.is_none() => {
                     self.state.connections.closed(why);
                     conn.as_mut().graceful_shutdown();
                     dropping_at = Some(Instant::now() + CLOSE_GRACE);

@@ -53,8 +53,14 @@ pub(crate) fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .map_err(|e| {
+            let why = match e {
+                rustls::Error::InconsistentKeys(_) => {
+                    "the private key does not belong to the certificate".to_string()
+                }
+                e => e.to_string(),
+            };
             ServerError::Tls(format!(
-                "{} and {}: {e}",
+                "{} and {}: {why}",
                 files.cert.display(),
                 files.key.display()
             ))

@@ -306,3 +306,48 @@ fn bad_connection_settings_are_refused_at_start() {
         "{err}"
     );
 }
+
+#[test]
+fn shutdown_does_not_wait_for_idle_or_silent_connections() {
+    let dir = temp_dir("conn-shutdown");
+    // The default timeouts (10 s head, 60 s idle): shutdown must not wait for them.
+    let server = Server::start(&dir.join("data"), &[]);
+    let silent = Stall::Silent.open(&server.addr);
+    // HTTP/2: one complete GET, answered, then the connection idles (and never answers the
+    // server's PING or GOAWAY).
+    let mut h2 = TcpStream::connect(&server.addr).unwrap();
+    let mut block = vec![0x82, 0x86, 0x04, 6];
+    block.extend_from_slice(b"/ready");
+    block.extend_from_slice(&[0x01, 9]);
+    block.extend_from_slice(b"localhost");
+    let request = [
+        H2_PREFACE.to_vec(),
+        h2_frame(4, 0, 0, &[]),
+        h2_frame(1, 0x5, 1, &block), // END_STREAM | END_HEADERS
+    ]
+    .concat();
+    h2.write_all(&request).unwrap();
+    // HTTP/1.1 keep-alive: one answered request, then idle.
+    let mut h1 = TcpStream::connect(&server.addr).unwrap();
+    h1.write_all(b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    h1.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let n = h1.read(&mut buf).unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    h2.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert!(
+        h2.read(&mut buf).unwrap() > 0,
+        "the HTTP/2 request is answered"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+
+    let stopping = Instant::now();
+    server.terminate();
+    let took = stopping.elapsed();
+    assert!(
+        took < Duration::from_secs(8),
+        "shutdown waited {took:?} for idle connections"
+    );
+    drop((silent, h1, h2));
+}
