@@ -245,9 +245,13 @@ pub(crate) async fn serve(
                 Some(acceptor) => {
                     let deadline = conn.options.header.map(|d| conn.accepted_at + d);
                     let stats = &conn.state.connections;
-                    if let Some(stream) =
-                        crate::tls::handshake(&acceptor, stream, deadline, stats).await
-                    {
+                    // A shutdown does not wait for a handshake still in progress.
+                    let mut stopping = conn.stopping.clone();
+                    let stream = tokio::select! {
+                        s = crate::tls::handshake(&acceptor, stream, deadline, stats) => s,
+                        _ = stopping.changed() => None,
+                    };
+                    if let Some(stream) = stream {
                         conn.serve(stream).await;
                     }
                 }

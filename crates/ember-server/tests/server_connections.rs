@@ -3,6 +3,8 @@
 //! while normal requests keep being answered, a body that stops coming is answered 408, and
 //! beyond `max_connections` a new connection waits until a slot frees.
 
+#[path = "../../ember-http/tests/support/certs.rs"]
+mod certs;
 mod util;
 
 use std::io::{ErrorKind, Read, Write};
@@ -350,4 +352,43 @@ fn shutdown_does_not_wait_for_idle_or_silent_connections() {
         "shutdown waited {took:?} for idle connections"
     );
     drop((silent, h1, h2));
+}
+
+#[test]
+fn shutdown_does_not_wait_for_a_tls_handshake_in_progress() {
+    let dir = temp_dir("conn-shutdown-tls");
+    let certs = certs::make_certs(&dir.join("certs"));
+    let config = dir.join("config.json");
+    // A long header timeout, so only the shutdown itself can end the handshake soon.
+    std::fs::write(
+        &config,
+        r#"{"retention_days": 0, "header_read_timeout_seconds": 30}"#,
+    )
+    .unwrap();
+    let server = Server::start(
+        &dir.join("data"),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--tls-cert",
+            certs.server_cert.to_str().unwrap(),
+            "--tls-key",
+            certs.server_key.to_str().unwrap(),
+        ],
+    );
+    // The first byte of a TLS record, then nothing: the handshake waits for the rest.
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.write_all(&[0x16]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let stopping = Instant::now();
+    server.terminate();
+    let took = stopping.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "shutdown waited {took:?} for a stalled TLS handshake"
+    );
+    assert!(
+        read_until_closed(&mut s, Duration::from_secs(5)).is_some(),
+        "the stalled handshake's connection is closed"
+    );
 }
