@@ -18,6 +18,6 @@ use crate::{AppState, Limits, ServerError};
 /// inside a tokio runtime; dropping the router closes the store.
 pub fn router(data_dir: &Path, limits: Limits) -> Result<axum::Router, ServerError> {
     let store = Store::open(data_dir, limits.store_options())?;
-    let state = Arc::new(AppState::new(store, limits, None)?);
+    let state = Arc::new(AppState::new(store, limits, None, false)?);
     Ok(crate::router(state))
 }

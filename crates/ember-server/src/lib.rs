@@ -4,7 +4,9 @@
 //! with one small module per protocol: `pyroscope` (legacy `/ingest`, render), `push`
 //! (`push.v1` over Connect), `grpc` (gRPC framing of the same), `querier` (`querier.v1`)
 //! and `api` (`/api/v1`, its single-profile routes and call graph parameters in `single`);
-//! `metrics` renders `/metrics`. Ingest routes only turn a request into an
+//! `metrics` renders `/metrics`; the transport is `listen` (accept loop, timeouts, connection
+//! cap) and `tls` (HTTPS, the exposure warning), the token file `auth`, tenant resolution
+//! `tenants`. Ingest routes only turn a request into an
 //! [`ember_store::IngestBatch`]: validation, limits and the write-ahead log are
 //! [`ember_store::Store::ingest`]'s. What a read query means and how its answer is shaped
 //! lives in `ember-query` (the read routes only translate requests and responses).
@@ -14,15 +16,17 @@
 //! Every route reads the tenant from `X-Scope-OrgID` (default `anonymous`); tenants never see
 //! each other's data. With a token file (`ember server --auth-tokens FILE`, lines `token tenant`)
 //! every data route requires `Authorization: Bearer <token>` (401 otherwise) and the token
-//! decides the tenant; `/ready`, `/healthz` and `/metrics` stay open. With `allowed_tenants`
-//! in the config, any other tenant gets 403 on every data route. Errors are JSON `{"code": "...", "message": "..."}` (the Connect error
+//! decides the tenant; `/ready`, `/healthz` and `/metrics` stay open (`--metrics-auth`:
+//! `/metrics` needs a token too). With `allowed_tenants` in the config, any other tenant gets
+//! 403 on every data route. What is open by default and why: README, "Threat model". Errors
+//! are JSON `{"code": "...", "message": "..."}` (the Connect error
 //! shape) with a 4xx/5xx status.
 //!
 //! | Route | What |
 //! |---|---|
 //! | `GET /`, `GET /ui/{file}` | the web UI (crate `ember-ui`, feature `ui`, on by default): static files, no token needed |
 //! | `GET /ready`, `GET /healthz` | 200 `ready` / `ok` once the log is replayed; `/ready` is 503 while shutting down or while the disk is full |
-//! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums, `ember_wal_records_skipped_total` (damaged log records skipped at start), `ember_blocks_quarantined` |
+//! | `GET /metrics` | Prometheus text: `ember_ingested_profiles_total`, `ember_ingested_bytes_total`, `ember_rejected_total{reason}`, WAL/ingest/query latency sums, `ember_wal_records_skipped_total` (damaged log records skipped at start), `ember_blocks_quarantined`, connections (`ember_connections_open`, `ember_connections_closed_total{reason}` by timeout, `ember_request_body_timeouts_total`); open, or a token with `--metrics-auth` |
 //! | `POST /ingest`, `POST /pyroscope/ingest` | Pyroscope legacy ingest: `name=app.cpu{k=v}`, `from`, `until` (unix s/ms/µs/ns), `sampleRate`, `spyName`, `units`, `aggregationType` (`sum`, the default, or `average`: the series gets the label `__aggregation_type__="average"` and queries average its profiles over the time range, per flame graph node and per timeline bucket, instead of adding them; any other value is a 400), `format=folded` (default), `lines` or `pprof` (multipart `profile` + optional `sample_type_config`, or a raw body) |
 //! | `POST /push.v1.PusherService/Push` | Connect unary, `application/proto` or `application/json` body, optional `Content-Encoding: gzip`; or gRPC (`application/grpc` over cleartext HTTP/2 with prior knowledge, `grpc-encoding: gzip` accepted, status in the `grpc-status`/`grpc-message` trailers) |
 //! | `GET /pyroscope/render?query=&from=&until=&maxNodes=` | merged flame graph as Pyroscope flamebearer JSON with a timeline; `maxNodes` defaults to 8,192 (`ember_query::DEFAULT_MAX_NODES`, also the default of `/api/v1/query` and `querier.v1`; 0 = no limit) |
@@ -55,7 +59,8 @@
 //! # Configuration
 //!
 //! `ember server --listen 127.0.0.1:4040 --data-dir ./ember-data [--config FILE.json]
-//! [--auth-tokens FILE]`. The JSON config holds [`Limits`] (every key optional):
+//! [--auth-tokens FILE [--metrics-auth]] [--tls-cert FILE --tls-key FILE]` (HTTPS with
+//! HTTP/1.1 and HTTP/2 by ALPN: `tls`). The JSON config holds [`Limits`] (every key optional):
 //! `max_body_bytes` (16 MiB), `max_decompressed_bytes` (64 MiB, one profile),
 //! `max_request_decompressed_bytes` (128 MiB, all profiles of a request together; 413),
 //! `max_tenant_decompressed_bytes_in_flight` (256 MiB; 429) and
@@ -65,6 +70,9 @@
 //! `max_label_value_length` (2048), `max_series_per_tenant` (100,000), `max_series_total`
 //! (200,000 over all tenants; 0 = no limit), `allowed_tenants` (a list; unset = any),
 //! `max_push_requests_per_second` (0 = unlimited; per tenant, 429 with `Retry-After` beyond),
+//! the connection bounds of `listen` (0 disables each): `header_read_timeout_seconds` (10),
+//! `body_read_timeout_seconds` (60, 408 beyond), `idle_timeout_seconds` (60) and
+//! `max_connections` (4,096; beyond, new connections wait in the listen backlog),
 //! `flush_interval_seconds` (300; the log is also flushed into a block at start and at
 //! graceful shutdown), `flush_wal_mib` (128: flush early once the log holds this much, so a
 //! burst never builds a head that takes long to flush or holds much memory),
@@ -86,10 +94,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 mod api;
+mod auth;
 #[doc(hidden)]
 pub mod fuzzing;
 mod grpc;
 mod ingest;
+mod listen;
 mod metrics;
 mod push;
 mod pyroscope;
@@ -97,6 +107,10 @@ pub mod querier;
 mod query;
 mod single;
 mod tenants;
+mod tls;
+
+pub use auth::read_tokens;
+pub use tls::TlsFiles;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -148,6 +162,15 @@ pub struct Limits {
     /// Push requests per second one tenant may make, with bursts of as many (at least 1);
     /// beyond, 429 with `Retry-After`. 0 = unlimited.
     pub max_push_requests_per_second: f64,
+    /// Seconds a connection has for its TLS handshake and first request head, and an
+    /// HTTP/1.1 connection for each later head after the previous answer (0 = no limit).
+    pub header_read_timeout_seconds: f64,
+    /// Seconds a request's body may take to arrive after its head (408 beyond; 0 = no limit).
+    pub body_read_timeout_seconds: f64,
+    /// Seconds a connection may stay without a request before it is closed (0 = no limit).
+    pub idle_timeout_seconds: f64,
+    /// Most connections open at once; beyond, new ones wait in the listen backlog (0 = no cap).
+    pub max_connections: usize,
     /// Seconds between flushes of the write-ahead log into a block (0 = only at shutdown).
     pub flush_interval_seconds: u64,
     /// Flush before the interval is up once the log holds this many MiB (bounds the memory of
@@ -225,6 +248,10 @@ impl Default for Limits {
             max_series_total: 200_000,
             allowed_tenants: None,
             max_push_requests_per_second: 0.0,
+            header_read_timeout_seconds: 10.0,
+            body_read_timeout_seconds: 60.0,
+            idle_timeout_seconds: 60.0,
+            max_connections: 4096,
             flush_interval_seconds: 300,
             // 128 MiB of log is ~3,300 realistic 74 KB Go profiles, a head of ~150 MiB; with
             // the cache's 128 MiB that keeps the server near 512 MiB at peak (BENCHMARKS.md).
@@ -236,7 +263,7 @@ impl Default for Limits {
     }
 }
 
-/// Server configuration (the `--config` JSON file holds everything but the two flags).
+/// Server configuration (the `--config` JSON file holds the [`Limits`], flags the rest).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Address to listen on.
@@ -247,36 +274,10 @@ pub struct Config {
     pub limits: Limits,
     /// Bearer token → tenant; `None` disables auth (tenant from `X-Scope-OrgID`).
     pub tokens: Option<std::collections::HashMap<String, String>>,
-}
-
-/// Reads a token file: one `token tenant` pair per line; blank lines and `#` comments ignored.
-pub fn read_tokens(
-    path: &std::path::Path,
-) -> Result<std::collections::HashMap<String, String>, ServerError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ServerError::Io {
-        context: format!("reading token file {}", path.display()),
-        source,
-    })?;
-    let mut out = std::collections::HashMap::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut parts = line.split_whitespace();
-        match (parts.next(), parts.next(), parts.next()) {
-            (Some(token), Some(tenant), None) => {
-                out.insert(token.to_string(), tenant.to_string());
-            }
-            _ => {
-                return Err(ServerError::Io {
-                    context: format!("{}:{}", path.display(), n + 1),
-                    source: std::io::Error::other("expected \"<token> <tenant>\""),
-                });
-            }
-        }
-    }
-    Ok(out)
+    /// Serve HTTPS with this certificate and key; `None` = plain HTTP.
+    pub tls: Option<TlsFiles>,
+    /// Whether `/metrics` needs a bearer token of `tokens` too (requires `tokens`).
+    pub metrics_auth: bool,
 }
 
 /// Errors of the server's own setup (binding, opening storage).
@@ -285,6 +286,12 @@ pub enum ServerError {
     /// Opening the storage failed.
     #[error("opening storage: {0}")]
     Store(#[from] ember_store::StoreError),
+    /// The configuration is inconsistent (a bad value, a flag that needs another).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The TLS certificate or key could not be used.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// A socket operation failed.
     #[error("{context}: {source}")]
     Io {
@@ -329,6 +336,8 @@ pub struct AppState {
     metrics: Metrics,
     /// Where ingest requests decode and store (see [`ingest::Pool`]).
     pool: ingest::Pool,
+    connections: listen::ConnectionStats,
+    metrics_auth: bool,
     ready: AtomicBool,
     /// Push token buckets per tenant: (tokens, last refill).
     push_buckets: Mutex<std::collections::HashMap<String, (f64, std::time::Instant)>>,
@@ -340,6 +349,7 @@ impl AppState {
         store: Store,
         limits: Limits,
         tokens: Option<std::collections::HashMap<String, String>>,
+        metrics_auth: bool,
     ) -> Result<AppState, ServerError> {
         let pool = ingest::Pool::new().map_err(|source| ServerError::Io {
             context: "starting the ingest threads".into(),
@@ -351,6 +361,8 @@ impl AppState {
             tokens,
             metrics: Metrics::default(),
             pool,
+            connections: listen::ConnectionStats::default(),
+            metrics_auth,
             ready: AtomicBool::new(true),
             push_buckets: Mutex::new(std::collections::HashMap::new()),
         })
@@ -480,12 +492,22 @@ pub(crate) fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> 
 pub struct Server {
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    connections: listen::ConnectionOptions,
 }
 
 impl Server {
     /// Opens the storage (replaying its log) and binds the listener. Must run inside a tokio runtime.
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
         let limits = config.limits.clone();
+        // Every setting is checked before the storage is opened or the port taken.
+        let connections = listen::ConnectionOptions::from_limits(&limits)?;
+        if config.metrics_auth && config.tokens.is_none() {
+            return Err(ServerError::Config(
+                "--metrics-auth needs --auth-tokens (the tokens /metrics accepts)".into(),
+            ));
+        }
+        let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
         let data_dir = config.data_dir.clone();
         let store_options = limits.store_options();
         let store = tokio::task::spawn_blocking(move || Store::open(&data_dir, store_options))
@@ -500,8 +522,26 @@ impl Server {
                 context: format!("listening on {}", config.listen),
                 source,
             })?;
-        let state = Arc::new(AppState::new(store, limits, config.tokens)?);
-        Ok(Server { listener, state })
+        let state = Arc::new(AppState::new(
+            store,
+            limits,
+            config.tokens,
+            config.metrics_auth,
+        )?);
+        let tokens = state.tokens.is_some();
+        let bound = listener.local_addr().unwrap_or(config.listen);
+        tls::warn_if_exposed(bound, tokens, tls.is_some(), config.metrics_auth);
+        Ok(Server {
+            listener,
+            state,
+            tls,
+            connections,
+        })
+    }
+
+    /// `https` with TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 
     /// The address actually bound (useful with port 0).
@@ -546,10 +586,16 @@ impl Server {
         });
         let st = self.state.clone();
         let _ = tokio::task::spawn_blocking(move || flush_and_expire(&st)).await;
-        let app = router(self.state);
-        let result = axum::serve(self.listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let app = router(self.state.clone());
+        listen::serve(
+            self.listener,
+            app,
+            self.state,
+            self.tls,
+            self.connections,
+            shutdown,
+        )
+        .await;
         state.ready.store(false, Ordering::SeqCst);
         if let Some(f) = flusher {
             f.abort();
@@ -561,10 +607,7 @@ impl Server {
             s.store.close()
         })
         .await;
-        result.map_err(|source| ServerError::Io {
-            context: "serving".into(),
-            source,
-        })
+        Ok(())
     }
 }
 

@@ -10,8 +10,14 @@ use crate::AppState;
 
 pub(crate) async fn metrics(
     axum::extract::State(s): axum::extract::State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
 ) -> Response {
     use ember_telemetry::{Exposition, MetricType};
+    if s.metrics_auth
+        && let Err(e) = crate::tenant(&s, &headers)
+    {
+        return e.into_response();
+    }
     let m = &s.metrics;
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let seconds = |micros: u64| micros as f64 / 1e6;
@@ -130,6 +136,7 @@ pub(crate) async fn metrics(
         "Block section reads that decoded the section.",
         misses,
     );
+    s.connections.describe(&mut e);
     e.gauge("ember_blocks", "Block files on disk.", blocks)
         .gauge("ember_head_series", "Series in memory.", series)
         .gauge("ember_head_profiles", "Profiles in memory.", profiles);

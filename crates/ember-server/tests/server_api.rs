@@ -374,6 +374,39 @@ fn bearer_token_auth_maps_tokens_to_tenants() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn metrics_auth_puts_metrics_behind_a_token() {
+    let dir = temp_dir("metrics-auth");
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "secret-a team-a\n").unwrap();
+    let tokens = tokens.to_str().unwrap();
+    // Open by default, even with tokens (scrapers without credentials).
+    let server = Server::start(&dir.join("open"), &["--auth-tokens", tokens]);
+    assert_eq!(server.get("/metrics", &[]).0, 200);
+    drop(server);
+    let server = Server::start(
+        &dir.join("closed"),
+        &["--auth-tokens", tokens, "--metrics-auth"],
+    );
+    let (s, body) = server.get("/metrics", &[]);
+    assert_eq!(s, 401, "{body}");
+    assert!(body.contains("unauthenticated"), "{body}");
+    assert_eq!(
+        server
+            .get("/metrics", &[("Authorization", "Bearer wrong")])
+            .0,
+        401
+    );
+    let (s, body) = server.get("/metrics", &[("Authorization", "Bearer secret-a")]);
+    assert_eq!(s, 200);
+    assert!(body.contains("ember_connections_open"), "{body}");
+    // Health checks stay open.
+    assert_eq!(server.get("/ready", &[]).0, 200);
+    assert_eq!(server.get("/healthz", &[]).0, 200);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Decodes a JSON error body and returns its `code` and `message`.
 fn json_error(body: &[u8]) -> (String, String) {
     let v: serde_json::Value = serde_json::from_slice(body)

@@ -1,8 +1,11 @@
 //! A real gRPC client against the server (run in-process): Python `grpcio` (installed by `.ci/setup` with
 //! `grpcio-tools`) generates stubs from the `push.v1` subset of Pyroscope's push.proto, pushes
 //! a corpus Go CPU profile plainly and gzip-compressed over cleartext HTTP/2, and sends a
-//! broken profile; the test then queries the pushed profile back over HTTP/1.1.
+//! broken profile; the test then queries the pushed profile back over HTTP/1.1. The same
+//! client pushes over TLS too (HTTP/2 chosen by ALPN), to a server started with a certificate.
 
+#[path = "../../ember-http/tests/support/certs.rs"]
+mod certs;
 mod util;
 
 use std::process::Command;
@@ -33,7 +36,12 @@ import push_pb2, push_pb2_grpc
 
 addr, profile_path = sys.argv[2], sys.argv[3]
 raw = open(profile_path, "rb").read()
-channel = grpc.insecure_channel(addr)
+if len(sys.argv) > 4:
+    # TLS: trust the test's CA; gRPC insists on HTTP/2 by ALPN.
+    creds = grpc.ssl_channel_credentials(root_certificates=open(sys.argv[4], "rb").read())
+    channel = grpc.secure_channel(addr, creds)
+else:
+    channel = grpc.insecure_channel(addr)
 grpc.channel_ready_future(channel).result(timeout=30)
 stub = push_pb2_grpc.PusherServiceStub(channel)
 
@@ -124,6 +132,60 @@ fn grpcio_client_pushes_over_http2_and_profiles_are_queryable() {
         let (leaf_stack, _) = &ember_pprof::folded_stacks(&profile, index)[0];
         assert!(folded.contains(leaf_stack.as_str()), "stack {leaf_stack}");
     }
+    let pods = server.get_json("/api/v1/label/pod/values", &[]);
+    assert_eq!(pods, serde_json::json!(["gzip", "plain"]));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn grpcio_client_pushes_over_tls_with_http2_by_alpn() {
+    let dir = temp_dir("grpc-tls");
+    let stubs = dir.join("stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    std::fs::write(stubs.join("push.proto"), PUSH_PROTO).unwrap();
+    let script = dir.join("client.py");
+    std::fs::write(&script, CLIENT).unwrap();
+    let certs = certs::make_certs(&dir.join("certs"));
+    let profile_path = corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz");
+    let data = dir.join("data");
+    let server = Server::start(
+        &data,
+        &[
+            "--tls-cert",
+            certs.server_cert.to_str().unwrap(),
+            "--tls-key",
+            certs.server_key.to_str().unwrap(),
+        ],
+    );
+    let port = server.addr.rsplit(':').next().unwrap().to_string();
+    let out = Command::new("timeout")
+        .args(["120", "python3"])
+        .arg(&script)
+        .arg(&stubs)
+        .arg(format!("localhost:{port}"))
+        .arg(&profile_path)
+        .arg(&certs.ca)
+        .output()
+        .expect("run grpcio client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "grpc client over TLS failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("plain ok") && stdout.contains("gzip ok"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("broken INVALID_ARGUMENT"), "{stdout}");
+    // Plain HTTP to the TLS port is answered 400, not left hanging.
+    let (status, body) = server.get("/ready", &[]);
+    assert_eq!(status, 400, "{body}");
+    server.terminate();
+
+    // The same data, served without TLS: both pushes are there.
+    let server = Server::start(&data, &[]);
     let pods = server.get_json("/api/v1/label/pod/values", &[]);
     assert_eq!(pods, serde_json::json!(["gzip", "plain"]));
     drop(server);

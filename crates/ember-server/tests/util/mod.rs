@@ -20,7 +20,8 @@ pub struct Server {
 
 impl Server {
     /// Starts a server on `127.0.0.1:0` with its data in `data_dir`; `extra` takes the
-    /// options `ember server` would (`--config FILE`, `--auth-tokens FILE`). Without a
+    /// options `ember server` would (`--config FILE`, `--auth-tokens FILE`, `--metrics-auth`,
+    /// `--tls-cert FILE --tls-key FILE`: then [`Endpoint`] still speaks plain HTTP). Without a
     /// `--config`, retention is disabled: the corpus profiles carry their original (years
     /// old) timestamps. Returns once the listener is bound and the log replayed.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
@@ -42,11 +43,17 @@ impl Server {
             None => serde_json::from_str(r#"{"retention_days": 0}"#).unwrap(),
         };
         let tokens = option("--auth-tokens").map(|p| ember_server::read_tokens(&p).unwrap());
+        let tls = match (option("--tls-cert"), option("--tls-key")) {
+            (Some(cert), Some(key)) => Some(ember_server::TlsFiles { cert, key }),
+            _ => None,
+        };
         let config = ember_server::Config {
             listen: listen.parse().expect("a socket address"),
             data_dir: data_dir.to_path_buf(),
             limits,
             tokens,
+            tls,
+            metrics_auth: extra.contains(&"--metrics-auth"),
         };
         let (bound_tx, bound_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

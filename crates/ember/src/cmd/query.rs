@@ -97,6 +97,10 @@ pub struct Args {
     /// Bearer token, for a server started with --auth-tokens.
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// For https:// servers: PEM file of extra certificates to trust (a private CA or the
+    /// server's self-signed certificate), besides the system roots. Default: none.
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Runs the query and writes the answer.
@@ -143,6 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = ember_http::ClientConfig {
         timeout: QUERY_TIMEOUT,
         max_body: MAX_ANSWER_BYTES,
+        ca_file: args.ca_file.clone(),
         ..ember_http::ClientConfig::default()
     };
     let client = ember_http::BlockingClient::new(&config).context("setting up the HTTP client")?;

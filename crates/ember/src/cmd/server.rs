@@ -25,12 +25,25 @@ pub struct Args {
     /// flush_interval_seconds (300), flush_wal_mib (128: flush early once the log holds this
     /// much), block_cache_mib (128: decoded blocks kept for queries), retention_days (30;
     /// older profiles are refused), max_future_skew_seconds (3600: profiles further ahead
-    /// are refused; 0 = no limit).
+    /// are refused; 0 = no limit), header_read_timeout_seconds (10: TLS handshake and request
+    /// head), body_read_timeout_seconds (60: a request's whole body, 408 beyond),
+    /// idle_timeout_seconds (60: a connection without requests), max_connections (4096:
+    /// beyond, new connections wait); 0 disables each of the last four.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Enable bearer-token auth: file of `token tenant` lines; requests need `Authorization: Bearer <token>`.
     #[arg(long)]
     pub auth_tokens: Option<PathBuf>,
+    /// `/metrics` needs a bearer token of --auth-tokens too (it is open by default, like
+    /// /ready and /healthz, for scrapers without credentials).
+    #[arg(long, requires = "auth_tokens")]
+    pub metrics_auth: bool,
+    /// Serve HTTPS (HTTP/1.1 and HTTP/2, chosen by ALPN) with this PEM certificate chain.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Runs the server until a shutdown signal, then drains requests and flushes the log.
@@ -52,6 +65,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Some(path) => Some(ember_server::read_tokens(path)?),
             None => None,
         },
+        tls: match (args.tls_cert, args.tls_key) {
+            (Some(cert), Some(key)) => Some(ember_server::TlsFiles { cert, key }),
+            _ => None,
+        },
+        metrics_auth: args.metrics_auth,
     };
     let runtime = super::runtime(super::Threads::PerCore)?;
     runtime.block_on(async move {
@@ -61,7 +79,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let (segments, records, failed) = server.replayed();
         let addr = server.local_addr().unwrap_or(config.listen);
         eprintln!(
-            "ember server: listening on http://{addr}, data in {} (replayed {records} records from {segments} WAL segments{})",
+            "ember server: listening on {}://{addr}, data in {} (replayed {records} records from {segments} WAL segments{})",
+            server.scheme(),
             config.data_dir.display(),
             if failed > 0 { format!(", {failed} unreadable") } else { String::new() }
         );

@@ -60,6 +60,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         data_dir: args.data_dir.clone(),
         limits: ember_server::Limits::default(),
         tokens: None,
+        tls: None,
+        metrics_auth: false,
     };
     let admin_options = super::agent::admin_options(args.admin_token_file.as_deref())?;
     let runtime = super::runtime(super::Threads::Workers(2))?;
