@@ -13,7 +13,8 @@
 //! the module is the text between the last ` (` and the last `)` of a frame line (so it may
 //! hold spaces and parentheses: `[JIT app cache]`, `/memfd:doublemapper (deleted)`). Where
 //! the script reads nothing, Ember still folds what inferno folds (event lines with leading
-//! spaces, a frame on the event line) and counts a last sample without a trailing empty line.
+//! spaces, a frame on the event line, one-letter thread names) and counts a last sample
+//! without a trailing empty line.
 //!
 //! Naming rules, in order, for each frame line `pc symbol+0xoff (module)`:
 //! * the `+0x…` offset is dropped; a symbol starting with `(` is skipped;

@@ -13,10 +13,10 @@ pub(crate) fn is_space(b: u8) -> bool {
 /// Splits an event line into `(comm, pid, tid, index after the TID word)`, the way
 /// `stackcollapse-perf.pl` reads it with `^(\S.+?)\s+(\d+)\/*(\d+)*\s+`.
 ///
-/// The command name starts at the first non-space and has at least two bytes; it ends at the first
-/// run of whitespace (spaces or tabs) that is followed by a `PID/TID` or `TID` word and more
-/// whitespace, so a thread name may itself contain spaces and numbers (`DOM Worker 12` ends
-/// at `DOM Worker`, as in the script). Without a PID (or with a TID of `0`, which Perl reads
+/// The command name starts at the first non-space (the script wants two bytes; one is enough
+/// here) and ends at the first run of whitespace (spaces or tabs) that is followed by a
+/// `PID/TID` or `TID` word and more whitespace, so a thread name may itself contain spaces
+/// and numbers (`DOM Worker 12` ends at `DOM Worker`, as in the script). Without a PID (or with a TID of `0`, which Perl reads
 /// as false) the PID is reported as `?` and the first number is the TID.
 pub(crate) fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> {
     let bytes = line.as_bytes();
@@ -30,9 +30,11 @@ pub(crate) fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> 
         }
         at
     };
-    // `.+?` is lazy: the first whitespace run from byte 2 on that the rest matches after wins.
-    // Whitespace and digits are disjoint, so a run that fails fails from any of its bytes.
-    let mut at = start + 2;
+    // `.+?` is lazy: the first whitespace run after the name's first byte that the rest
+    // matches after wins. (The regex wants two bytes before it and so drops the samples of a
+    // one-letter thread; they are read here.) Whitespace and digits are disjoint, so a run
+    // that fails fails from any of its bytes.
+    let mut at = start + 1;
     while at < bytes.len() {
         if !is_space(bytes[at]) {
             at += 1;
@@ -254,11 +256,12 @@ mod tests {
         );
         assert_eq!(event_line_parts("no digits here"), None);
         assert_eq!(event_line_parts("12 34 "), Some(("12", "?", "34", 6)));
-        // The name is `\S.+?`: a non-space first byte, at least two bytes.
+        // The name starts with a non-space byte; one is enough (Perl's `\S.+?` wants two).
         assert_eq!(event_line_parts(" 12 34 "), Some(("12", "?", "34", 7)));
         assert_eq!(event_line_parts("  \t "), None);
-        assert_eq!(event_line_parts("a 1 x"), None);
-        assert_eq!(event_line_parts("a \t1 x"), Some(("a ", "?", "1", 5)));
+        assert_eq!(event_line_parts("a 1 x"), Some(("a", "?", "1", 4)));
+        assert_eq!(event_line_parts("a \t1 x"), Some(("a", "?", "1", 5)));
+        assert_eq!(event_line_parts("a 1x 2 y"), Some(("a 1x", "?", "2", 7)));
         assert_eq!(event_line_parts("ab  1/2/3 x"), None);
         assert_eq!(event_line_parts("ab 1// x 7 y"), Some(("ab", "?", "1", 7)));
         assert_eq!(event_line_parts("ab 1a/2 x 7"), None);
