@@ -6,7 +6,7 @@
 //! exactly the result of a single sequential pass (see `stream.rs`).
 
 use crate::fxhash::hash_bytes;
-use crate::lines::{event_line_parts, stack_line_parts};
+use crate::lines::{event_line_parts, is_space, stack_line_parts};
 use crate::table::Sink;
 use crate::tidy;
 use crate::{CollapseOptions, WarningKind};
@@ -256,10 +256,13 @@ impl<'o> Folder<'o> {
             }
         };
         if let Some(part) = event_part {
-            let (event, period) = match memchr::memrchr(b' ', part.as_bytes()) {
+            // "<period> <event>", separated by spaces (perf) or tabs (simpleperf); a short
+            // field, so a plain byte loop.
+            let last_space = |s: &str| s.bytes().rposition(is_space);
+            let (event, period) = match last_space(part) {
                 Some(i) => {
-                    let before = &part[..i];
-                    let period = match memchr::memrchr(b' ', before.as_bytes()) {
+                    let before = tidy::trim_end(&part[..i]);
+                    let period = match last_space(before) {
                         Some(j) => &before[j + 1..],
                         None => before,
                     };
@@ -267,7 +270,8 @@ impl<'o> Folder<'o> {
                 }
                 None => (part, None),
             };
-            self.period = period;
+            // A period of 0 counts 1, as in the Perl script (where "0" is false).
+            self.period = period.filter(|&p| p != 0);
             match &self.event_filter {
                 Some(filter) => {
                     if event != filter {
@@ -282,7 +286,7 @@ impl<'o> Folder<'o> {
         }
 
         let inline_frame = post_event.and_then(|post| {
-            let start = memchr::memchr2(b':', b' ', post.as_bytes()).map_or(0, |i| i + 1);
+            let start = memchr::memchr3(b':', b' ', b'\t', post.as_bytes()).map_or(0, |i| i + 1);
             let frame = tidy::trim(&post[start..]);
             (!frame.is_empty()).then_some(frame)
         });

@@ -5,6 +5,17 @@
 //! sorted by byte order, where the count is the sum of the samples' event periods (or 1 per
 //! sample when perf printed no period).
 //!
+//! Lines are read as the Perl script's regexes read them, whoever wrote them: fields may be
+//! separated by spaces (Linux `perf script`) or tabs (Android simpleperf's `report_sample.py`,
+//! `comm\tpid/tid [cpu] time: period event:` and `pc\tsymbol (module)`); the thread name
+//! ends at the first whitespace followed by a `PID/TID` or `TID` number and more whitespace
+//! (so `DOM Worker 12 4100/4133` is thread `DOM_Worker`, TID 12, exactly as in the script);
+//! the module is the text between the last ` (` and the last `)` of a frame line (so it may
+//! hold spaces and parentheses: `[JIT app cache]`, `/memfd:doublemapper (deleted)`). Where
+//! the script reads nothing, Ember still folds what inferno folds (event lines with leading
+//! spaces, a frame on the event line, one-letter thread names) and counts a last sample
+//! without a trailing empty line.
+//!
 //! Naming rules, in order, for each frame line `pc symbol+0xoff (module)`:
 //! * the `+0x…` offset is dropped; a symbol starting with `(` is skipped;
 //! * `'` and `"` are removed (as the Perl script does);

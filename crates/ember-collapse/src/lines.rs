@@ -3,59 +3,108 @@
 
 use crate::tidy;
 
-/// Splits an event line into `(comm, pid, tid, index after the TID word)`.
+/// Perl's `\s` on bytes: the separators `stackcollapse-perf.pl`'s regexes accept between fields.
+/// Producers differ in which they write: Linux `perf script` pads with spaces, Android
+/// simpleperf's `report_sample.py` separates with tabs.
+pub(crate) fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// Splits an event line into `(comm, pid, tid, index after the TID word)`, the way
+/// `stackcollapse-perf.pl` reads it with `^(\S.+?)\s+(\d+)\/*(\d+)*\s+`.
 ///
-/// The TID is the first all-digit word (optionally `PID/TID`) that is followed by a space and
-/// is not the first word; everything before it is the command name, which may contain spaces.
-/// Without a PID the PID is reported as `?`.
+/// The command name starts at the first non-space (the script wants two bytes; one is enough
+/// here) and ends at the first run of whitespace (spaces or tabs) that is followed by a
+/// `PID/TID` or `TID` word and more whitespace, so a thread name may itself contain spaces
+/// and numbers (`DOM Worker 12` ends at `DOM Worker`, as in the script). Without a PID (or with a TID of `0`, which Perl reads
+/// as false) the PID is reported as `?` and the first number is the TID.
 pub(crate) fn event_line_parts(line: &str) -> Option<(&str, &str, &str, usize)> {
     let bytes = line.as_bytes();
-    // Word by word (words end at a space): the first word is never the TID, and an empty word
-    // (two spaces in a row) is not a candidate either.
-    let mut word_start: Option<usize> = None;
-    for idx in memchr::memchr_iter(b' ', bytes) {
-        if let Some(start) = word_start {
-            let word = &bytes[start..idx];
-            if !word.is_empty() && word.iter().all(|&b| b.is_ascii_digit() || b == b'/') {
-                let (pid, tid) = match memchr::memrchr(b'/', word) {
-                    Some(s) => (&line[start..start + s], &line[start + s + 1..idx]),
-                    None => ("?", &line[start..idx]),
+    // Leading whitespace is skipped (the Perl script would not read the line at all): perf
+    // right-aligns the name in 16 columns when it prints samples without a call graph, and
+    // inferno folds those single-line samples.
+    let start = bytes.iter().position(|&b| !is_space(b))?;
+    let digits_from = |mut at: usize| {
+        while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+            at += 1;
+        }
+        at
+    };
+    // `.+?` is lazy: the first whitespace run after the name's first byte that the rest
+    // matches after wins. (The regex wants two bytes before it and so drops the samples of a
+    // one-letter thread; they are read here.) Whitespace and digits are disjoint, so a run
+    // that fails fails from any of its bytes.
+    let mut at = start + 1;
+    while at < bytes.len() {
+        if !is_space(bytes[at]) {
+            at += 1;
+            continue;
+        }
+        let mut run_end = at;
+        while bytes.get(run_end).is_some_and(|&b| is_space(b)) {
+            run_end += 1;
+        }
+        let first_end = digits_from(run_end);
+        if first_end > run_end {
+            let mut slashes_end = first_end;
+            while bytes.get(slashes_end) == Some(&b'/') {
+                slashes_end += 1;
+            }
+            let second_end = digits_from(slashes_end);
+            if bytes.get(second_end).is_some_and(|&b| is_space(b)) {
+                let first = &line[run_end..first_end];
+                let second = &line[slashes_end..second_end];
+                let (pid, tid) = if second.is_empty() || second == "0" {
+                    ("?", first)
+                } else {
+                    (first, second)
                 };
-                let comm = tidy::trim(&line[..start - 1]);
-                return Some((comm, pid, tid, idx + 1));
+                return Some((&line[start..at], pid, tid, second_end + 1));
             }
         }
-        word_start = Some(idx + 1);
+        at = run_end;
     }
     None
 }
 
-/// Splits a stack line into `(pc, symbol, module)`; the module must be in parentheses.
-/// A missing symbol (two spaces before the module) is reported as a single space, matching
-/// what the reference implementation emits.
+/// Splits a stack line into `(pc, symbol, module)` the way `stackcollapse-perf.pl` reads it
+/// with `^\s*(\w+)\s*(.+) \((.*)\)`: the pc, whitespace (spaces or tabs), the symbol up to the
+/// last ` (` that a `)` follows, and the module up to the last `)` — so modules may contain
+/// spaces and parentheses (`[JIT app cache]`, `/memfd:doublemapper (deleted)`).
+///
+/// Differences from the regex, on lines no producer writes: the pc is everything up to the
+/// first whitespace (not only `\w` bytes), and a line whose only space is the one before the
+/// module (`7f1e (m)`) has no symbol rather than a pc cut short by one digit.
 pub(crate) fn stack_line_parts(line: &str) -> Option<(&str, &str, &str)> {
-    let (line, sp) = match pc_fast_path(line.as_bytes()) {
-        Some((start, end)) => (&line[start..], end - start),
+    let bytes = line.as_bytes();
+    let (pc_start, pc_end) = match pc_fast_path(bytes) {
+        Some(range) => range,
         None => {
-            let line = tidy::trim_start(line);
-            (line, line.bytes().position(|b| b == b' ')?)
+            let start = line.len() - tidy::trim_start(line).len();
+            let len = bytes[start..].iter().position(|&b| is_space(b))?;
+            (start, start + len)
         }
     };
-    let pc = tidy::trim_end(&line[..sp]);
-    let rest = &line[sp + 1..];
-    // The module is at the end of a line that can be hundreds of bytes long (C++ and Rust
-    // symbols): a vectorised reverse search pays off here.
-    let last = memchr::memrchr(b' ', rest.as_bytes())?;
-    let module = &rest[last + 1..];
-    if module.len() < 2 || !module.starts_with('(') || !module.ends_with(')') {
-        return None;
+    let mut sym_start = pc_end;
+    while bytes.get(sym_start).is_some_and(|&b| is_space(b)) {
+        sym_start += 1;
     }
-    let module = &module[1..module.len() - 1];
-    let func = match tidy::trim(&rest[..last]) {
-        "" => " ",
-        s => s,
+    // The module is at the end of a line that can be hundreds of bytes long (C++ and Rust
+    // symbols): vectorised reverse searches pay off here.
+    let close = memchr::memrchr(b')', bytes)?;
+    let mut open_end = close;
+    let open = loop {
+        let open = memchr::memrchr(b'(', &bytes[..open_end])?;
+        if open > pc_end + 1 && bytes[open - 1] == b' ' {
+            break open;
+        }
+        open_end = open;
     };
-    Some((pc, func, module))
+    let space = open - 1;
+    // `(.+)` takes at least one byte: when the whitespace after the pc runs up to the module,
+    // `\s*` gives its last byte back and the symbol is that one space.
+    let func = &line[sym_start.min(space - 1)..space];
+    Some((&line[pc_start..pc_end], func, &line[open + 1..close]))
 }
 
 /// Every byte of a word set to `b`.
@@ -69,13 +118,12 @@ fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(*chunk))
 }
 
-/// Index within `word` of its first byte equal to `b`, or 8.
-fn first_byte_eq(word: u64, b: u8) -> usize {
-    let x = word ^ splat(b);
-    // High bit set in each zero byte of `x`; a borrow can only flag bytes after a real zero
-    // byte, so the lowest flag is exact.
-    let zeros = x.wrapping_sub(splat(1)) & !x & splat(0x80);
-    (zeros.trailing_zeros() / 8) as usize
+/// Index within `word` of its first byte at or below `b' '` (spaces, tabs, control bytes), or 8.
+fn first_byte_le_space(word: u64) -> usize {
+    // High bit set in each byte below 0x21 (bytes of 0x80 and above are masked by `!word`);
+    // as in `first_byte_eq`, a borrow only flags bytes after a real one.
+    let low = word.wrapping_sub(splat(0x21)) & !word & splat(0x80);
+    (low.trailing_zeros() / 8) as usize
 }
 
 /// Index within `word` of its first byte not equal to `b`, or 8.
@@ -84,7 +132,7 @@ fn first_byte_ne(word: u64, b: u8) -> usize {
 }
 
 /// `(start, end)` of the pc of a frame line in the shape `perf script` prints it: an optional
-/// tab, spaces, then the pc up to the next space. Looks at 8 bytes at a time instead of one.
+/// tab, spaces, then the pc up to the next space or tab. Looks at 8 bytes at a time instead of one.
 ///
 /// Returns `None` whenever the line is not in that shape (other leading whitespace, non-ASCII,
 /// no space within reach), and the caller then takes the general path; when it returns a
@@ -105,11 +153,13 @@ fn pc_fast_path(bytes: &[u8]) -> Option<(usize, usize)> {
     if matches!(bytes[start], b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) || !bytes[start].is_ascii() {
         return None;
     }
+    // The pc ends at a space (perf) or a tab (simpleperf's first format): the first byte at
+    // or below b' '; any other control byte there goes to the general path.
     loop {
-        let n = first_byte_eq(word_at(bytes, at)?, b' ');
+        let n = first_byte_le_space(word_at(bytes, at)?);
         at += n;
         if n < 8 {
-            return Some((start, at));
+            return matches!(bytes[at], b' ' | b'\t').then_some((start, at));
         }
     }
 }
@@ -125,7 +175,7 @@ mod tests {
             let start = line.len() - trimmed.len();
             trimmed
                 .bytes()
-                .position(|b| b == b' ')
+                .position(is_space)
                 .map(|sp| (start, start + sp))
         };
         for line in [
@@ -162,13 +212,18 @@ mod tests {
         // It reads whole words, so a short tail after the pc leaves it to the general path.
         assert_eq!(pc_fast_path(b"\t ffffffff8103ce3b f (m)"), None);
         // Byte-level helpers.
-        assert_eq!(first_byte_eq(u64::from_le_bytes(*b"ab cd ef"), b' '), 2);
-        assert_eq!(first_byte_eq(u64::from_le_bytes(*b"abcdefgh"), b' '), 8);
+        assert_eq!(first_byte_le_space(u64::from_le_bytes(*b"ab cd ef")), 2);
+        assert_eq!(first_byte_le_space(u64::from_le_bytes(*b"ab\tcd ef")), 2);
+        assert_eq!(first_byte_le_space(u64::from_le_bytes(*b"abcdefgh")), 8);
+        assert_eq!(
+            first_byte_le_space(u64::from_le_bytes(*b"ab\xe2\x80\x83def")),
+            8
+        );
         assert_eq!(first_byte_ne(u64::from_le_bytes(*b"   x    "), b' '), 3);
         assert_eq!(first_byte_ne(u64::from_le_bytes(*b"        "), b' '), 8);
         // A byte 0x21 right after a space must not be mistaken for a space (borrow case).
-        assert_eq!(first_byte_eq(u64::from_le_bytes(*b"a \x21bcdef"), b' '), 1);
-        assert_eq!(first_byte_eq(u64::from_le_bytes(*b"a\x21 bcdef"), b' '), 2);
+        assert_eq!(first_byte_le_space(u64::from_le_bytes(*b"a \x21bcdef")), 1);
+        assert_eq!(first_byte_le_space(u64::from_le_bytes(*b"a\x21 bcdef")), 2);
     }
 
     #[test]
@@ -181,13 +236,39 @@ mod tests {
             event_line_parts("V8 WorkerThread 24636/25607 [000] 94564.109216: cycles:"),
             Some(("V8 WorkerThread", "24636", "25607", 28))
         );
+        // Tabs (simpleperf), padding, and numbers inside thread names, as the Perl regex reads
+        // them: the first number between whitespace ends the name.
+        assert_eq!(
+            event_line_parts("RenderThread\t1234/1262 [001] 5.000001: 250000 cpu-clock:"),
+            Some(("RenderThread", "1234", "1262", 23))
+        );
+        assert_eq!(
+            event_line_parts("Jit thread pool\t1241 [003] 5.1:\t\t250000 cpu-clock:"),
+            Some(("Jit thread pool", "?", "1241", 21))
+        );
+        assert_eq!(
+            event_line_parts("DOM Worker 12    4100/4133    [011] 1.0: 1 cycles:"),
+            Some(("DOM Worker", "?", "12", 14))
+        );
+        assert_eq!(
+            event_line_parts("swapper       0/0       [000] 1.0: 1 cycles:"),
+            Some(("swapper", "?", "0", 18))
+        );
         assert_eq!(event_line_parts("no digits here"), None);
         assert_eq!(event_line_parts("12 34 "), Some(("12", "?", "34", 6)));
-        assert_eq!(event_line_parts(" 12 34 "), Some(("", "?", "12", 4)));
-        assert_eq!(event_line_parts("a  1/2/3 x"), Some(("a", "1/2", "3", 9)));
-        assert_eq!(event_line_parts("a / x"), Some(("a", "", "", 4)));
-        assert_eq!(event_line_parts("a 1a/2 x 7"), None);
-        assert_eq!(event_line_parts("\u{3000}1 2 "), Some(("1", "?", "2", 7)));
+        // The name starts with a non-space byte; one is enough (Perl's `\S.+?` wants two).
+        assert_eq!(event_line_parts(" 12 34 "), Some(("12", "?", "34", 7)));
+        assert_eq!(event_line_parts("  \t "), None);
+        assert_eq!(event_line_parts("a 1 x"), Some(("a", "?", "1", 4)));
+        assert_eq!(event_line_parts("a \t1 x"), Some(("a", "?", "1", 5)));
+        assert_eq!(event_line_parts("a 1x 2 y"), Some(("a 1x", "?", "2", 7)));
+        assert_eq!(event_line_parts("ab  1/2/3 x"), None);
+        assert_eq!(event_line_parts("ab 1// x 7 y"), Some(("ab", "?", "1", 7)));
+        assert_eq!(event_line_parts("ab 1a/2 x 7"), None);
+        assert_eq!(
+            event_line_parts("\u{3000}1 2 "),
+            Some(("\u{3000}1", "?", "2", 7))
+        );
     }
 
     #[test]
@@ -202,5 +283,28 @@ mod tests {
         );
         assert_eq!(stack_line_parts("7f1e (x)"), None);
         assert_eq!(stack_line_parts("7f1e foo ("), None);
+        // simpleperf's first format: the pc, a tab, the symbol.
+        assert_eq!(
+            stack_line_parts("      7a1b2c3d40\t__epoll_pwait (/apex/libc.so)"),
+            Some(("7a1b2c3d40", "__epoll_pwait", "/apex/libc.so"))
+        );
+        // Modules with spaces and parentheses, and text after the module.
+        assert_eq!(
+            stack_line_parts("\t 7b0000b000 a.B.c ([JIT app cache])"),
+            Some(("7b0000b000", "a.B.c", "[JIT app cache]"))
+        );
+        assert_eq!(
+            stack_line_parts("\t 7f02 [unknown] (/memfd:doublemapper (deleted))"),
+            Some(("7f02", "[unknown] (/memfd:doublemapper", "deleted)"))
+        );
+        assert_eq!(
+            stack_line_parts("\t 7f02 f(int) (/a b) trailing"),
+            Some(("7f02", "f(int)", "/a b"))
+        );
+        // Whitespace inside the symbol is kept, as the regex keeps it.
+        assert_eq!(
+            stack_line_parts("\t 7f02 f\t  (m)"),
+            Some(("7f02", "f\t ", "m"))
+        );
     }
 }

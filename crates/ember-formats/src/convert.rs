@@ -1,14 +1,14 @@
-//! Conversions between pprof profiles, folded stacks and speedscope JSON.
+//! Conversions between pprof profiles, folded stacks, speedscope JSON and (in) perf script.
 //!
-//! Every Ember command that takes a profile accepts pprof (gzip'd or raw) or folded stacks,
-//! decided by content ([`crate::detect`]). The conversions (rows: input, columns: output):
+//! Every Ember command that takes a profile accepts pprof (gzip'd or raw), folded stacks,
+//! speedscope JSON or perf script text, decided by content ([`crate::detect`]). The conversions (rows: input, columns: output):
 //!
 //! | from \\ to  | pprof | folded | speedscope |
 //! |-------------|-------|--------|------------|
-//! | pprof       | re-encoded, gzip'd | [`ember_pprof::folded_stacks`] (one sample type; [`pprof_stacks`] drops negative values) | [`crate::profile_to_speedscope`] (every sample type, or one) |
+//! | pprof       | re-encoded, gzip'd | [`ember_pprof::folded_stacks`] (one sample type; [`pprof_stacks`] drops negative values; a `-diff_base` profile: [`pprof_diff_folded_ref`]) | [`crate::profile_to_speedscope`] (every sample type, or one) |
 //! | folded      | [`folded_to_profile`] (one `type/unit`, counts truncated) | rewritten (counts truncated) | [`crate::folded_to_speedscope`] |
-//! | perf script | `ember collapse`, then folded → pprof | `ember-collapse` | `ember collapse`, then folded → speedscope |
-//! | speedscope  | not read | not read | not read |
+//! | perf script | folded by `ember-collapse` ([`crate::read_input`]), then folded → pprof | `ember-collapse` | folded, then folded → speedscope |
+//! | speedscope  | [`crate::speedscope_to_profile`] | through pprof | through pprof |
 //!
 //! pprof → folded exists once, as `ember_pprof::folded_stacks` (the pprof model's folded
 //! view); everything here builds on it.
@@ -115,6 +115,46 @@ pub fn pprof_folded_ref(profile: &Profile, index: usize) -> (FoldedRef<'static>,
         ..FoldedRef::default()
     };
     (folded, negative)
+}
+
+/// The stacks of a `pprof -diff_base` profile (see [`ember_pprof::has_diff_base`]) as
+/// differential folded lines, `stack before after`: `before` is the base's value (its samples
+/// are stored negated, labelled `pprof::base=true`), `after` the other samples' — what
+/// `ember diff` writes for two profiles, so a flame graph of it is the differential one.
+/// `None` when the profile has no diff-base samples.
+pub fn pprof_diff_folded_ref(profile: &Profile, index: usize) -> Option<FoldedRef<'static>> {
+    if !ember_pprof::has_diff_base(profile) {
+        return None;
+    }
+    let (base, rest): (Vec<_>, Vec<_>) = profile
+        .sample
+        .iter()
+        .cloned()
+        .partition(|s| ember_pprof::is_diff_base_sample(profile, s));
+    let mut side = Profile {
+        sample: base,
+        ..profile.clone()
+    };
+    let mut sums: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
+    for (stack, value) in ember_pprof::folded_stacks(&side, index) {
+        sums.entry(stack).or_default().0 = value.wrapping_neg();
+    }
+    side.sample = rest;
+    for (stack, value) in ember_pprof::folded_stacks(&side, index) {
+        sums.entry(stack).or_default().1 = value;
+    }
+    let lines = sums
+        .into_iter()
+        .map(|(stack, (before, after))| FoldedLineRef {
+            stack: stack.into(),
+            count: before as f64,
+            second_count: Some(after as f64),
+        })
+        .collect();
+    Some(FoldedRef {
+        lines,
+        ..FoldedRef::default()
+    })
 }
 
 /// Turns any input into a profile (folded input gets type `samples/count`).

@@ -140,36 +140,70 @@ pub fn decode(bytes: &[u8]) -> Result<Input, PprofError> {
 }
 
 /// Reads `path` (`-`: stdin; gzip undone, see [`crate::input::read_bytes`]) and decodes it
-/// with [`decode`]. `perf script` output and speedscope JSON are refused with a hint.
+/// by content: pprof and folded stacks with [`decode`], speedscope JSON into a profile
+/// ([`crate::speedscope::speedscope_to_profile`]), `perf script` output into folded stacks
+/// (folded by `ember-collapse` with `stackcollapse-perf.pl`'s defaults).
 pub fn read_input(path: &Path) -> Result<Input, FormatError> {
     let bytes = read_bytes(path)?;
-    let kind = classify(&bytes);
-    if let Some(hint) = unsupported_hint(kind) {
-        return Err(FormatError::Unsupported {
-            path: path.display().to_string(),
-            kind,
-            hint,
-        });
-    }
-    let decoded = if kind == Kind::Pprof {
+    decode_as(&bytes, classify(&bytes), path)
+}
+
+/// Decodes bytes already read from `path` (named in errors) and classified as `kind`, as
+/// [`read_input`] does.
+pub fn decode_as(bytes: &[u8], kind: Kind, path: &Path) -> Result<Input, FormatError> {
+    let display = || path.display().to_string();
+    let decoded = match kind {
         // Binary input is never folded text: report why it is not a valid profile.
-        ember_pprof::decode(&bytes).map(|p| Input::Pprof(Box::new(p)))
-    } else {
-        decode(&bytes)
+        Kind::Pprof => ember_pprof::decode(bytes).map(|p| Input::Pprof(Box::new(p))),
+        Kind::Speedscope => {
+            return crate::speedscope::speedscope_to_profile(bytes)
+                .map(|p| Input::Pprof(Box::new(p)))
+                .map_err(|reason| FormatError::BadSpeedscope {
+                    path: display(),
+                    reason,
+                });
+        }
+        Kind::PerfScript => {
+            return fold_perf_script(bytes).map_err(|reason| FormatError::BadPerfScript {
+                path: display(),
+                reason,
+            });
+        }
+        Kind::Folded => decode(bytes),
     };
     decoded.map_err(|pprof| FormatError::UnknownFormat {
-        path: path.display().to_string(),
+        path: display(),
         pprof,
     })
 }
 
-/// For the kinds that only `ember collapse` reads or that Ember only writes, what to do
-/// instead; `None` for pprof and folded stacks.
+/// Folds `perf script` text as `ember collapse` does with default options.
+fn fold_perf_script(bytes: &[u8]) -> Result<Input, String> {
+    let collapsed =
+        ember_collapse::collapse_bytes(bytes, &ember_collapse::CollapseOptions::default())
+            .map_err(|e| e.to_string())?;
+    if collapsed.stacks.is_empty() {
+        let why = collapsed
+            .warnings
+            .first()
+            .map_or_else(|| "no samples".to_owned(), |w| format!("no samples ({w})"));
+        return Err(why);
+    }
+    let mut text = Vec::new();
+    collapsed
+        .write_folded(&mut text)
+        .map_err(|e| e.to_string())?;
+    Ok(Input::Folded(crate::folded::parse_bytes(&text)))
+}
+
+/// For the kinds a command cannot take as they are, what to do instead: `None` for every
+/// kind [`read_input`] reads (all of them); the flame graph command, which parses folded
+/// text in place, still asks.
 pub fn unsupported_hint(kind: Kind) -> Option<&'static str> {
     match kind {
         Kind::Pprof | Kind::Folded => None,
         Kind::PerfScript => Some("fold it first with `ember collapse`"),
-        Kind::Speedscope => Some("Ember writes speedscope JSON but does not read it"),
+        Kind::Speedscope => Some("convert it first with `ember convert --to pprof`"),
     }
 }
 
@@ -193,17 +227,32 @@ mod tests {
     }
 
     #[test]
-    fn perf_script_and_speedscope_are_refused_with_a_hint() {
+    fn perf_script_is_folded_and_speedscope_read() {
         let dir = std::env::temp_dir().join(format!("ember-detect-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("perf.txt");
         std::fs::write(
             &path,
-            "app 1/1 [000] 1.0: 1 cycles:\n\t  400123 main (/bin/app)\n",
+            "app 1/1 [000] 1.0: 3 cycles:\n\t  400123 main (/bin/app)\n",
         )
         .expect("write");
-        let err = read_input(&path).expect_err("perf script is not folded");
-        assert!(err.to_string().contains("ember collapse"), "{err}");
+        match read_input(&path).expect("perf script") {
+            Input::Folded(f) => {
+                assert_eq!(f.lines.len(), 1);
+                assert_eq!(
+                    (f.lines[0].stack.as_str(), f.lines[0].count),
+                    ("app;main", 3.0)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Frame lines without any sample header: perf script, but nothing to fold.
+        std::fs::write(&path, "\t  400123 main (/bin/app)\n").expect("write");
+        let err = read_input(&path).expect_err("nothing to fold");
+        assert!(err.to_string().contains("no samples"), "{err}");
+        std::fs::write(&path, "{\"shared\": {\"frames\": []}, \"profiles\": 3}").expect("write");
+        let err = read_input(&path).expect_err("bad speedscope");
+        assert!(err.to_string().contains("speedscope"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -32,13 +32,13 @@ pub mod units;
 
 pub use convert::{Format, folded_to_profile, into_profile, pprof_folded_ref, pprof_stacks};
 pub use detect::Kind;
-pub use detect::{Input, read_input};
+pub use detect::{Input, decode_as, read_input};
 pub use folded::{
     Folded, FoldedError, FoldedLine, FoldedLineRef, FoldedRef, parse, parse_borrowed, parse_bytes,
     write,
 };
 pub use input::InputBytes;
-pub use speedscope::{folded_to_speedscope, profile_to_speedscope};
+pub use speedscope::{folded_to_speedscope, profile_to_speedscope, speedscope_to_profile};
 pub use top::{
     FrameTree, FunctionTotals, SortBy, TopOptions, TopRow, TopTable, select_sample_index, top,
     top_of_functions, top_of_tree,
@@ -81,6 +81,22 @@ pub enum FormatError {
         path: String,
         /// Why decoding it as pprof failed.
         pprof: ember_pprof::PprofError,
+    },
+    /// The input is speedscope JSON that does not follow the file format.
+    #[error("{path}: not a readable speedscope file: {reason}")]
+    BadSpeedscope {
+        /// The file involved.
+        path: String,
+        /// What does not follow the format.
+        reason: String,
+    },
+    /// The input is `perf script` text that could not be folded.
+    #[error("{path}: perf script output: {reason}")]
+    BadPerfScript {
+        /// The file involved.
+        path: String,
+        /// Why it could not be folded.
+        reason: String,
     },
     /// The input is in a format this operation does not read (e.g. `perf script` output where
     /// folded stacks are expected).

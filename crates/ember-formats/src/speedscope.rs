@@ -1,5 +1,6 @@
 //! Speedscope JSON (<https://www.speedscope.app/file-format-schema.json>) from pprof profiles and
-//! folded stacks.
+//! folded stacks, and read back into a profile from any program's file
+//! ([`speedscope_to_profile`]: sampled and evented profiles).
 //!
 //! Every sample type becomes one `"sampled"` profile; all profiles share one frame table. Frames
 //! are function-level (name and file), matching how Ember folds stacks: a location's inlined
@@ -262,4 +263,174 @@ impl File {
         // Serialising plain structs of strings and numbers cannot fail.
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// A speedscope file as other programs write it: `"sampled"` and `"evented"` profiles.
+#[derive(Deserialize)]
+struct InFile {
+    shared: InShared,
+    profiles: Vec<InProfile>,
+}
+
+#[derive(Deserialize)]
+struct InShared {
+    frames: Vec<Frame>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+enum InProfile {
+    #[serde(rename = "sampled")]
+    Sampled {
+        #[serde(default)]
+        name: String,
+        unit: String,
+        samples: Vec<Vec<usize>>,
+        weights: Vec<f64>,
+    },
+    #[serde(rename = "evented")]
+    Evented {
+        #[serde(default)]
+        name: String,
+        unit: String,
+        events: Vec<InEvent>,
+    },
+}
+
+/// An open (`O`) or close (`C`) event of an evented profile.
+#[derive(Deserialize)]
+struct InEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    at: f64,
+    frame: usize,
+}
+
+/// The pprof sample type `(type, unit)` of a speedscope unit.
+fn sample_type_of(unit: &str) -> (&'static str, &'static str) {
+    match unit {
+        "nanoseconds" => ("time", "nanoseconds"),
+        "microseconds" => ("time", "microseconds"),
+        "milliseconds" => ("time", "milliseconds"),
+        "seconds" => ("time", "seconds"),
+        "bytes" => ("space", "bytes"),
+        _ => ("samples", "count"),
+    }
+}
+
+/// Reads speedscope JSON (any number of `"sampled"` or `"evented"` profiles) into one
+/// profile: one sample type per distinct unit (`none` → `samples/count`, time units →
+/// `time/<unit>`, `bytes` → `space/bytes`), a function per frame (name, file, line), weights
+/// rounded to integers. An evented profile becomes one sample per stretch of time with an
+/// unchanged stack, weighted by its length. With several profiles (speedscope's threads), each
+/// sample carries the label `profile` = the profile's name, so nothing is merged away.
+///
+/// Errors name what does not follow the schema (a frame index out of range, a close event that
+/// does not match the open frame, sample and weight counts that differ).
+pub fn speedscope_to_profile(bytes: &[u8]) -> Result<Profile, String> {
+    let file: InFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let mut types: Vec<(&str, &str)> = Vec::new();
+    for p in &file.profiles {
+        let unit = match p {
+            InProfile::Sampled { unit, .. } | InProfile::Evented { unit, .. } => unit,
+        };
+        let t = sample_type_of(unit);
+        if !types.contains(&t) {
+            types.push(t);
+        }
+    }
+    if types.is_empty() {
+        return Err("no profiles".to_owned());
+    }
+    let mut builder = ember_pprof::ProfileBuilder::new(&types);
+    let frames = &file.shared.frames;
+    let mut locations: Vec<Option<u64>> = vec![None; frames.len()];
+    let labelled = file.profiles.len() > 1;
+    for (n, p) in file.profiles.iter().enumerate() {
+        let (name, unit) = match p {
+            InProfile::Sampled { name, unit, .. } | InProfile::Evented { name, unit, .. } => {
+                (name.as_str(), unit.as_str())
+            }
+        };
+        let column = types
+            .iter()
+            .position(|&t| t == sample_type_of(unit))
+            .unwrap_or(0);
+        let stacks = match p {
+            InProfile::Sampled {
+                samples, weights, ..
+            } => {
+                if samples.len() != weights.len() {
+                    return Err(format!(
+                        "profile {n} ({name:?}): {} samples but {} weights",
+                        samples.len(),
+                        weights.len()
+                    ));
+                }
+                samples
+                    .iter()
+                    .cloned()
+                    .zip(weights.iter().copied())
+                    .collect()
+            }
+            InProfile::Evented { events, .. } => evented_stacks(n, name, events)?,
+        };
+        let mut values = vec![0i64; types.len()];
+        let mut leaf_first = Vec::new();
+        for (stack, weight) in stacks {
+            leaf_first.clear();
+            for &frame in stack.iter().rev() {
+                let f = frames.get(frame).ok_or_else(|| {
+                    format!(
+                        "profile {n} ({name:?}): frame {frame} of {} frames",
+                        frames.len()
+                    )
+                })?;
+                let loc = *locations[frame].get_or_insert_with(|| {
+                    let file = f.file.as_deref().unwrap_or("");
+                    let function = builder.function(&f.name, &f.name, file);
+                    builder.location(0, 0, &[(function, f.line.unwrap_or(0))])
+                });
+                leaf_first.push(loc);
+            }
+            values[column] = weight.round() as i64;
+            let label = [ember_pprof::SampleLabel::Str("profile", name)];
+            builder.add_sample(&leaf_first, &values, if labelled { &label } else { &[] });
+        }
+    }
+    Ok(builder.build())
+}
+
+/// The `(stack, duration)` stretches of an evented profile, root first.
+fn evented_stacks(
+    n: usize,
+    name: &str,
+    events: &[InEvent],
+) -> Result<Vec<(Vec<usize>, f64)>, String> {
+    let mut out = Vec::new();
+    let mut stack: Vec<usize> = Vec::new();
+    let mut last = events.first().map_or(0.0, |e| e.at);
+    for e in events {
+        if !stack.is_empty() && e.at > last {
+            out.push((stack.clone(), e.at - last));
+        }
+        last = e.at;
+        match e.kind.as_str() {
+            "O" => stack.push(e.frame),
+            "C" => {
+                if stack.pop() != Some(e.frame) {
+                    return Err(format!(
+                        "profile {n} ({name:?}): close of frame {} at {} does not match the open frames",
+                        e.frame, e.at
+                    ));
+                }
+            }
+            other => {
+                return Err(format!(
+                    "profile {n} ({name:?}): unknown event type {other:?}"
+                ));
+            }
+        }
+    }
+    Ok(out)
 }

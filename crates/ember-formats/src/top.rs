@@ -94,7 +94,8 @@ pub struct TopTable {
     pub labels: Vec<String>,
     /// The rows, in display order.
     pub rows: Vec<TopRow>,
-    /// Sum of |value| over all samples of the chosen type.
+    /// Sum of |value| over all samples of the chosen type, or over the diff-base samples
+    /// (`pprof::base=true`) when there are any, like `go tool pprof`.
     pub total: i64,
     /// Index of the sample type shown.
     pub sample_index: usize,
@@ -410,10 +411,8 @@ pub fn top(profile: &Profile, options: &TopOptions) -> Result<TopTable, FormatEr
     let sample_type = string(profile, profile.sample_type[index].r#type).to_owned();
     let sample_unit = string(profile, profile.sample_type[index].unit).to_owned();
     let prepared = Prepared::new(profile, index);
-    let total = prepared
-        .samples
-        .iter()
-        .fold(0i64, |acc, (_, v)| acc.wrapping_add(v.wrapping_abs()));
+    // Go's total: of the diff-base samples alone in a `-diff_base` profile.
+    let total = ember_pprof::report_total(profile, index);
 
     let graph = prepared.graph(None);
     let nodes = Nodes {

@@ -37,6 +37,7 @@ pub mod proto;
 
 mod builder;
 mod codec;
+mod diff_base;
 mod error;
 mod ids;
 mod merge;
@@ -50,6 +51,7 @@ pub use codec::{
     DecodeLimits, decode, decode_with_limits, decompress, encode, encode_gzip, read_file,
     write_file,
 };
+pub use diff_base::{DIFF_BASE_LABEL, has_diff_base, is_diff_base_sample, report_total};
 pub use error::PprofError;
 pub use merge::{Merger, compact, delta, merge};
 pub use proto::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};

@@ -1,5 +1,6 @@
-//! `ember convert`: pprof ↔ folded stacks, and either → speedscope JSON; several inputs are
-//! merged into one profile first.
+//! `ember convert`: pprof, folded stacks, speedscope JSON or `perf script` text in (one input
+//! detector), pprof, folded stacks or speedscope JSON out; several inputs are merged into one
+//! profile first.
 
 use anyhow::{Context, bail};
 use ember_formats::{Format, Input, folded_to_profile, read_input, select_sample_index};
@@ -11,11 +12,13 @@ use super::merge_inputs::{inputs_name, read_merged};
 /// Options of `ember convert`.
 #[derive(clap::Args)]
 #[command(
-    long_about = "Convert a profile between formats. The input (pprof, gzip'd or raw, or folded \
-                  stacks) is detected by content; the output format comes from --to or the \
+    long_about = "Convert a profile between formats. The input (pprof, gzip'd or raw; folded \
+                  stacks; speedscope JSON, sampled or evented, from any program; `perf script` \
+                  text from Linux perf or Android simpleperf, folded like `ember collapse`) is \
+                  detected by content; the output format comes from --to or the \
                   output file's extension: .pb.gz/.pprof/.pb → pprof (gzip'd), \
                   .folded/.txt/.collapsed → folded stacks, .json → speedscope.\n\n\
-                  Several inputs (any mix of pprof and folded stacks; folded ones become \
+                  Several inputs (any mix of these; folded and perf script ones become \
                   profiles of --sample-type) are merged into one profile, like `go tool pprof \
                   -proto a.pb.gz b.pb.gz`: identical mappings, functions and locations are \
                   shared, values of identical stacks (and labels) are summed, and every input \
@@ -95,6 +98,18 @@ fn convert(args: &Args, input: Input, format: Format, out: &mut impl Write) -> a
         }
         (Input::Pprof(profile), Format::Folded) => {
             let index = select_sample_index(&profile, args.sample_index.as_deref())?;
+            // A `-diff_base` profile is two profiles in one: written as the differential
+            // `stack before after` lines `ember diff` writes, which read back as the same
+            // difference (and draw as its differential flame graph).
+            if let Some(diff) = ember_formats::convert::pprof_diff_folded_ref(&profile, index) {
+                drop(profile);
+                return write_differential(
+                    diff.lines
+                        .iter()
+                        .map(|l| (l.stack.as_ref(), l.count, l.second_count.unwrap_or(0.0))),
+                    out,
+                );
+            }
             let stacks = ember_pprof::folded_stacks(&profile, index);
             drop(profile);
             ember_formats::write(stacks, out)?;
@@ -113,6 +128,18 @@ fn convert(args: &Args, input: Input, format: Format, out: &mut impl Write) -> a
             warn_fractional(fractional);
             out.write_all(&ember_pprof::encode_gzip(&profile))?;
         }
+        // Differential (three-column) input keeps both columns.
+        (Input::Folded(folded), Format::Folded)
+            if folded.lines.iter().any(|l| l.second_count.is_some()) =>
+        {
+            write_differential(
+                folded
+                    .lines
+                    .iter()
+                    .map(|l| (l.stack.as_str(), l.count, l.second_count.unwrap_or(0.0))),
+                out,
+            )?
+        }
         (Input::Folded(folded), Format::Folded) => ember_formats::write(
             folded
                 .lines
@@ -125,6 +152,17 @@ fn convert(args: &Args, input: Input, format: Format, out: &mut impl Write) -> a
                 .to_json()
                 .as_bytes(),
         )?,
+    }
+    Ok(())
+}
+
+/// Writes differential folded lines, `stack before after` (counts truncated to integers).
+fn write_differential<'a>(
+    lines: impl Iterator<Item = (&'a str, f64, f64)>,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    for (stack, before, after) in lines {
+        writeln!(out, "{stack} {} {}", before as i64, after as i64)?;
     }
     Ok(())
 }

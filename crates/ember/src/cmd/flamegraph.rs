@@ -10,7 +10,7 @@ use ember_flamegraph::{
     TextTruncateDirection, render_borrowed,
 };
 use ember_formats::detect::{self, Kind};
-use ember_formats::{FoldedRef, FormatError, InputBytes};
+use ember_formats::{FoldedRef, InputBytes};
 
 /// Options of `ember flamegraph`.
 #[derive(clap::Args)]
@@ -23,7 +23,10 @@ use ember_formats::{FoldedRef, FormatError, InputBytes};
                   Several input files are concatenated. Lines with three columns \
                   (`stack before after`, as written by `ember diff`) give a differential flame \
                   graph: widths are `after`, red frames grew, blue ones shrank. A pprof profile is \
-                  detected by its content (gzip or raw protobuf), or forced with --pprof / --sample-type.\n\n\
+                  detected by its content (gzip or raw protobuf), or forced with --pprof / --sample-type; \
+                  a `pprof -diff_base` profile draws as the differential graph of base → new. \
+                  `perf script` text (folded like `ember collapse`) and speedscope JSON are \
+                  read too.\n\n\
                   The SVG is self-contained (no external scripts or fonts) and works offline."
 )]
 pub struct Args {
@@ -265,14 +268,28 @@ fn pprof_folded(
 ) -> anyhow::Result<(FoldedRef<'static>, String)> {
     let profile =
         ember_pprof::decode(bytes).with_context(|| format!("decoding pprof {}", name.display()))?;
-    let index = ember_pprof::sample_index(&profile, sample_type)
+    profile_folded(&profile, sample_type, name)
+}
+
+/// Folded view of a decoded profile, and the unit of the chosen sample type.
+fn profile_folded(
+    profile: &ember_pprof::Profile,
+    sample_type: Option<&str>,
+    name: &Path,
+) -> anyhow::Result<(FoldedRef<'static>, String)> {
+    let index = ember_pprof::sample_index(profile, sample_type)
         .with_context(|| format!("choosing the sample type of {}", name.display()))?;
     let unit = profile
         .sample_type
         .get(index)
-        .map(|t| ember_pprof::string(&profile, t.unit).to_owned())
+        .map(|t| ember_pprof::string(profile, t.unit).to_owned())
         .unwrap_or_default();
-    let (folded, negative) = ember_formats::convert::pprof_folded_ref(&profile, index);
+    // A `-diff_base` profile is a difference of two profiles: drawn as the differential
+    // flame graph of base → new, nothing negative to leave out.
+    if let Some(diff) = ember_formats::convert::pprof_diff_folded_ref(profile, index) {
+        return Ok((diff, unit));
+    }
+    let (folded, negative) = ember_formats::convert::pprof_folded_ref(profile, index);
     if negative > 0 {
         warn(&format!(
             "{}: skipped {negative} stacks with negative values",
@@ -301,7 +318,8 @@ struct Inputs<'p> {
 
 /// pprof stacks, merged or in order.
 enum PprofStacks {
-    Merged(std::collections::HashMap<String, f64>),
+    /// `stack → (count, second count)`: the second only for differential stacks.
+    Merged(std::collections::HashMap<String, (f64, Option<f64>)>),
     InOrder(Vec<ember_formats::FoldedLineRef<'static>>),
 }
 
@@ -339,9 +357,7 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
                 out.unit.get_or_insert(unit);
                 for line in f.lines {
                     match &mut out.pprof {
-                        PprofStacks::Merged(m) => {
-                            *m.entry(line.stack.into_owned()).or_insert(0.0) += line.count;
-                        }
+                        PprofStacks::Merged(m) => add_line(m, line),
                         PprofStacks::InOrder(v) => v.push(line),
                     }
                 }
@@ -362,17 +378,51 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
                 }
                 PprofStacks::Merged(_) => out.text.push((path.as_path(), bytes)),
             },
+            // Read by the one detector (perf script folded like `ember collapse`, speedscope
+            // into a profile), then merged like the other inputs.
             Kind::PerfScript | Kind::Speedscope => {
-                return Err(FormatError::Unsupported {
-                    path: path.display().to_string(),
-                    kind,
-                    hint: detect::unsupported_hint(kind).unwrap_or_default(),
+                let f = match detect::decode_as(&bytes, kind, path)? {
+                    ember_formats::Input::Pprof(profile) => {
+                        let (f, unit) =
+                            profile_folded(&profile, args.sample_type.as_deref(), path)?;
+                        out.unit.get_or_insert(unit);
+                        f
+                    }
+                    ember_formats::Input::Folded(f) => FoldedRef {
+                        lines: f
+                            .lines
+                            .into_iter()
+                            .map(|l| ember_formats::FoldedLineRef {
+                                stack: l.stack.into(),
+                                count: l.count,
+                                second_count: l.second_count,
+                            })
+                            .collect(),
+                        ..FoldedRef::default()
+                    },
+                };
+                for line in f.lines {
+                    match &mut out.pprof {
+                        PprofStacks::Merged(m) => add_line(m, line),
+                        PprofStacks::InOrder(v) => v.push(line),
+                    }
                 }
-                .into());
             }
         }
     }
     Ok(out)
+}
+
+/// Adds a folded line to the merged pprof stacks (both counts of a differential line).
+fn add_line(
+    m: &mut std::collections::HashMap<String, (f64, Option<f64>)>,
+    line: ember_formats::FoldedLineRef<'_>,
+) {
+    let entry = m.entry(line.stack.into_owned()).or_insert((0.0, None));
+    entry.0 += line.count;
+    if let Some(second) = line.second_count {
+        entry.1 = Some(entry.1.unwrap_or(0.0) + second);
+    }
 }
 
 /// Every input's stacks as one folded input: the pprof stacks, then the folded text parsed in
@@ -383,15 +433,21 @@ fn fold_inputs<'i>(inputs: &'i Inputs<'_>) -> FoldedRef<'i> {
         has_fractional: inputs.has_fractional,
         ..FoldedRef::default()
     };
-    fn line(stack: &str, count: f64) -> ember_formats::FoldedLineRef<'_> {
+    fn line(
+        stack: &str,
+        count: f64,
+        second_count: Option<f64>,
+    ) -> ember_formats::FoldedLineRef<'_> {
         ember_formats::FoldedLineRef {
             stack: stack.into(),
             count,
-            second_count: None,
+            second_count,
         }
     }
     match &inputs.pprof {
-        PprofStacks::Merged(m) => folded.lines.extend(m.iter().map(|(s, c)| line(s, *c))),
+        PprofStacks::Merged(m) => folded
+            .lines
+            .extend(m.iter().map(|(s, &(c, second))| line(s, c, second))),
         PprofStacks::InOrder(v) => {
             folded
                 .lines

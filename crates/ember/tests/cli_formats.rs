@@ -1,0 +1,133 @@
+//! `ember convert` reads every format Ember knows through the one input detector (pprof,
+//! folded, speedscope JSON, perf script) and writes pprof, folded and speedscope; round trips
+//! on real files keep every stack and value. `pprof -diff_base` profiles keep both sides.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+}
+
+fn ember(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ember");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "ember {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn convert(input: &Path, output: &Path, extra: &[&str]) -> Vec<u8> {
+    let mut args = vec![
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ember(&args, b"");
+    std::fs::read(output).unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ember-formats-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn perf_script_converts_like_ember_collapse_and_round_trips_through_pprof() {
+    let dir = temp_dir("perf");
+    for rel in [
+        "crates/ember-collapse/tests/data/producers/simpleperf-report-sample.txt",
+        "tests/data/corpora/FlameGraph/test/perf-java-stacks-01.txt",
+    ] {
+        let input = repo(rel);
+        let collapsed = ember(&["collapse", input.to_str().unwrap()], b"").stdout;
+        let folded = convert(&input, &dir.join("a.folded"), &[]);
+        assert_eq!(folded, collapsed, "{rel}: perf script → folded");
+        let pprof = dir.join("a.pb.gz");
+        convert(&input, &pprof, &["--sample-type", "cpu/nanoseconds"]);
+        let back = convert(&pprof, &dir.join("b.folded"), &[]);
+        assert_eq!(back, collapsed, "{rel}: perf script → pprof → folded");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn speedscope_from_other_programs_and_from_ember_round_trips() {
+    let dir = temp_dir("speedscope");
+    // Written by speedscope's own exporter (pyroscope's test files): read, not refused.
+    let two = repo(
+        "tests/data/corpora/pyroscope/pkg/og/convert/speedscope/testdata/two-sampled.speedscope.json",
+    );
+    let folded = convert(&two, &dir.join("two.folded"), &[]);
+    assert_eq!(
+        String::from_utf8(folded).unwrap(),
+        "a;b 10\na;b;c 10\na;b;d 8\n"
+    );
+
+    // pprof → speedscope → pprof keeps every positive stack of every sample type.
+    let cpu = repo("tests/data/corpora/pprof/internal/report/testdata/sample.cpu");
+    for index in ["samples", "cpu"] {
+        let direct = convert(&cpu, &dir.join("d.folded"), &["--sample-index", index]);
+        let json = dir.join("s.json");
+        convert(&cpu, &json, &[]);
+        let pprof = dir.join("s.pb.gz");
+        convert(&json, &pprof, &[]);
+        let unit_index = if index == "samples" { "0" } else { "1" };
+        let back = convert(
+            &pprof,
+            &dir.join("b.folded"),
+            &["--sample-index", unit_index],
+        );
+        assert_eq!(back, direct, "sample type {index}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn diff_base_profiles_convert_and_draw_as_their_two_sides() {
+    let dir = temp_dir("diff-base");
+    let diff = repo("crates/ember-formats/tests/data/diff-base/crc32-vs-gobench.diff.pb.gz");
+    let folded = convert(&diff, &dir.join("d.folded"), &[]);
+    let text = String::from_utf8(folded.clone()).unwrap();
+    // `stack before after`: before sums to the base's total, the one go tool pprof divides
+    // by (2110ms in crc32-vs-gobench.top.txt), after to the new profile's.
+    let before: i64 = text
+        .lines()
+        .map(|l| l.split(' ').nth_back(1).unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(before, 2_110_000_000, "{text}");
+    assert!(text.lines().all(|l| l.split(' ').count() == 3), "{text}");
+    // The flame graph of the profile is the differential one of its folded form.
+    let from_pprof = ember(&["flamegraph", diff.to_str().unwrap()], b"").stdout;
+    let from_folded = ember(&["flamegraph", "--countname", "nanoseconds", "-"], &folded).stdout;
+    assert_eq!(
+        String::from_utf8(from_pprof).unwrap(),
+        String::from_utf8(from_folded).unwrap()
+    );
+    // Re-encoding keeps the base labels, so the top table is still Go's.
+    let again = dir.join("again.pb.gz");
+    convert(&diff, &again, &[]);
+    let expected = std::fs::read_to_string(repo(
+        "crates/ember-formats/tests/data/diff-base/crc32-vs-gobench.top.txt",
+    ))
+    .unwrap();
+    let top = ember(&["top", again.to_str().unwrap()], b"").stdout;
+    assert_eq!(String::from_utf8(top).unwrap(), expected);
+    let _ = std::fs::remove_dir_all(&dir);
+}
