@@ -10,9 +10,9 @@
 //! |---|---|
 //! | 4 | magic `EMFG` |
 //! | 4 | `u32` H: length of the header |
-//! | H | header, JSON: `format` (`single` or `double`), `units`, `sampleRate`, `name`, `numTicks`, `maxSelf`, `levels` (the number of nodes of each depth, root first), `names` (how many), and for `double` `leftTicks`, `rightTicks` |
+//! | H | header, JSON: `format` (`single` or `double`), `units`, `sampleRate`, `name`, `numTicks`, `maxSelf`, `levels` (the number of nodes of each depth, root first), `names` (how many), `values` (`u32` or `f64`: the width of the value columns), `scale` (what a value column's numbers are multiplied by), and for `double` `leftTicks`, `rightTicks` |
 //! | 0–7 | zero bytes, so the columns start at a multiple of 8 |
-//! | 8·N each | `f64` columns: `single`: total, self; `double`: left total, left self, right total, right self |
+//! | 4·N or 8·N each | value columns, `u32` or `f64`: `single`: total, self; `double`: left total, left self, right total, right self |
 //! | 4·N each | `u32` columns: name (index into the names), parent (index of the parent within the previous depth; 0 for the root) |
 //! | 4·K | `u32` length of each name in UTF-16 code units (what a JavaScript string counts) |
 //! | rest | the names' UTF-8 bytes back to back |
@@ -20,7 +20,10 @@
 //! N nodes in breadth-first order: depth by depth, each depth left to right, so a node's
 //! children follow one another in its own order (by name), and a node starts where its parent
 //! starts plus the totals of its earlier siblings (the flamebearer's x offsets, left for the
-//! reader to add up). Values are `f64`: exact up to 2^53, as JSON numbers are in a browser.
+//! reader to add up). Values are written as `u32` multiples of `scale` (the greatest common
+//! divisor of every value: a CPU profile's values are multiples of its sampling period) when
+//! every value is such a multiple that fits, which halves those columns; otherwise as `f64`
+//! with `scale` 1, exact up to 2^53 as JSON numbers are in a browser.
 
 use ember_store::Merged;
 use serde_json::json;
@@ -69,27 +72,50 @@ fn breadth_first<'a>(count: usize, children: impl Fn(u32) -> &'a [u32]) -> Order
     }
 }
 
-/// Writes the header, its padding, the `f64` columns, the `u32` columns and the names.
+/// The greatest common divisor of `a` and `b` (non-negative).
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Writes the header (with the value columns' `values` width and `scale` added), its
+/// padding, the value columns, the `u32` columns and the names.
 fn encode(
-    header: serde_json::Value,
-    floats: &[Vec<f64>],
+    mut header: serde_json::Value,
+    values: &[Vec<i64>],
     ints: &[Vec<u32>],
     names: &[String],
 ) -> Vec<u8> {
+    let all = || values.iter().flatten().copied();
+    let scale = all().fold(0u64, |g, v| gcd(g, v.unsigned_abs())).max(1);
+    let narrow = all().all(|v| v >= 0 && v as u64 / scale <= u64::from(u32::MAX));
+    let (width, scale) = if narrow { (4, scale) } else { (8, 1) };
+    header["values"] = json!(if narrow { "u32" } else { "f64" });
+    header["scale"] = json!(scale);
     let header = header.to_string();
     let pad = (8 - (8 + header.len()) % 8) % 8;
-    let n = floats.first().map_or(0, Vec::len);
+    let n = values.first().map_or(0, Vec::len);
     let text: usize = names.iter().map(String::len).sum();
-    let size =
-        8 + header.len() + pad + n * (8 * floats.len() + 4 * ints.len()) + 4 * names.len() + text;
+    let size = 8
+        + header.len()
+        + pad
+        + n * (width * values.len() + 4 * ints.len())
+        + 4 * names.len()
+        + text;
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     out.resize(out.len() + pad, 0);
-    for column in floats {
-        for v in column {
-            out.extend_from_slice(&v.to_le_bytes());
+    for column in values {
+        for &v in column {
+            if narrow {
+                out.extend_from_slice(&((v as u64 / scale) as u32).to_le_bytes());
+            } else {
+                out.extend_from_slice(&(v as f64).to_le_bytes());
+            }
         }
     }
     for column in ints {
@@ -119,8 +145,8 @@ pub(crate) fn single(tree: &Tree, merged: &Merged, title: &str) -> Vec<u8> {
     let mut max_self = 0i64;
     for &id in &order.ids {
         let node = &tree.nodes[id as usize];
-        total.push(node.total as f64);
-        self_value.push(node.self_value as f64);
+        total.push(node.total);
+        self_value.push(node.self_value);
         name.push(node.name);
         max_self = max_self.max(node.self_value);
     }
@@ -149,17 +175,17 @@ pub(crate) fn single(tree: &Tree, merged: &Merged, title: &str) -> Vec<u8> {
 pub(crate) fn double(tree: &DiffTree, left: &Merged, right: &Merged, title: &str) -> Vec<u8> {
     let order = breadth_first(tree.nodes.len(), |id| &tree.nodes[id as usize].children);
     let n = order.ids.len();
-    let mut floats: Vec<Vec<f64>> = (0..4).map(|_| Vec::with_capacity(n)).collect();
+    let mut values: Vec<Vec<i64>> = (0..4).map(|_| Vec::with_capacity(n)).collect();
     let mut name = Vec::with_capacity(n);
     let mut max_self = 0i64;
     for &id in &order.ids {
         let node = &tree.nodes[id as usize];
         for (column, v) in
-            floats
+            values
                 .iter_mut()
                 .zip([node.left.0, node.left.1, node.right.0, node.right.1])
         {
-            column.push(v as f64);
+            column.push(v);
         }
         name.push(node.name);
         max_self = max_self.max(node.left.1).max(node.right.1);
@@ -179,7 +205,7 @@ pub(crate) fn double(tree: &DiffTree, left: &Merged, right: &Merged, title: &str
         "levels": order.levels,
         "names": tree.names.len(),
     });
-    encode(header, &floats, &[name, order.parents], &tree.names)
+    encode(header, &values, &[name, order.parents], &tree.names)
 }
 
 #[cfg(test)]

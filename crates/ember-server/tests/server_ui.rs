@@ -124,12 +124,18 @@ fn read_binary(bytes: &[u8]) -> (serde_json::Value, Vec<String>, Vec<Vec<i64>>) 
     let n: usize = counts.iter().sum();
     let sides = if header["format"] == "double" { 2 } else { 1 };
     let mut at = (8 + h).div_ceil(8) * 8;
+    // Value columns: `u32` multiples of `scale`, or `f64`.
+    let scale = header["scale"].as_f64().unwrap();
+    let width = if header["values"] == "u32" { 4 } else { 8 };
     let mut f64s = || {
-        let v: Vec<f64> = bytes[at..at + 8 * n]
-            .chunks(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        let v: Vec<f64> = bytes[at..at + width * n]
+            .chunks(width)
+            .map(|c| match width {
+                4 => f64::from(u32::from_le_bytes(c.try_into().unwrap())) * scale,
+                _ => f64::from_le_bytes(c.try_into().unwrap()),
+            })
             .collect();
-        at += 8 * n;
+        at += width * n;
         v
     };
     let floats: Vec<Vec<f64>> = (0..2 * sides).map(|_| f64s()).collect();

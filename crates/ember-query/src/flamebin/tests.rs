@@ -22,15 +22,24 @@ fn decode(bytes: &[u8], float_columns: usize) -> Decoded {
         .map(|c| c.as_u64().unwrap() as usize)
         .sum();
     let k = header["names"].as_u64().unwrap() as usize;
+    let scale = header["scale"].as_f64().unwrap();
+    let width = match header["values"].as_str().unwrap() {
+        "u32" => 4,
+        "f64" => 8,
+        other => panic!("values {other}"),
+    };
     let mut floats = Vec::new();
     for _ in 0..float_columns {
         floats.push(
-            bytes[at..at + 8 * n]
-                .chunks(8)
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            bytes[at..at + width * n]
+                .chunks(width)
+                .map(|c| match width {
+                    4 => f64::from(u32::from_le_bytes(c.try_into().unwrap())) * scale,
+                    _ => f64::from_le_bytes(c.try_into().unwrap()),
+                })
                 .collect(),
         );
-        at += 8 * n;
+        at += width * n;
     }
     let mut u32s = |count: usize| -> Vec<u32> {
         let v = bytes[at..at + 4 * count]
@@ -144,6 +153,29 @@ fn single_holds_the_flamebearer_levels() {
     assert_eq!(d.header["units"], "samples");
     assert_eq!(d.header["sampleRate"], 1_000_000_000);
     assert_eq!(d.header["name"], "{service_name=\"api\"}");
+}
+
+#[test]
+fn values_are_narrow_multiples_of_their_divisor_when_they_fit() {
+    // CPU time: multiples of a 10 ms period, in nanoseconds.
+    let ns: Vec<(&str, i64)> = STACKS.iter().map(|(s, v)| (*s, v * 10_000_000)).collect();
+    let tree = Tree::from_stacks(&stacks(&ns));
+    let bytes = single(&tree, &typed(), "");
+    let d = decode(&bytes, 2);
+    assert_eq!(
+        (d.header["values"].as_str(), d.header["scale"].as_i64()),
+        (Some("u32"), Some(10_000_000))
+    );
+    assert_eq!(levels_of(&d, &d.floats[0], &d.floats[1]), tree.levels().0);
+    // A value past u32 after the divisor: eight bytes a value, exact.
+    let wide = [("main;a", 1i64 << 40), ("main;b", 3)];
+    let tree = Tree::from_stacks(&stacks(&wide));
+    let d = decode(&single(&tree, &typed(), ""), 2);
+    assert_eq!(
+        (d.header["values"].as_str(), d.header["scale"].as_i64()),
+        (Some("f64"), Some(1))
+    );
+    assert_eq!(levels_of(&d, &d.floats[0], &d.floats[1]), tree.levels().0);
 }
 
 #[test]
