@@ -46,11 +46,10 @@ await runChecks(browser, async () => {
   const typeValue = await page.locator("#type").inputValue();
   check(typeValue.includes(":cpu:nanoseconds"), `chooses the cpu profile type (${typeValue})`);
   // The first requests went out from boot.js before the modules ran, and the page used them
-  // (a first visit: the type chosen from the list, then the view's flame graph and chart).
+  // (a first visit: the type chosen from the list, then the view's flame graph).
   const booted = (u, what) => u.some((x) => x.includes(what));
-  check(booted(v.fromBoot, "/api/v1/profile_types") && booted(v.fromBoot, "format=flamebearer-bin")
-    && booted(v.fromBoot, "/api/v1/timeseries"),
-    "the first visit's types, flame graph and chart come from boot.js's early requests " + JSON.stringify(v.fromBoot));
+  check(booted(v.fromBoot, "/api/v1/profile_types") && booted(v.fromBoot, "format=flamebearer-bin"),
+    "the first visit's types and flame graph come from boot.js's early requests " + JSON.stringify(v.fromBoot));
   const serviceLabel = await page.locator(`#service option[value="${want.service}"]`).textContent();
   check(/—\s*[\d.]+\s*(ms|s|min)$/.test(serviceLabel), `shows the service's amount of data: ${serviceLabel}`);
 

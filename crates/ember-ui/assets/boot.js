@@ -2,8 +2,9 @@
 // of the page (it runs before the parser reaches anything else), so the flame graph, the
 // slowest answer, is on its way ~200 ms sooner than if `explore.js` asked for it once every
 // module had arrived and run. It asks for exactly what the Explore page's first load asks for
-// (the profile types, the time series and the binary flame graph of the view in the address,
-// with the same headers) and leaves the answers in `window.__emberBoot.requests` by URL;
+// (the binary flame graph of the view in the address, and on a first visit, with no type in
+// the address, the list of types first; with the same headers) and leaves the answers in
+// `window.__emberBoot.requests` by URL;
 // `api.js` takes an answer from there instead of asking again when its URL and headers are
 // the same. Anything else (Compare, a single profile, a changed view) asks the usual way, so
 // a request made here that nobody takes costs the server one answer and nothing else.
@@ -41,13 +42,14 @@
     ["hide", get("hide")], ["collapseRecursion", get("rec") ? "true" : ""], ["dropBelow", get("below")],
     ["focusFunction", get("ffn")],
   ];
+  // Only the flame graph: the chart and the lists are not needed for the first paint, and
+  // while the modules load, every request held open takes one of the browser's six
+  // connections to the server away from them.
   const view = (type) => {
     ask(url("/api/v1/query", [...selection(type), ["format", "flamebearer-bin"], ["maxNodes", get("maxNodes")]]));
-    ask(url("/api/v1/timeseries", [...selection(type), ["groupBy", get("groupBy")]]));
   };
   const TYPES = "/api/v1/profile_types";
   if (get("type")) {
-    ask(TYPES);
     view(get("type"));
     return;
   }
