@@ -77,6 +77,14 @@ export class Api {
     return res;
   }
 
+  // Drops what `boot.js` sent that nobody took (a view the page did not show after all).
+  forgetEarly() {
+    const boot = window.__emberBoot;
+    if (!boot) return;
+    for (const e of boot.requests.values()) e.ctl.abort();
+    boot.requests.clear();
+  }
+
   // GETs `path` as JSON.
   async json(path, params = {}, key = path) {
     return (await this.get(path, params, key)).json();

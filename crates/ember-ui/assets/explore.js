@@ -19,8 +19,16 @@ import { currentTheme, initTheme } from "./theme.js";
 import { TimeSeriesChart } from "./timeseries.js";
 import { TopTable } from "./top.js";
 
-// Every module is loaded and has run (for the benchmark's breakdown of the first paint).
-performance.mark("ember:modules");
+// Marks a step of showing the view (`ember:<step>`, read by bench/ui for the breakdown of the
+// first paint): only the latest of each is kept, so an auto-refreshed tab does not pile up
+// marks.
+function mark(step) {
+  performance.clearMarks("ember:" + step);
+  performance.mark("ember:" + step);
+}
+
+// Every module is loaded and has run.
+mark("modules");
 const $ = (id) => document.getElementById(id);
 let state = readState();
 // A server with auth wants a bearer token: kept for the browser tab (never in the URL).
@@ -174,9 +182,9 @@ function nextFrame() {
 async function flameAnswer(extra, key) {
   const bytes = await api.buffer("/api/v1/query",
     params({ format: "flamebearer-bin", maxNodes: state.maxNodes, ...extra }), key);
-  performance.mark("ember:" + key + "-answer");
+  mark(key + "-answer");
   const model = FlameModel.decode(bytes);
-  performance.mark("ember:" + key + "-model");
+  mark(key + "-model");
   return model;
 }
 
@@ -389,7 +397,7 @@ async function loadGroupBy() {
 // The chart, flame graph and top table of the current selection; `types` is the promise of
 // the tenant's profile types (an empty answer's hint depends on whether there are any).
 async function loadView(types) {
-  performance.mark("ember:view");
+  mark("view");
   const gen = ++generation;
   const unit = unitOf(state.type);
   const now = Date.now();
@@ -411,7 +419,7 @@ async function loadView(types) {
     if (full) showZoom(path, null);
     else { showCrumbs(); showSearch(); }
   });
-  performance.mark("ember:flame-drawn");
+  mark("flame-drawn");
   hook.view.drawn = flame.stats.drawn;
   // Let the browser show the flame graph before the chart, the lists and the table are made.
   await nextFrame();
@@ -495,6 +503,7 @@ async function loadAll() {
     // The lists of services and labels after the flame graph: the server's cores are its.
     await Promise.all([loadServices(), loadGroupBy()]);
   });
+  api.forgetEarly();
   hook.ready = true;
 }
 
