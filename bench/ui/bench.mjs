@@ -13,8 +13,9 @@
 // as JSON and as a Markdown table. Given several servers (`servers`: e.g. the previous build
 // and this one), the page loads alternate between them, run by run, so a busy machine weighs
 // on each alike; one table per server. Where the page marks them (`performance.mark`:
-// `ember:modules`, `ember:flame-answer`, `ember:flame-drawn`), the first paint's breakdown
-// is printed too.
+// `ember:modules`, `ember:flame-answer`, `ember:flame-drawn`, and `ember:boot-drawn` when
+// boot.js drew the graph before the modules had run), the first paint's breakdown is printed
+// too.
 //
 // usage: node bench/ui/bench.mjs '{"servers": [{"name": "new", "base": URL}, ...],
 //                                  "query": SELECTOR, "runs": 7}'
@@ -111,7 +112,7 @@ async function searches(patterns) {
 const browser = await launch();
 for (const s of servers) {
   s.result = { url: s.url, runs, firstPaint: [], firstVisitPaint: [], requestStart: [], requestEnd: [], serverWait: [],
-    download: [], modules: [], answer: [], drawn: [], bytes: 0, nodes: 0 };
+    download: [], modules: [], answer: [], drawn: [], bootDrawn: [], bytes: 0, nodes: 0 };
   s.zoom = [];
   s.hover = [];
   s.redraw = [];
@@ -142,7 +143,8 @@ async function once(s) {
     const mark = (name) => performance.getEntriesByName(name, "mark")[0]?.startTime ?? null;
     return { paint: window.__firstPaint, nodes: window.__ember.view.nodes, start: q.startTime, end: q.responseEnd,
       wait: q.responseStart - q.requestStart, download: q.responseEnd - q.startTime, bytes: q.encodedBodySize || q.transferSize,
-      modules: mark("ember:modules"), answer: mark("ember:flame-answer"), drawn: mark("ember:flame-drawn") };
+      modules: mark("ember:modules"), answer: mark("ember:flame-answer"), drawn: mark("ember:flame-drawn"),
+      bootDrawn: mark("ember:boot-drawn") };
   });
   if (t.nodes < 100000) throw new Error(`the browser got ${t.nodes} nodes, not 100,000+`);
   result.firstPaint.push(t.paint);
@@ -150,7 +152,7 @@ async function once(s) {
   result.requestStart.push(t.start);
   result.requestEnd.push(t.end);
   result.download.push(t.download);
-  for (const k of ["modules", "answer", "drawn"]) if (t[k] !== null) result[k].push(t[k]);
+  for (const k of ["modules", "answer", "drawn", "bootDrawn"]) if (t[k] !== null) result[k].push(t[k]);
   result.nodes = t.nodes;
   result.bytes = t.bytes;
   const i = await page.evaluate(interactions, 10);
@@ -189,6 +191,10 @@ for (const s of servers) {
   if (result.modules.length) summary["… every module loaded and run (after navigation)"] = [stat(result.modules), null];
   if (result.answer.length) summary["… the answer's bytes in the page (after navigation)"] = [stat(result.answer), null];
   if (result.drawn.length) summary["… the flame graph drawn (after navigation)"] = [stat(result.drawn), null];
+  // boot.js draws a plain view itself when its answer is in before the modules have run.
+  if (result.bootDrawn.length) {
+    summary[`… drawn by boot.js, before the modules (${result.bootDrawn.length} of ${runs} loads)`] = [stat(result.bootDrawn), null];
+  }
   console.log(JSON.stringify({ server: s.name, ...result, summary }, null, 1));
   console.log(`\n${s.name ? `**${s.name}** (${s.base}): ` : ""}${result.nodes} nodes in the browser ` +
     `(${(result.bytes / 1e6).toFixed(1)} MB answer), ${runs} page loads\n`);

@@ -77,6 +77,19 @@ export class Api {
     return res;
   }
 
+  // The model `boot.js` made (and drew) of its answer for `path` with `params`, taken, or
+  // null: then the page asks the usual way (an answer boot.js did not use is dropped unread
+  // or, when it failed, asked for again, so its error is reported as any other's).
+  async bootModel(path, params) {
+    const url = this.url(path, params), boot = window.__emberBoot;
+    const e = boot?.requests.get(url);
+    if (!e?.model || e.headers !== JSON.stringify(this.headers())) return null;
+    const model = await e.model;
+    if (boot.requests.get(url) === e) boot.requests.delete(url);
+    if (model) this.fromBoot.push(url);
+    return model;
+  }
+
   // Drops what `boot.js` sent that nobody took (a view the page did not show after all).
   forgetEarly() {
     const boot = window.__emberBoot;
