@@ -6,8 +6,8 @@
 // Typed arrays use the machine's byte order; the binary answer is little-endian.
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-// `n` values of `Type` (Float64Array or Uint32Array) at byte `at` of `buffer`: a view of the
-// bytes themselves on a little-endian machine, a decoded copy otherwise.
+// `n` values of `Type` (Float64Array, Uint32Array or Int32Array) at byte `at` of `buffer`: a
+// view of the bytes themselves on a little-endian machine, a decoded copy otherwise.
 function column(buffer, Type, at, n) {
   if (at + n * Type.BYTES_PER_ELEMENT > buffer.byteLength) {
     throw new Error("the binary flame graph is cut short");
@@ -15,7 +15,8 @@ function column(buffer, Type, at, n) {
   if (LITTLE_ENDIAN) return new Type(buffer, at, n);
   const dv = new DataView(buffer), out = new Type(n);
   for (let i = 0; i < n; i++) {
-    out[i] = Type === Float64Array ? dv.getFloat64(at + 8 * i, true) : dv.getUint32(at + 4 * i, true);
+    out[i] = Type === Float64Array ? dv.getFloat64(at + 8 * i, true)
+      : Type === Int32Array ? dv.getInt32(at + 4 * i, true) : dv.getUint32(at + 4 * i, true);
   }
   return out;
 }
@@ -127,7 +128,9 @@ export class FlameModel {
       total = values();
       self = values();
     }
-    const name = take(Uint32Array, n), parent = take(Uint32Array, n);
+    // Int32Array like the JSON model's (indexes well below 2^31): V8 keeps their values small
+    // integers in the hot loops (marking, drawing), where Uint32Array's may not be.
+    const name = take(Int32Array, n), parent = take(Int32Array, n);
     const lengths = take(Uint32Array, header.names);
     const text = utf8.decode(bytes.subarray(at));
     const names = new Array(header.names);

@@ -40,8 +40,10 @@ export class FlameView {
     this.model = !data ? null : data instanceof FlameModel ? data : new FlameModel(data);
     this.unit = unit;
     this.allTotal = allTotal || (this.model ? this.model.total : 0);
-    // Colours are worked out per name when a frame of that name is first drawn.
-    this.colours = [];
+    // Colours are worked out per name when a frame of that name is first drawn (a packed
+    // array of nulls until then: an empty one filled at scattered indexes turns into a slow
+    // dictionary).
+    this.colours = this.model ? new Array(this.model.names.length).fill(null) : [];
     this.zoom = [0, 0];
     this.marks = null;
     this.fnMarks = null;
