@@ -10,19 +10,29 @@
 //   - and, from the browser's resource timing, the flame graph request (waiting for the
 //     server's first byte, and the whole download).
 // Every measure runs RUNS times (at least 5); the median and the spread (min–max) are printed
-// as JSON and as a Markdown table.
+// as JSON and as a Markdown table. Given several servers (`servers`: e.g. the previous build
+// and this one), the page loads alternate between them, run by run, so a busy machine weighs
+// on each alike; one table per server. Where the page marks them (`performance.mark`:
+// `ember:modules`, `ember:flame-answer`, `ember:flame-drawn`, and `ember:boot-drawn` when
+// boot.js drew the graph before the modules had run), the first paint's breakdown is printed
+// too.
 //
-// usage: node bench/ui/bench.mjs '{"base": URL, "query": SELECTOR, "runs": 7}'
+// usage: node bench/ui/bench.mjs '{"servers": [{"name": "new", "base": URL}, ...],
+//                                  "query": SELECTOR, "runs": 7}'
+//        (or '{"base": URL, ...}' for one server)
 import { launch } from "../../tests/browser/common.mjs";
 
 const args = JSON.parse(process.argv[2] || "{}");
 const runs = Math.max(5, args.runs || 7);
-// The view's address as the page writes it (profile type included), and a first visit's
-// (no type yet: the page asks for the list of types before the flame graph).
-const types = await (await fetch(`${args.base}/api/v1/profile_types`)).json();
-const type = types.find((t) => t.split(":")[1] === "cpu") || types[0];
-const firstVisit = `${args.base}/?from=now-24h&until=now&maxNodes=0&query=${encodeURIComponent(args.query)}`;
-const url = `${firstVisit}&type=${encodeURIComponent(type)}`;
+const servers = args.servers || [{ name: "", base: args.base }];
+// Per server, the view's address as the page writes it (profile type included), and a first
+// visit's (no type yet: the page asks for the list of types before the flame graph).
+for (const s of servers) {
+  const types = await (await fetch(`${s.base}/api/v1/profile_types`)).json();
+  const type = types.find((t) => t.split(":")[1] === "cpu") || types[0];
+  s.firstVisit = `${s.base}/?from=now-24h&until=now&maxNodes=0&query=${encodeURIComponent(args.query)}`;
+  s.url = `${s.firstVisit}&type=${encodeURIComponent(type)}`;
+}
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -100,68 +110,98 @@ async function searches(patterns) {
 }
 
 const browser = await launch();
-const result = { url, runs, firstPaint: [], firstVisitPaint: [], requestStart: [], requestEnd: [], serverWait: [], download: [], bytes: 0, nodes: 0 };
-const zoom = [], hover = [], redraw = [], search = [];
+for (const s of servers) {
+  s.result = { url: s.url, runs, firstPaint: [], firstVisitPaint: [], requestStart: [], requestEnd: [], serverWait: [],
+    download: [], modules: [], answer: [], drawn: [], bootDrawn: [], bytes: 0, nodes: 0 };
+  s.zoom = [];
+  s.hover = [];
+  s.redraw = [];
+  s.search = [];
+}
+
+// One run on server `s`: a first visit, then a visit of the view's address with the
+// interactions and searches.
+async function once(s) {
+  const { result } = s;
+  // A first visit, in its own fresh context.
+  const visit = await browser.newContext({ viewport: { width: 1920, height: 1080 } });
+  const first = await visit.newPage();
+  await first.addInitScript(markFirstPaint);
+  await first.goto(s.firstVisit, { waitUntil: "commit" });
+  await first.waitForFunction(() => window.__firstPaint, null, { timeout: 60000, polling: 50 });
+  result.firstVisitPaint.push(await first.evaluate(() => window.__firstPaint));
+  await first.waitForFunction(() => window.__ember.ready && window.__ember.loading === 0, null, { timeout: 60000 });
+  await visit.close();
+  const context = await browser.newContext({ viewport: { width: 1920, height: 1080 } });
+  const page = await context.newPage();
+  await page.addInitScript(markFirstPaint);
+  await page.goto(s.url, { waitUntil: "commit" });
+  await page.waitForFunction(() => window.__firstPaint, null, { timeout: 60000, polling: 50 });
+  await page.waitForFunction(() => window.__ember.ready && window.__ember.loading === 0, null, { timeout: 60000 });
+  const t = await page.evaluate(() => {
+    const q = performance.getEntriesByType("resource").find((e) => /\/api\/v1\/query\?.*format=flamebearer/.test(e.name));
+    const mark = (name) => performance.getEntriesByName(name, "mark")[0]?.startTime ?? null;
+    return { paint: window.__firstPaint, nodes: window.__ember.view.nodes, start: q.startTime, end: q.responseEnd,
+      wait: q.responseStart - q.requestStart, download: q.responseEnd - q.startTime, bytes: q.encodedBodySize || q.transferSize,
+      modules: mark("ember:modules"), answer: mark("ember:flame-answer"), drawn: mark("ember:flame-drawn"),
+      bootDrawn: mark("ember:boot-drawn") };
+  });
+  if (t.nodes < 100000) throw new Error(`the browser got ${t.nodes} nodes, not 100,000+`);
+  result.firstPaint.push(t.paint);
+  result.serverWait.push(t.wait);
+  result.requestStart.push(t.start);
+  result.requestEnd.push(t.end);
+  result.download.push(t.download);
+  for (const k of ["modules", "answer", "drawn", "bootDrawn"]) if (t[k] !== null) result[k].push(t[k]);
+  result.nodes = t.nodes;
+  result.bytes = t.bytes;
+  const i = await page.evaluate(interactions, 10);
+  s.zoom.push(...i.zoom);
+  s.hover.push(...i.hover);
+  s.redraw.push(...i.redraw);
+  result.drawnFrames = i.drawn;
+  const found = await page.evaluate(searches, ["Encode", "json|sql", "^net/http\\.\\(\\*Conn\\)", "kallsyms", "no-such-frame-xyz"]);
+  s.search.push(...found.map(([, ms]) => ms));
+  result.searchMatches = found.map(([p, , c]) => [p, c]);
+  await context.close();
+}
+
 try {
-  for (let run = 0; run < runs; run++) {
-    // A first visit, in its own fresh context.
-    const visit = await browser.newContext({ viewport: { width: 1920, height: 1080 } });
-    const first = await visit.newPage();
-    await first.addInitScript(markFirstPaint);
-    await first.goto(firstVisit, { waitUntil: "commit" });
-    await first.waitForFunction(() => window.__firstPaint, null, { timeout: 60000, polling: 50 });
-    result.firstVisitPaint.push(await first.evaluate(() => window.__firstPaint));
-    await first.waitForFunction(() => window.__ember.ready && window.__ember.loading === 0, null, { timeout: 60000 });
-    await visit.close();
-    const context = await browser.newContext({ viewport: { width: 1920, height: 1080 } });
-    const page = await context.newPage();
-    await page.addInitScript(markFirstPaint);
-    await page.goto(url, { waitUntil: "commit" });
-    await page.waitForFunction(() => window.__firstPaint, null, { timeout: 60000, polling: 50 });
-    await page.waitForFunction(() => window.__ember.ready && window.__ember.loading === 0, null, { timeout: 60000 });
-    const t = await page.evaluate(() => {
-      const q = performance.getEntriesByType("resource").find((e) => /\/api\/v1\/query\?.*format=flamebearer/.test(e.name));
-      return { paint: window.__firstPaint, nodes: window.__ember.view.nodes, start: q.startTime, end: q.responseEnd,
-        wait: q.responseStart - q.requestStart, download: q.responseEnd - q.startTime, bytes: q.encodedBodySize || q.transferSize };
-    });
-    if (t.nodes < 100000) throw new Error(`the browser got ${t.nodes} nodes, not 100,000+`);
-    result.firstPaint.push(t.paint);
-    result.serverWait.push(t.wait);
-    result.requestStart.push(t.start);
-    result.requestEnd.push(t.end);
-    result.download.push(t.download);
-    result.nodes = t.nodes;
-    result.bytes = t.bytes;
-    const i = await page.evaluate(interactions, 10);
-    zoom.push(...i.zoom);
-    hover.push(...i.hover);
-    redraw.push(...i.redraw);
-    result.drawn = i.drawn;
-    const s = await page.evaluate(searches, ["Encode", "json|sql", "^net/http\\.\\(\\*Conn\\)", "kallsyms", "no-such-frame-xyz"]);
-    search.push(...s.map(([, ms]) => ms));
-    result.searchMatches = s.map(([p, , c]) => [p, c]);
-    await context.close();
-  }
+  // Alternating: run 1 on every server, then run 2 on every server, ...
+  for (let run = 0; run < runs; run++) for (const s of servers) await once(s);
 } finally {
   await browser.close();
 }
-const summary = {
-  "navigation → first painted flame graph (link to the view)": [stat(result.firstPaint), 300],
-  "navigation → first painted flame graph (first visit, no type)": [stat(result.firstVisitPaint), 300],
-  "zoom (click → redrawn)": [stat(zoom), 16],
-  "hover (tooltip)": [stat(hover), 16],
-  "redraw (scroll)": [stat(redraw), 16],
-  "search over every node": [stat(search), 50],
-  "flame graph request: sent (after navigation)": [stat(result.requestStart), null],
-  "flame graph request: server's first byte": [stat(result.serverWait), null],
-  "flame graph request: whole answer": [stat(result.download), null],
-  "flame graph request: answered (after navigation)": [stat(result.requestEnd), null],
-};
-console.log(JSON.stringify({ ...result, summary }, null, 1));
-console.log(`\n${result.nodes} nodes in the browser (${(result.bytes / 1e6).toFixed(1)} MB answer), ${runs} page loads\n`);
-console.log("| measure | median ms | min–max ms | samples | target |");
-console.log("|---|---|---|---|---|");
-for (const [name, [s, target]] of Object.entries(summary)) {
-  const verdict = target === null ? "—" : `< ${target} ms: ${s.median < target ? "met" : "MISSED"}`;
-  console.log(`| ${name} | ${s.median.toFixed(1)} | ${s.min.toFixed(1)}–${s.max.toFixed(1)} | ${s.runs} | ${verdict} |`);
+for (const s of servers) {
+  const { result } = s;
+  const summary = {
+    "navigation → first painted flame graph (link to the view)": [stat(result.firstPaint), 300],
+    "navigation → first painted flame graph (first visit, no type)": [stat(result.firstVisitPaint), 300],
+    "zoom (click → redrawn)": [stat(s.zoom), 16],
+    "hover (tooltip)": [stat(s.hover), 16],
+    "redraw (scroll)": [stat(s.redraw), 16],
+    "search over every node": [stat(s.search), 50],
+    "flame graph request: sent (after navigation)": [stat(result.requestStart), null],
+    "flame graph request: server's first byte": [stat(result.serverWait), null],
+    "flame graph request: whole answer": [stat(result.download), null],
+    "flame graph request: answered (after navigation)": [stat(result.requestEnd), null],
+  };
+  // The page's own marks (builds that set them): when every module had run, when the answer's
+  // bytes were in the page, when the graph was drawn (the first paint is the frame after).
+  if (result.modules.length) summary["… every module loaded and run (after navigation)"] = [stat(result.modules), null];
+  if (result.answer.length) summary["… the answer's bytes in the page (after navigation)"] = [stat(result.answer), null];
+  if (result.drawn.length) summary["… the flame graph drawn (after navigation)"] = [stat(result.drawn), null];
+  // boot.js draws a plain view itself when its answer is in before the modules have run.
+  if (result.bootDrawn.length) {
+    summary[`… drawn by boot.js, before the modules (${result.bootDrawn.length} of ${runs} loads)`] = [stat(result.bootDrawn), null];
+  }
+  console.log(JSON.stringify({ server: s.name, ...result, summary }, null, 1));
+  console.log(`\n${s.name ? `**${s.name}** (${s.base}): ` : ""}${result.nodes} nodes in the browser ` +
+    `(${(result.bytes / 1e6).toFixed(1)} MB answer), ${runs} page loads\n`);
+  console.log("| measure | median ms | min–max ms | samples | target |");
+  console.log("|---|---|---|---|---|");
+  for (const [name, [st, target]] of Object.entries(summary)) {
+    const verdict = target === null ? "—" : `< ${target} ms: ${st.median < target ? "met" : "MISSED"}`;
+    console.log(`| ${name} | ${st.median.toFixed(1)} | ${st.min.toFixed(1)}–${st.max.toFixed(1)} | ${st.runs} | ${verdict} |`);
+  }
 }

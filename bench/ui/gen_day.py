@@ -92,7 +92,10 @@ def main() -> None:
         for i in tail[p::PROFILES]:
             lines.append(f"{stacks[i]} {weights[i]}")
             total += weights[i]
-        at = now - 24 * 3600 + 60 + p * STEP
+        # The day sits in the middle of the last 24 h (5 min to spare at each end), so a
+        # benchmark of two servers loaded one after the other keeps every profile in the
+        # `now-24h` window of both for its first five minutes.
+        at = now - 24 * 3600 + 300 + p * STEP
         url = (f"{server}/ingest?name={service}.cpu&format=folded&from={at}&until={at + 10}"
                "&sampleRate=100&spyName=bench")
         req = urllib.request.Request(url, data="\n".join(lines).encode(), method="POST")

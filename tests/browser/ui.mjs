@@ -45,6 +45,11 @@ await runChecks(browser, async () => {
     `lists the services ${JSON.stringify(v.services)}`);
   const typeValue = await page.locator("#type").inputValue();
   check(typeValue.includes(":cpu:nanoseconds"), `chooses the cpu profile type (${typeValue})`);
+  // The first requests went out from boot.js before the modules ran, and the page used them
+  // (a first visit: the type chosen from the list, then the view's flame graph).
+  const booted = (u, what) => u.some((x) => x.includes(what));
+  check(booted(v.fromBoot, "/api/v1/profile_types") && booted(v.fromBoot, "format=flamebearer-bin"),
+    "the first visit's types and flame graph come from boot.js's early requests " + JSON.stringify(v.fromBoot));
   const serviceLabel = await page.locator(`#service option[value="${want.service}"]`).textContent();
   check(/—\s*[\d.]+\s*(ms|s|min)$/.test(serviceLabel), `shows the service's amount of data: ${serviceLabel}`);
 
@@ -78,6 +83,26 @@ await runChecks(browser, async () => {
     return n / (c.width * c.height);
   });
   check(inked > 0.02, `the canvas is painted (${(100 * inked).toFixed(1)} % of its pixels)`);
+  // The graph comes in the binary format; its model is the flamebearer JSON's, node for node.
+  const same = await page.evaluate(async () => {
+    const { FlameModel } = await import("/ui/flame.js");
+    const shown = window.__ember.flame.model;
+    const bin = performance.getEntriesByType("resource").filter((e) => /format=flamebearer-bin/.test(e.name)).pop();
+    const u = new URL(bin.name);
+    u.searchParams.set("format", "flamebearer");
+    const json = new FlameModel(await (await fetch(u)).json());
+    const diffs = [];
+    if (JSON.stringify(shown.names) !== JSON.stringify(json.names)) diffs.push("names");
+    if (shown.total !== json.total || shown.depth !== json.depth) diffs.push(`total/depth ${shown.total}/${shown.depth}`);
+    for (let d = 0; d < json.depth; d++) {
+      for (const k of ["x", "total", "self", "name", "parent"]) {
+        if (JSON.stringify([...shown.levels[d][k]]) !== JSON.stringify([...json.levels[d][k]])) diffs.push(`depth ${d} ${k}`);
+      }
+    }
+    return { diffs, nodes: shown.nodeCount, binary: shown !== json && !bin.name.includes("format=flamebearer&") };
+  });
+  check(same.binary && same.diffs.length === 0,
+    `the binary flame graph's model is the flamebearer JSON's (${same.nodes} nodes; differences: ${JSON.stringify(same.diffs)})`);
   const chartInk = await page.evaluate(() => {
     const c = document.getElementById("timeseries");
     const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
@@ -165,6 +190,7 @@ await runChecks(browser, async () => {
   await ready();
   const after = await view();
   check(page.url() === address, "the reload keeps the address");
+  check(booted(after.fromBoot, "format=flamebearer-bin"), "the reload's flame graph was asked for by boot.js " + JSON.stringify(after.fromBoot));
   for (const key of ["topFrame", "zoom", "search", "fn", "nodes", "total", "legend"]) {
     check(JSON.stringify(after[key]) === JSON.stringify(before[key]), `after reload ${key} is ${JSON.stringify(after[key])}`);
   }

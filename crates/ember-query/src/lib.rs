@@ -22,6 +22,7 @@ mod callgraph;
 mod cut;
 mod filters;
 mod flamebearer;
+pub mod flamebin;
 mod focus;
 mod ops;
 pub mod parse;

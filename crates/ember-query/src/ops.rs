@@ -108,6 +108,14 @@ impl<'s> Querier<'s> {
         if format == Format::Flamebearer {
             return self.flamebearer(tenant, req, title).map(Output::Json);
         }
+        if format == Format::FlamebearerBin {
+            // The flamebearer's tree without its timeline (the web UI draws its own chart).
+            let merged = self.merge_for_tree(tenant, &req.store_query()?, req);
+            let tree = Tree::from_merged_cut(&merged, req.max_nodes);
+            return Ok(Output::flame_binary(crate::flamebin::single(
+                &tree, &merged, title,
+            )));
+        }
         if format == Format::CallGraph {
             let graph = self.call_graph(tenant, req, &Default::default())?;
             return Ok(Output::Json(graph.to_json()));

@@ -13,6 +13,10 @@ use crate::flamebearer::type_parts;
 pub enum Format {
     /// Pyroscope flamebearer JSON (the default; `json` is an alias).
     Flamebearer,
+    /// The same flame graph as [`Format::Flamebearer`] (node limit included) in the compact
+    /// binary layout of the web UI (`flamebearer-bin`): typed columns a browser reads without
+    /// parsing, no timeline. The layout is in [`crate::flamebin`].
+    FlamebearerBin,
     /// gzip'd pprof protobuf (a diff: right minus left per stack).
     Pprof,
     /// Folded stacks `frame;frame value` (a diff: `stack left right`).
@@ -41,6 +45,7 @@ impl Format {
     pub fn parse(name: Option<&str>) -> Result<Format, QueryError> {
         Ok(match name.unwrap_or("flamebearer") {
             "flamebearer" | "json" => Format::Flamebearer,
+            "flamebearer-bin" => Format::FlamebearerBin,
             "pprof" => Format::Pprof,
             "folded" => Format::Folded,
             "svg" => Format::Svg,
@@ -51,7 +56,7 @@ impl Format {
             other => {
                 return Err(QueryError::Invalid(format!(
                     "format={other:?}: use pprof, folded, svg, speedscope, top, top-json, \
-                     callgraph or flamebearer"
+                     callgraph, flamebearer or flamebearer-bin"
                 )));
             }
         })
@@ -88,6 +93,14 @@ impl Output {
             content_type: "application/json",
             body: file.to_json().into_bytes(),
         })
+    }
+
+    /// A binary flame graph (`flamebearer-bin`).
+    pub(crate) fn flame_binary(body: Vec<u8>) -> Output {
+        Output::Bytes {
+            content_type: crate::flamebin::CONTENT_TYPE,
+            body,
+        }
     }
 
     fn pprof(profile: &ember_pprof::Profile) -> Output {
@@ -256,8 +269,8 @@ pub(crate) fn merged_file(
         Format::TopJson => Ok(Output::Json(crate::top::top_json(
             &crate::top::merged_top_with(merged, &crate::top::json_options()),
         ))),
-        Format::Flamebearer => Err(QueryError::Invalid(
-            "a flamebearer needs its timeline: ask Querier::render".into(),
+        Format::Flamebearer | Format::FlamebearerBin => Err(QueryError::Invalid(
+            "a flamebearer is made from the node-limited merge: ask Querier::render".into(),
         )),
         Format::CallGraph => Ok(Output::Json(
             crate::callgraph::call_graph(merged, &Default::default()).to_json(),
@@ -297,6 +310,15 @@ pub(crate) fn diff_output(
         Format::Flamebearer => {
             let (l, r) = stacks();
             Ok(Output::Json(crate::flamebearer::double(
+                &crate::tree::DiffTree::new(&l, &r).truncate(max_nodes),
+                left,
+                right,
+                title,
+            )))
+        }
+        Format::FlamebearerBin => {
+            let (l, r) = stacks();
+            Ok(Output::flame_binary(crate::flamebin::double(
                 &crate::tree::DiffTree::new(&l, &r).truncate(max_nodes),
                 left,
                 right,

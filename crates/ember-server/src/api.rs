@@ -33,7 +33,7 @@ pub(crate) async fn query(
     if let Some(path) = params.get("focus") {
         req.focus = parse::parse_path("focus", path)?;
     }
-    if format == Format::Flamebearer {
+    if matches!(format, Format::Flamebearer | Format::FlamebearerBin) {
         req.max_nodes = max_nodes(&params)?;
     }
     let title = params.get("query").cloned().unwrap_or_default();
@@ -58,7 +58,7 @@ pub(crate) async fn diff(
         right.focus = left.focus.clone();
     }
     // The flame graph is cut at the node limit like the query route's (`maxNodes`).
-    let limit = if format == Format::Flamebearer {
+    let limit = if matches!(format, Format::Flamebearer | Format::FlamebearerBin) {
         max_nodes(&params)?
     } else {
         0

@@ -109,6 +109,10 @@ pub(crate) async fn profile(
                 }
                 Ok(ember_query::Output::Json(fb))
             }
+            Format::FlamebearerBin => {
+                req.max_nodes = nodes;
+                q.render(t, &req, format, &title)
+            }
             Format::CallGraph => Ok(ember_query::Output::Json(
                 q.call_graph(t, &req, &options)?.to_json(),
             )),

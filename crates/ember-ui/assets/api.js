@@ -17,6 +17,19 @@ export class Api {
     this.tenant = tenant;
     this.token = token;
     this.inflight = new Map();
+    // URLs answered by the requests `boot.js` sent before the modules ran.
+    this.fromBoot = [];
+  }
+
+  // The request `boot.js` already sent for `url` with these `headers`, taken (once), or null.
+  early(url, headers) {
+    const boot = window.__emberBoot;
+    const e = boot?.requests.get(url);
+    if (!e) return null;
+    boot.requests.delete(url);
+    if (e.headers !== JSON.stringify(headers)) return null;
+    this.fromBoot.push(url);
+    return e;
   }
 
   // A URL of the API for `path` with `params` (empty values left out).
@@ -42,11 +55,13 @@ export class Api {
   // AbortError, which callers ignore).
   async get(path, params, key) {
     this.inflight.get(key)?.abort();
-    const ctl = new AbortController();
+    const url = this.url(path, params), headers = this.headers();
+    const early = this.early(url, headers);
+    const ctl = early ? early.ctl : new AbortController();
     this.inflight.set(key, ctl);
     let res;
     try {
-      res = await fetch(this.url(path, params), { headers: this.headers(), signal: ctl.signal });
+      res = await (early ? early.promise : fetch(url, { headers, signal: ctl.signal }));
     } catch (e) {
       if (e.name === "AbortError") throw e;
       throw new ApiError(0, "the server cannot be reached (" + e.message + ")");
@@ -62,9 +77,35 @@ export class Api {
     return res;
   }
 
+  // The model `boot.js` made (and drew) of its answer for `path` with `params`, taken, or
+  // null: then the page asks the usual way (an answer boot.js did not use is dropped unread
+  // or, when it failed, asked for again, so its error is reported as any other's).
+  async bootModel(path, params) {
+    const url = this.url(path, params), boot = window.__emberBoot;
+    const e = boot?.requests.get(url);
+    if (!e?.model || e.headers !== JSON.stringify(this.headers())) return null;
+    const model = await e.model;
+    if (boot.requests.get(url) === e) boot.requests.delete(url);
+    if (model) this.fromBoot.push(url);
+    return model;
+  }
+
+  // Drops what `boot.js` sent that nobody took (a view the page did not show after all).
+  forgetEarly() {
+    const boot = window.__emberBoot;
+    if (!boot) return;
+    for (const e of boot.requests.values()) e.ctl.abort();
+    boot.requests.clear();
+  }
+
   // GETs `path` as JSON.
   async json(path, params = {}, key = path) {
     return (await this.get(path, params, key)).json();
+  }
+
+  // GETs `path` as bytes (an ArrayBuffer: the binary flame graph).
+  async buffer(path, params = {}, key = path) {
+    return (await this.get(path, params, key)).arrayBuffer();
   }
 
   // GETs `path` as a file (exports), with the same headers as every other request.

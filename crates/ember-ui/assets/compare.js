@@ -5,6 +5,7 @@
 // Everything it shows comes from `/api/v1/diff`; everything chosen lives in the URL.
 
 import { linkExports, wireExports } from "./export.js";
+import { FlameModel } from "./flame.js";
 import { FlameView } from "./flamedraw.js";
 import { formatTime, formatValue, unitOf } from "./format.js";
 import { noDataHint } from "./hints.js";
@@ -171,7 +172,8 @@ export class CompareView {
     let fb, top;
     try {
       [fb, top] = await Promise.all([
-        this.api.json("/api/v1/diff", { ...params, format: "flamebearer", maxNodes: s.maxNodes }, "diff"),
+        this.api.buffer("/api/v1/diff", { ...params, format: "flamebearer-bin", maxNodes: s.maxNodes }, "diff")
+          .then((bytes) => FlameModel.decode(bytes)),
         this.api.json("/api/v1/diff", { ...params, format: "top-json" }, "diff-top"),
       ]);
     } catch (e) {
@@ -210,8 +212,8 @@ export class CompareView {
     let focused = null;
     if (this.truncated && path.length) {
       try {
-        focused = await this.api.json("/api/v1/diff", { ...this.params(), format: "flamebearer",
-          maxNodes: s.maxNodes, focus: JSON.stringify(path) }, "diff-focus");
+        focused = FlameModel.decode(await this.api.buffer("/api/v1/diff", { ...this.params(),
+          format: "flamebearer-bin", maxNodes: s.maxNodes, focus: JSON.stringify(path) }, "diff-focus"));
       } catch (e) {
         if (e.name === "AbortError") return; // a newer zoom took over
         if (e.status !== 404) throw e; // 404: the path is gone; show the whole diff

@@ -6,6 +6,7 @@ import { CallGraphTab } from "./callgraph.js";
 import { CompareView } from "./compare.js";
 import { FILE_EXPORTS, linkExports, wireExports } from "./export.js";
 import { filterParams, wireFilters } from "./filters.js";
+import { FlameModel } from "./flame.js";
 import { FlameView } from "./flamedraw.js";
 import { formatTime, formatValue, percent, unitOf } from "./format.js";
 import { ProfilesView } from "./profile.js";
@@ -18,6 +19,16 @@ import { currentTheme, initTheme } from "./theme.js";
 import { TimeSeriesChart } from "./timeseries.js";
 import { TopTable } from "./top.js";
 
+// Marks a step of showing the view (`ember:<step>`, read by bench/ui for the breakdown of the
+// first paint): only the latest of each is kept, so an auto-refreshed tab does not pile up
+// marks.
+function mark(step) {
+  performance.clearMarks("ember:" + step);
+  performance.mark("ember:" + step);
+}
+
+// Every module is loaded and has run.
+mark("modules");
 const $ = (id) => document.getElementById(id);
 let state = readState();
 // A server with auth wants a bearer token: kept for the browser tab (never in the URL).
@@ -26,8 +37,9 @@ const api = new Api(() => state.tenant, () => sessionStorage.getItem(TOKEN_KEY) 
 let loading = 0;
 let generation = 0;
 
-// The test hook: what the page shows, as data (read by the browser tests).
-const hook = (window.__ember = { ready: false, loading: 0, errors: [], view: {} });
+// The test hook: what the page shows, as data (read by the browser tests); boot.js may have
+// made it already, with the flame graph it drew.
+const hook = (window.__ember = Object.assign(window.__ember || {}, { ready: false, loading: 0, errors: [], view: {} }));
 
 function busy(delta) {
   loading += delta;
@@ -77,10 +89,11 @@ function exportParams(format) {
   return params({ format, focus: state.zoom ? JSON.stringify(state.zoom.split(";")) : "" });
 }
 
-const flame = new FlameView({
+// The flame graph boot.js drew, if it drew one (the same canvas), or a new view of it.
+const flame = window.__emberBoot?.flame || new FlameView({
   wrap: $("flame-wrap"), canvas: $("flame"), spacer: $("flame-spacer"), tooltip: $("tooltip"),
-  onZoom: (path) => zoomTo(path),
 });
+flame.onZoom = (path) => zoomTo(path);
 hook.flame = flame;
 // The sandwich's two halves zoom on their own (their zoom is not part of the URL).
 const halves = ["callers", "callees"].map((id) => {
@@ -143,8 +156,8 @@ function showPage() {
   hook.view.page = on ? "compare" : single ? "profile" : "explore";
 }
 
-// The whole selection's flame graph (the server's answer and its model); the view may show a
-// focused answer instead.
+// The whole selection's flame graph (the model of the server's answer; `fullModel` is the
+// same once shown); the view may show a focused answer instead.
 let full = null, fullModel = null;
 // Whether the server cut the whole graph at its node limit (it names the rest "other"): then
 // a zoom asks the server for the subtree, so nothing under it stays hidden.
@@ -156,26 +169,58 @@ function zoomTo(path) {
   task(() => applyZoom(path));
 }
 
+// Resolves once the browser has had a frame to show what was drawn (or after 100 ms, as in a
+// hidden tab, which has no frames).
+function nextFrame() {
+  return new Promise((resolve) => {
+    requestAnimationFrame(() => setTimeout(resolve, 0));
+    setTimeout(resolve, 100);
+  });
+}
+
+// The selection's flame graph from the server, as a model (the binary format: no JSON to
+// parse), with `extra` parameters (a focus); marks the time its bytes arrived and its model
+// was made, for the benchmark.
+async function flameAnswer(extra, key) {
+  const p = params({ format: "flamebearer-bin", maxNodes: state.maxNodes, ...extra });
+  const early = await api.bootModel("/api/v1/query", p);
+  if (early) {
+    mark(key + "-answer");
+    return early;
+  }
+  const bytes = await api.buffer("/api/v1/query", p, key);
+  mark(key + "-answer");
+  const model = FlameModel.decode(bytes);
+  mark(key + "-model");
+  return model;
+}
+
 // Shows the graph zoomed to `path`: on the whole graph, or on the server's answer focused on
 // the path when the whole one was cut.
 async function applyZoom(path) {
   if (!full) return;
-  const unit = unitOf(state.type);
   let focused = null;
   if (fullTruncated && path.length) {
-    let fb;
+    let model;
     try {
-      fb = await api.json("/api/v1/query",
-        params({ format: "flamebearer", maxNodes: state.maxNodes, focus: JSON.stringify(path) }), "focus");
+      model = await flameAnswer({ focus: JSON.stringify(path) }, "focus");
     } catch (e) {
       if (e.name === "AbortError") return; // a newer zoom took over
       throw e;
     }
     if (state.zoom !== path.join(";")) return; // a newer zoom is on its way
-    if (fb.flamebearer.numTicks) focused = fb;
+    if (model.total) focused = model;
   }
+  flame.batch(() => showZoom(path, focused));
+  hook.view.drawn = flame.stats.drawn;
+}
+
+// Shows `path` zoomed in the whole graph, or in `focused` (the server's answer focused on
+// it); one redraw when called in a batch.
+function showZoom(path, focused) {
+  const unit = unitOf(state.type);
   if (focused) {
-    flame.setData(focused, unit, full.flamebearer.numTicks);
+    flame.setData(focused, unit, full.total);
   } else if (flame.model !== fullModel) {
     flame.setData(full, unit);
     fullModel = flame.model;
@@ -359,26 +404,33 @@ async function loadGroupBy() {
 // The chart, flame graph and top table of the current selection; `types` is the promise of
 // the tenant's profile types (an empty answer's hint depends on whether there are any).
 async function loadView(types) {
+  mark("view");
   const gen = ++generation;
   const unit = unitOf(state.type);
   const now = Date.now();
-  const [series, fb] = await Promise.all([
-    api.json("/api/v1/timeseries", params({ groupBy: state.groupBy }), "series"),
-    api.json("/api/v1/query", params({ format: "flamebearer", maxNodes: state.maxNodes }), "flame"),
-  ]);
+  // The flame graph is drawn as soon as it is here; the chart when its answer is.
+  const series = api.json("/api/v1/timeseries", params({ groupBy: state.groupBy }), "series");
+  series.catch(() => {}); // awaited below
+  const model = await flameAnswer({}, "flame");
   if (gen !== generation) return;
-  showLegend(chart.setData(series, toMs(state.from, now), toMs(state.until, now), unit, state.groupBy), unit);
-  // The individual profiles of the range (the list and the chart's points), meanwhile.
-  const listed = profiles.loadList(params()).catch((e) => {
-    if (e.name !== "AbortError") { hook.errors.push(e.message); status(e.message, "error"); }
+  const empty = !model.total;
+  full = empty ? null : model;
+  fullTruncated = !empty && model.names.includes("other");
+  const path = state.zoom ? state.zoom.split(";") : [];
+  // One redraw for the data, the orientation, the zoom, the search and the chosen function.
+  flame.batch(() => {
+    flame.focused = false;
+    flame.setData(full, unit);
+    fullModel = flame.model;
+    flame.setFlipped(state.view === "flame");
+    if (full) showZoom(path, null);
+    else { showCrumbs(); showSearch(); }
   });
-  const empty = !fb.flamebearer.numTicks;
-  full = empty ? null : fb;
-  flame.focused = false;
-  flame.setData(full, unit);
-  fullModel = flame.model;
-  fullTruncated = !empty && fb.flamebearer.names.includes("other");
-  flame.setFlipped(state.view === "flame");
+  mark("flame-drawn");
+  hook.view.drawn = flame.stats.drawn;
+  // Let the browser show the flame graph before the chart, the lists and the table are made.
+  await nextFrame();
+  if (gen !== generation) return;
   if (empty) {
     const count = (await types).length;
     if (gen !== generation) return;
@@ -387,17 +439,24 @@ async function loadView(types) {
   } else {
     status("");
   }
-  await applyZoom(state.zoom ? state.zoom.split(";") : []);
+  // Cut by the node limit: the zoomed part comes focused from the server.
+  if (fullTruncated && path.length) await applyZoom(path);
   if (gen !== generation) return;
-  showCrumbs();
-  showSearch();
   showSandwich();
-  $("total").textContent = empty ? "" : `total ${formatValue(fb.flamebearer.numTicks, unit)}, ` +
+  $("total").textContent = empty ? "" : `total ${formatValue(model.total, unit)}, ` +
     `${fullModel.nodeCount} nodes` + (fullTruncated ? " (the server's node limit: zoom to see every frame below)" : "");
   hook.view.topFrame = fullModel ? fullModel.topFrame() : "";
   hook.view.nodes = fullModel ? fullModel.nodeCount : 0;
   hook.view.truncated = fullTruncated;
-  hook.view.total = fb.flamebearer.numTicks;
+  hook.view.total = model.total;
+  hook.view.fromBoot = [...api.fromBoot];
+  const answer = await series;
+  if (gen !== generation) return;
+  showLegend(chart.setData(answer, toMs(state.from, now), toMs(state.until, now), unit, state.groupBy), unit);
+  // The individual profiles of the range (the list and the chart's points), meanwhile.
+  const listed = profiles.loadList(params()).catch((e) => {
+    if (e.name !== "AbortError") { hook.errors.push(e.message); status(e.message, "error"); }
+  });
   top.set({ data: null, unit, sort: state.sort, filter: state.filter, picked: state.fn });
   if (!empty) {
     const table = await api.json("/api/v1/query", params({ format: "top-json" }), "top");
@@ -451,6 +510,7 @@ async function loadAll() {
     // The lists of services and labels after the flame graph: the server's cores are its.
     await Promise.all([loadServices(), loadGroupBy()]);
   });
+  api.forgetEarly();
   hook.ready = true;
 }
 

@@ -1,6 +1,25 @@
 // The flame graph's model: a flamebearer answer decoded into per-depth typed arrays (absolute
 // x, total, self, name, parent), and the questions the view asks of it: paths, zoom targets,
-// search matches with their share, the node under the pointer.
+// search matches with their share, the node under the pointer. The server's binary flame
+// graph (`format=flamebearer-bin`) becomes a model without parsing: `FlameModel.decode`.
+
+// Typed arrays use the machine's byte order; the binary answer is little-endian.
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+// `n` values of `Type` (Float64Array, Uint32Array or Int32Array) at byte `at` of `buffer`: a
+// view of the bytes themselves on a little-endian machine, a decoded copy otherwise.
+function column(buffer, Type, at, n) {
+  if (at + n * Type.BYTES_PER_ELEMENT > buffer.byteLength) {
+    throw new Error("the binary flame graph is cut short");
+  }
+  if (LITTLE_ENDIAN) return new Type(buffer, at, n);
+  const dv = new DataView(buffer), out = new Type(n);
+  for (let i = 0; i < n; i++) {
+    out[i] = Type === Float64Array ? dv.getFloat64(at + 8 * i, true)
+      : Type === Int32Array ? dv.getInt32(at + 4 * i, true) : dv.getUint32(at + 4 * i, true);
+  }
+  return out;
+}
 
 export class FlameModel {
   // `fb` is the API's flamebearer JSON (`/api/v1/query`, format flamebearer), or a diff's
@@ -64,6 +83,91 @@ export class FlameModel {
       }
     }
     this.nodeCount = this.levels.reduce((a, l) => a + l.x.length, 0);
+  }
+
+  // The model of a binary flame graph (an ArrayBuffer of `format=flamebearer-bin`; layout in
+  // ember_query::flamebin): the header, then per node (depth by depth, left to right) total
+  // and self (a diff: each side's) and name and parent columns, then the names. Each depth's
+  // arrays are views into those columns; only x (a node starts where its parent does, plus
+  // its earlier siblings' totals), values sent as u32 multiples of a scale, and a diff's
+  // summed sides are computed.
+  static decode(buffer) {
+    const bytes = new Uint8Array(buffer);
+    if (bytes.length < 8 || String.fromCharCode(...bytes.subarray(0, 4)) !== "EMFG") {
+      throw new Error("the server's answer is not a binary flame graph");
+    }
+    const h = new DataView(buffer).getUint32(4, true);
+    const utf8 = new TextDecoder();
+    const header = JSON.parse(utf8.decode(bytes.subarray(8, 8 + h)));
+    const counts = header.levels;
+    const n = counts.reduce((a, c) => a + c, 0);
+    const double = header.format === "double";
+    let at = Math.ceil((8 + h) / 8) * 8;
+    const take = (Type, k) => {
+      const c = column(buffer, Type, at, k);
+      at += k * Type.BYTES_PER_ELEMENT;
+      return c;
+    };
+    // Value columns: u32 multiples of `scale` (made into Float64Arrays of the values) or f64.
+    const values = () => {
+      if (header.values !== "u32") return take(Float64Array, n);
+      const narrow = take(Uint32Array, n), out = new Float64Array(n), scale = header.scale;
+      for (let i = 0; i < n; i++) out[i] = narrow[i] * scale;
+      return out;
+    };
+    const sides = double ? [0, 1, 2, 3].map(values) : null;
+    let total, self;
+    if (double) {
+      total = new Float64Array(n);
+      self = new Float64Array(n);
+      for (let i = 0; i < n; i++) {
+        total[i] = sides[0][i] + sides[2][i];
+        self[i] = sides[1][i] + sides[3][i];
+      }
+    } else {
+      total = values();
+      self = values();
+    }
+    // Int32Array like the JSON model's (indexes well below 2^31): V8 keeps their values small
+    // integers in the hot loops (marking, drawing), where Uint32Array's may not be.
+    const name = take(Int32Array, n), parent = take(Int32Array, n);
+    const lengths = take(Uint32Array, header.names);
+    const text = utf8.decode(bytes.subarray(at));
+    const names = new Array(header.names);
+    for (let i = 0, p = 0; i < names.length; i++) {
+      names[i] = text.slice(p, p + lengths[i]);
+      p += lengths[i];
+    }
+    const x = new Float64Array(n);
+    const m = Object.create(FlameModel.prototype);
+    m.names = names;
+    m.total = header.numTicks;
+    m.double = double;
+    m.leftTicks = header.leftTicks || 0;
+    m.rightTicks = header.rightTicks || 0;
+    m.levels = [];
+    for (let d = 0, start = 0, up = 0; d < counts.length; d++) {
+      const end = start + counts[d];
+      for (let i = start; i < end; i++) {
+        const p = parent[i];
+        if (d === 0) x[i] = 0;
+        else if (i > start && p === parent[i - 1]) x[i] = x[i - 1] + total[i - 1];
+        else x[i] = x[up + p];
+      }
+      const level = {
+        x: x.subarray(start, end), total: total.subarray(start, end), self: self.subarray(start, end),
+        name: name.subarray(start, end), parent: parent.subarray(start, end),
+      };
+      if (double) {
+        const [leftTotal, leftSelf, rightTotal, rightSelf] = sides.map((c) => c.subarray(start, end));
+        Object.assign(level, { leftTotal, leftSelf, rightTotal, rightSelf });
+      }
+      m.levels.push(level);
+      up = start;
+      start = end;
+    }
+    m.nodeCount = n;
+    return m;
   }
 
   get depth() { return this.levels.length; }

@@ -33,39 +33,59 @@ export class FlameView {
     new ResizeObserver(() => this.layout()).observe(wrap);
   }
 
-  // Shows a flamebearer answer (null clears the view). `allTotal` is what "% of all" means
-  // when the answer is a focused part of the selection (default: the answer's own total).
-  setData(fb, unit, allTotal = 0) {
-    this.model = fb ? new FlameModel(fb) : null;
+  // Shows a flame graph (null clears the view): a FlameModel, or a flamebearer answer made
+  // into one. `allTotal` is what "% of all" means when the answer is a focused part of the
+  // selection (default: the answer's own total).
+  setData(data, unit, allTotal = 0) {
+    this.model = !data ? null : data instanceof FlameModel ? data : new FlameModel(data);
     this.unit = unit;
     this.allTotal = allTotal || (this.model ? this.model.total : 0);
-    this.colours = this.model ? this.model.names.map(packageColour) : [];
+    // Colours are worked out per name when a frame of that name is first drawn (a packed
+    // array of nulls until then: an empty one filled at scattered indexes turns into a slow
+    // dictionary).
+    this.colours = this.model ? new Array(this.model.names.length).fill(null) : [];
     this.zoom = [0, 0];
     this.marks = null;
     this.fnMarks = null;
+    this.stale = false;
     this.layout();
     if (this.flipped) this.wrap.scrollTop = this.wrap.scrollHeight;
+  }
+
+  // Runs `f` (which calls the setters) and draws once at the end instead of once per setter:
+  // showing a new answer sets the data, the orientation, the zoom, the search and the chosen
+  // function, and each would redraw (and mark) the whole graph.
+  batch(f) {
+    this.held = (this.held || 0) + 1;
+    try {
+      return f();
+    } finally {
+      if (--this.held === 0 && this.pending) {
+        this.pending = false;
+        this.draw();
+      }
+    }
   }
 
   // Zooms to the node at the end of `path` (names from depth 1).
   setZoom(path) {
     if (!this.model) return;
     this.zoom = this.model.find(path);
-    this.refreshMarks();
+    this.stale = true;
     this.draw();
   }
 
   // `text`: the search regex; returns `{count, value, share, error}` of the matches.
   setSearch(text) {
     this.search = searchRegex(text);
-    this.refreshMarks();
+    this.stale = true;
     this.draw();
     return this.searchResult();
   }
 
   setFunction(name) {
     this.fn = name;
-    this.refreshMarks();
+    this.stale = true;
     this.draw();
   }
 
@@ -76,16 +96,25 @@ export class FlameView {
     else this.wrap.scrollTop = 0;
   }
 
+  // The search's and the chosen function's marks, worked out again when the zoom, the search
+  // or the function changed since they were last.
   refreshMarks() {
     const m = this.model;
+    this.stale = false;
     if (!m) return;
     const re = this.search instanceof RegExp ? this.search : null;
     this.marks = re ? m.mark((n) => re.test(n), ...this.zoom) : null;
     this.fnMarks = this.fn ? m.mark((n) => n === this.fn, ...this.zoom) : null;
   }
 
+  // The fill of frame name `name` (its package's colour).
+  colourOf(name) {
+    return this.colours[name] ??= packageColour(this.model.names[name]);
+  }
+
   searchResult() {
     if (this.search instanceof Error) return { error: this.search.message };
+    if (this.stale) this.refreshMarks();
     if (!this.marks || !this.model) return null;
     const [zd, zi] = this.zoom;
     const whole = this.model.levels[zd].total[zi];
@@ -107,6 +136,8 @@ export class FlameView {
   }
 
   draw() {
+    if (this.held) { this.pending = true; return; }
+    if (this.stale) this.refreshMarks();
     const t0 = performance.now();
     const { canvas, ctx, wrap } = this;
     const dpr = window.devicePixelRatio || 1;
@@ -144,7 +175,7 @@ export class FlameView {
         x0 = Math.max(0, x0);
         x1 = Math.min(w, x1);
         const name = lv.name[i];
-        let fill = this.colours[name];
+        let fill = this.colours[name] ?? this.colourOf(name);
         if (this.paint) {
           // A diff keeps its colours; what the search or the chosen function leaves out dims.
           const out = d < zd || (marks ? !marks[i] : fnMarks ? !fnMarks[i] : false);
@@ -235,7 +266,7 @@ export class FlameView {
     if (!best) return null;
     // `fill` is the colour the frame is painted with; `top` the page y of its first row of
     // pixels (above its label), where that colour can be read back from the canvas.
-    const fill = this.paint ? this.paint(m.levels[best.d], best.i) : this.colours[m.levels[best.d].name[best.i]];
+    const fill = this.paint ? this.paint(m.levels[best.d], best.i) : this.colourOf(m.levels[best.d].name[best.i]);
     return { x: r.left + ((best.x - zx) / zw) * r.width, y: r.top + best.y + ROW / 2, top: r.top + best.y, fill };
   }
 }

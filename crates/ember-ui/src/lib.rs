@@ -52,6 +52,7 @@ static ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
+    asset!("boot.js", JS),
     asset!("api.js", JS),
     asset!("format.js", JS),
     asset!("state.js", JS),
