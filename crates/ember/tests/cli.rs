@@ -315,3 +315,46 @@ fn flamegraph_merges_many_pprof_inputs_with_folded_ones() {
         String::from_utf8(reference.stdout).unwrap()
     );
 }
+
+#[test]
+fn a_diff_against_an_empty_baseline_says_so() {
+    let dir = temp_dir("diff-empty");
+    let (before, after) = (dir.join("before.folded"), dir.join("after.folded"));
+    std::fs::write(&before, "").unwrap();
+    std::fs::write(&after, "main;work 5\nmain;idle 1\n").unwrap();
+    let out = ember(
+        &["diff", before.to_str().unwrap(), after.to_str().unwrap()],
+        b"",
+    );
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("baseline") && err.contains("has no samples"),
+        "{err}"
+    );
+    // Both sides with samples: no such warning.
+    let out = ember(
+        &["diff", after.to_str().unwrap(), after.to_str().unwrap()],
+        b"",
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("no samples"));
+}
+
+#[test]
+fn the_servers_and_queries_help_opens_with_what_they_do() {
+    for (sub, first) in [
+        ("server", "Run the profile server"),
+        ("query", "Query a running server"),
+        ("profiling", "On-demand actions"),
+    ] {
+        let out = ember(&[sub, "--help"], b"");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.starts_with(first), "ember {sub} --help: {help}");
+        assert!(!help.contains("Options of"), "{help}");
+    }
+    let out = ember(&["server", "--help"], b"");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for key in ["retention_days", "/api/v1/query", "max_series_total", "--data-dir"] {
+        assert!(help.contains(key), "server --help names {key}");
+    }
+}

@@ -27,7 +27,7 @@ pub const LONG_ABOUT: &str = "Run the Ember agent: continuous CPU profiling of t
     a foreign web Origin, and accepts changes (`ember agent apply`) only with the token of \
     --admin-token-file.";
 
-/// Options of `ember agent`.
+/// The always-on agent: continuous profiling, scraping, exporters; describe/apply its config.
 #[derive(clap::Args)]
 #[command(
     args_conflicts_with_subcommands = true,

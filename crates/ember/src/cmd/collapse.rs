@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use ember_collapse::{CollapseOptions, fold_stacks};
 
-/// Options of `ember collapse`.
+/// Fold `perf script` output into folded stacks (like stackcollapse-perf.pl).
 #[derive(clap::Args)]
 #[command(
     long_about = "Fold `perf script` output into folded stacks (one `root;...;leaf count` line \

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::merge_inputs::{inputs_name, read_merged};
 
-/// Options of `ember convert`.
+/// Convert a profile between formats (pprof, folded stacks, speedscope JSON; perf script in).
 #[derive(clap::Args)]
 #[command(
     long_about = "Convert a profile between formats. The input (pprof, gzip'd or raw; folded \

@@ -7,7 +7,7 @@ use ember_formats::{Input, select_sample_index};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Options of `ember diff`.
+/// Compare two profiles: diff-folded text or a differential flame graph.
 #[derive(clap::Args)]
 #[command(
     long_about = "Compare two profiles. Each input may be folded stacks or a pprof profile \
@@ -58,6 +58,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let diff = diff_folded(&before[..], &after[..], &options)?;
     for warning in &diff.warnings {
         eprintln!("ember: warning: {warning}");
+    }
+    // An empty side makes a diff of every stack appearing (or vanishing): say so rather than
+    // print a plausible-looking result.
+    for (side, path, empty) in [
+        ("baseline", &args.before, diff.lines.iter().all(|l| l.before == 0)),
+        ("comparison", &args.after, diff.lines.iter().all(|l| l.after == 0)),
+    ] {
+        if empty && !diff.lines.is_empty() {
+            eprintln!(
+                "ember: warning: the {side} {} has no samples: every stack shows as {}",
+                path.display(),
+                if side == "baseline" { "new" } else { "gone" }
+            );
+        }
     }
     let svg = args.svg
         || args

@@ -12,7 +12,7 @@ use ember_flamegraph::{
 use ember_formats::detect::{self, Kind};
 use ember_formats::{FoldedRef, InputBytes};
 
-/// Options of `ember flamegraph`.
+/// Render folded stacks or a pprof profile as an interactive flame graph SVG.
 #[derive(clap::Args)]
 #[command(
     long_about = "Render folded stacks (`root;...;leaf count` lines, as written by `ember collapse`, \

@@ -4,7 +4,7 @@
 use anyhow::Context;
 use std::time::Duration;
 
-/// Options of `ember profiling`.
+/// On-demand actions against a running agent (e.g. a Perfetto snapshot).
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use ember_push::{Client, PushConfig, PushProfile};
 
-/// Options of `ember push`.
+/// Push pprof files to an Ember or Pyroscope-compatible server (push.v1).
 #[derive(clap::Args)]
 #[command(
     long_about = "Push pprof profiles (gzip'd or raw) to an Ember or Pyroscope-compatible server \

@@ -43,7 +43,7 @@ impl Format {
     }
 }
 
-/// Options of `ember query`.
+/// Query a running server: merged profile (or diff) of a selection as top, SVG, pprof or folded.
 #[derive(clap::Args)]
 #[command(after_help = "\
 Examples:
@@ -158,9 +158,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(t) = &args.tenant {
         request = request.header("X-Scope-OrgID", t);
     }
-    let response = client
-        .send(request)
-        .with_context(|| format!("querying {}", args.server))?;
+    let response = client.send(request).with_context(|| {
+        format!(
+            "querying {} (is a server running there? stored profiles are served again by \
+             `ember server --data-dir DIR`, e.g. ./ember-data after `ember up`)",
+            args.server
+        )
+    })?;
     if !response.is_success() {
         let body = String::from_utf8_lossy(&response.body);
         let message = serde_json::from_str::<serde_json::Value>(&body)

@@ -33,7 +33,7 @@ pub enum CallGraphArg {
     Dwarf,
 }
 
-/// Options of `ember record`.
+/// Sample a command, processes or the whole host with perf_event and write a profile.
 #[derive(clap::Args)]
 #[command(
     long_about = "Sample CPU stacks with perf_event_open (software cpu-clock event, one per CPU) \

@@ -5,8 +5,32 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-/// Options of `ember server`.
+/// Run the profile server: ingest (Pyroscope-compatible), storage and queries.
 #[derive(clap::Args)]
+#[command(
+    long_about = "Run the profile server: ingest (Pyroscope-compatible), storage and queries, \
+                  until SIGINT or SIGTERM (which flush the log into a block first).\n\n\
+                  Ingest: POST /ingest (Pyroscope legacy: folded, lines or pprof), \
+                  /push.v1.PusherService/Push (Grafana Alloy's pyroscope.write; Connect or gRPC). \
+                  A push is answered 200 only once it is in the write-ahead log and fsync'd; \
+                  while the disk is full pushes get 503 with Retry-After.\n\
+                  Queries: the web UI at /, GET /api/v1/query (flame graph, top, pprof, folded, \
+                  SVG, speedscope, call graph), /api/v1/diff, /api/v1/timeseries, /api/v1/labels, \
+                  /api/v1/series, /api/v1/profiles, Pyroscope's /pyroscope/render, and \
+                  querier.v1 (Grafana). Health: /ready, /healthz; Prometheus metrics: /metrics. \
+                  The full route table is in the ember-server crate docs.\n\n\
+                  Storage: everything lives in --data-dir (a write-ahead log and immutable \
+                  blocks); restarting with the same --data-dir serves it all again, e.g. after \
+                  `ember up` was stopped: `ember server --data-dir ./ember-data`. Profiles are \
+                  kept retention_days (30) and profiles older than that are refused at ingest.\n\n\
+                  Limits (body and decompressed sizes, samples, labels, series per tenant and in \
+                  all, allowed tenants, rates, timeouts, connections, flush and cache sizes, \
+                  retention) are keys of the --config JSON file, every one optional; see --config \
+                  below for each key and its default.\n\n\
+                  Security: without --auth-tokens every data route is open to whoever can reach \
+                  --listen, so the default listens on loopback only; on another address without \
+                  tokens the server logs a warning at start. --tls-cert/--tls-key serve HTTPS."
+)]
 pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:4040")]

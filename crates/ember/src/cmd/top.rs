@@ -17,7 +17,7 @@ enum Sort {
     Cum,
 }
 
-/// Options of `ember top`.
+/// Print the pprof "top" table: the heaviest functions by flat or cumulative value.
 #[derive(clap::Args)]
 #[command(
     long_about = "Print the heaviest functions of a profile, exactly like `go tool pprof -top`: \

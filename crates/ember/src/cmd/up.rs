@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use ember_agent::{Agent, config};
 
-/// Options of `ember up`.
+/// Server plus an agent profiling this host, in one command.
 #[derive(clap::Args)]
 #[command(
     long_about = "Start an Ember server (data in --data-dir) and an agent that profiles every \
@@ -91,7 +91,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         super::agent::run_until_signal(agent, listener, admin_options, args.config.clone(), Duration::from_millis(3000)).await?;
         let _ = stop_server.send(());
         match tokio::time::timeout(Duration::from_millis(1800), server_task).await {
-            Ok(Ok(Ok(()))) => eprintln!("ember up: server stopped, log flushed"),
+            Ok(Ok(Ok(()))) => eprintln!(
+                "ember up: server stopped, log flushed; the profiles stay in {dir}: \
+                 `ember server --data-dir {dir}` serves them again",
+                dir = args.data_dir.display()
+            ),
             Ok(Ok(Err(e))) => eprintln!("ember up: server error: {e}"),
             _ => eprintln!("ember up: server did not stop in time"),
         }
