@@ -202,6 +202,19 @@ pub(crate) struct Block {
     pub(crate) replaces: Vec<String>,
 }
 
+impl Block {
+    /// The sections of `tenant` (none when `block` is `None`: nothing was written).
+    pub(crate) fn sections_of(block: Option<&Block>, tenant: &str) -> Vec<Arc<Section>> {
+        block.map_or_else(Vec::new, |b| {
+            b.sections
+                .iter()
+                .filter(|s| s.tenant == tenant)
+                .cloned()
+                .collect()
+        })
+    }
+}
+
 fn corrupt(key: &ObjPath, what: &str) -> StoreError {
     StoreError::Io {
         path: key.to_string(),

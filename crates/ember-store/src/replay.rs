@@ -127,13 +127,7 @@ fn flush_heads(
     }
     let block = w.finish(objects, through)?;
     for (name, t) in tenants.iter_mut() {
-        let sections = block.as_ref().map_or_else(Vec::new, |b| {
-            b.sections
-                .iter()
-                .filter(|s| s.tenant == *name)
-                .cloned()
-                .collect()
-        });
+        let sections = Block::sections_of(block.as_ref(), name);
         t.freeze(through);
         t.seal(through, sections);
     }

@@ -79,13 +79,7 @@ impl Store {
         {
             let _tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
             for (name, t) in &tenants {
-                let sections = block.as_ref().map_or_else(Vec::new, |b| {
-                    b.sections
-                        .iter()
-                        .filter(|s| s.tenant == *name)
-                        .cloned()
-                        .collect()
-                });
+                let sections = Block::sections_of(block.as_ref(), name);
                 let cached = (sections.len() == 1).then(|| sections[0].clone());
                 let mut sealed = t
                     .write()

@@ -354,7 +354,12 @@ fn the_servers_and_queries_help_opens_with_what_they_do() {
     }
     let out = ember(&["server", "--help"], b"");
     let help = String::from_utf8_lossy(&out.stdout);
-    for key in ["retention_days", "/api/v1/query", "max_series_total", "--data-dir"] {
+    for key in [
+        "retention_days",
+        "/api/v1/query",
+        "max_series_total",
+        "--data-dir",
+    ] {
         assert!(help.contains(key), "server --help names {key}");
     }
 }

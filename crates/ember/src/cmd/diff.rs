@@ -62,8 +62,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // An empty side makes a diff of every stack appearing (or vanishing): say so rather than
     // print a plausible-looking result.
     for (side, path, empty) in [
-        ("baseline", &args.before, diff.lines.iter().all(|l| l.before == 0)),
-        ("comparison", &args.after, diff.lines.iter().all(|l| l.after == 0)),
+        (
+            "baseline",
+            &args.before,
+            diff.lines.iter().all(|l| l.before == 0),
+        ),
+        (
+            "comparison",
+            &args.after,
+            diff.lines.iter().all(|l| l.after == 0),
+        ),
     ] {
         if empty && !diff.lines.is_empty() {
             eprintln!(
