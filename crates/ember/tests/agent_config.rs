@@ -309,14 +309,15 @@ fn describe_apply_and_sighup() {
     )
     .unwrap();
     agent.signal("-HUP");
+    // The counter goes up just before the error is logged: wait for both.
     assert!(
         wait_for(Duration::from_secs(10), || {
             metric(&agent.metrics(), "ember_agent_config_reload_failures_total") >= Some(1.0)
+                && agent.log().contains("profiling")
         }),
         "{}",
         agent.log()
     );
-    assert!(agent.log().contains("profiling"), "{}", agent.log());
     assert_eq!(describe()["external_labels"]["env"], "asked");
     // SIGHUP with a good file: applied.
     std::fs::write(&file, format!("{BASE}external_labels: {{env: hup}}\n")).unwrap();
