@@ -3,12 +3,13 @@
 //! A block holds the heads a flush froze (see [`crate::tenant`]), one **section** per tenant
 //! head: the head's columnar encoding ([`TenantHead::encode`]: symbol tables, the stack tree,
 //! then per series a delta-coded time column and per profile its sorted stack-node ids and
-//! values divided by their gcd), gzip'd on its own. After the sections comes the **index**,
+//! values divided by their gcd), compressed on its own ([`crate::section_codec`]: zstd;
+//! gzip in blocks written before it, read as they are). After the sections comes the **index**,
 //! then a fixed-size trailer:
 //!
 //! ```text
 //! "EMBERBLK3\n" section… index trailer
-//! section = gzip'd head, then its gzip'd rollup (`crate::rollup`: per series the sum of
+//! section = compressed head, then its compressed rollup (`crate::rollup`: per series the sum of
 //!           its profiles as a frame tree)
 //! index   = varint sections, per section: tenant, offset, length, min time, max time,
 //!           profiles, series count, per series: labels, profile count, delta-coded
@@ -43,7 +44,7 @@
 //! as they are.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -151,19 +152,15 @@ impl Section {
 }
 
 impl Section {
-    /// The section's encoded head, read and gunzipped.
+    /// The section's encoded head, read and decompressed.
     fn raw(&self, objects: &Objects) -> Result<Vec<u8>, StoreError> {
-        self.gunzip(objects, self.offset, self.len)
+        self.unpack(objects, self.offset, self.len)
     }
 
-    /// The `len` bytes at `at` of the block, gunzipped.
-    fn gunzip(&self, objects: &Objects, at: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+    /// The `len` bytes at `at` of the block, decompressed.
+    fn unpack(&self, objects: &Objects, at: u64, len: u64) -> Result<Vec<u8>, StoreError> {
         let raw = objects.get_range(&self.key, at..at + len)?;
-        let mut bytes = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..])
-            .read_to_end(&mut bytes)
-            .map_err(|e| corrupt(&self.key, &e.to_string()))?;
-        Ok(bytes)
+        crate::section_codec::decompress(&raw).map_err(|e| corrupt(&self.key, &e.to_string()))
     }
 
     /// Reads and decodes the section's rollup (`None` when the block has none).
@@ -174,7 +171,7 @@ impl Section {
         let Some((at, len)) = self.rollup else {
             return Ok(None);
         };
-        let bytes = self.gunzip(objects, at, len)?;
+        let bytes = self.unpack(objects, at, len)?;
         crate::rollup::Rollup::decode(&bytes, self.series.len())
             .map(Some)
             .ok_or_else(|| corrupt(&self.key, "bad rollup"))
@@ -426,7 +423,7 @@ impl BlockWriter {
         self.range = Some(self.range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
         self.encoded.clear();
         head.encode(&mut self.encoded);
-        let (offset, len) = self.append_gzipped();
+        let (offset, len) = self.append_compressed();
         let series: Vec<_> = head
             .all_series()
             .filter(|s| !s.profiles.is_empty())
@@ -434,7 +431,7 @@ impl BlockWriter {
         // The section's rollup, gzip'd on its own right after it.
         self.encoded.clear();
         crate::rollup::encode(head, &series, &mut self.encoded);
-        let (rollup_at, rollup_len) = self.append_gzipped();
+        let (rollup_at, rollup_len) = self.append_compressed();
         let index = &mut self.index;
         put_str(index, tenant);
         put_varint(index, offset);
@@ -461,21 +458,15 @@ impl BlockWriter {
         self.sections += 1;
     }
 
-    /// Appends `encoded`, gzip'd, to the file; returns where it starts and its length.
-    ///
-    /// At level 2 (zlib's fast matcher), not the default 6: every block is compressed while
-    /// the server ingests (flushes, then compactions rewrite each profile about once per
-    /// size class), and on the realistic high-churn sections level 6 took ~3.5 times as
-    /// long for blocks only ~9 % smaller (deflate was ~7 % of the server's ingest CPU).
-    fn append_gzipped(&mut self) -> (u64, u64) {
+    /// Appends `encoded`, compressed ([`crate::section_codec`]), to the file; returns where
+    /// it starts and its length.
+    fn append_compressed(&mut self) -> (u64, u64) {
         let at = self.file.len() as u64;
-        let mut gz = flate2::write::GzEncoder::new(
-            std::mem::take(&mut self.file),
-            flate2::Compression::new(2),
-        );
-        // Writing to a Vec cannot fail.
-        let _ = gz.write_all(&self.encoded);
-        self.file = gz.finish().unwrap_or_default();
+        // zstd fails only on a failed allocation; the section is then stored raw, which
+        // the reader refuses as corrupt (never silently wrong).
+        if crate::section_codec::compress_into(&self.encoded, &mut self.file).is_err() {
+            self.file.extend_from_slice(&self.encoded);
+        }
         (at, self.file.len() as u64 - at)
     }
 

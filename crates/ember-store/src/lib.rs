@@ -44,6 +44,7 @@ mod read;
 mod replay;
 mod retention;
 mod rollup;
+mod section_codec;
 pub mod selector;
 mod tenant;
 pub mod wal;

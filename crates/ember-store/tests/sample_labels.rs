@@ -314,6 +314,75 @@ fn blocks_written_before_sample_labels_still_read() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Blocks whose sections and rollups are gzip'd (written before zstd) read as they are,
+/// through both the sections (`merge_stacks`) and the rollups (`merge_stacks_heavy`), and
+/// a compaction rewrites them in the current codec with the same answers.
+#[test]
+fn gzip_blocks_still_read_and_compact_into_zstd() {
+    let dir = temp_dir("v3gz");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v3-gzip-store/blocks");
+    std::fs::create_dir_all(dir.join("blocks")).unwrap();
+    for e in std::fs::read_dir(&fixture).unwrap().flatten() {
+        std::fs::copy(e.path(), dir.join("blocks").join(e.file_name())).unwrap();
+    }
+    let source = ember_pprof::decode(&std::fs::read(testdata(SOURCES[1].1)).unwrap()).unwrap();
+    let want = source_stacks(&source, |_| true);
+    let read = |store: &Store| {
+        let q = query("{service_name=\"v3svc\"}");
+        let full: BTreeMap<String, i64> = store
+            .merge_stacks("anonymous", &q)
+            .folded()
+            .into_iter()
+            .collect();
+        let heavy: BTreeMap<String, i64> = store
+            .merge_stacks_heavy("anonymous", &q, 100_000)
+            .folded()
+            .into_iter()
+            .collect();
+        (full, heavy)
+    };
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let (full, heavy) = read(&store);
+    assert_eq!(full, want, "sections");
+    assert_eq!(heavy, want, "rollups");
+    // Labels kept by that build still select.
+    let span = store.merge_stacks("anonymous", &query("{service_name=\"v3svc\", pod=\"a\"}"));
+    assert_eq!(span.total, want.values().sum::<i64>());
+    // A second block in its day, then a profile two days later: the day is closed, and
+    // its two blocks are compacted into one, written with zstd.
+    ingest(&store, "other", SOURCES[0].1);
+    store.flush().unwrap();
+    let later = IngestProfile {
+        labels: vec![("service_name".into(), "later".into())],
+        time_nanos: TIME + 2 * 86_400 * 1_000_000_000,
+        pprof: std::fs::read(testdata(SOURCES[0].1)).unwrap(),
+        what: "profile".into(),
+    };
+    let batch = IngestBatch {
+        profiles: vec![later],
+    };
+    store.ingest("t", batch).unwrap();
+    store.flush().unwrap();
+    assert!(
+        store.compact().unwrap() >= 1,
+        "the closed day's blocks merge"
+    );
+    let (full, heavy) = read(&store);
+    assert_eq!(full, want, "sections after compaction");
+    assert_eq!(heavy, want, "rollups after compaction");
+    store.close();
+    let blocks: Vec<_> = std::fs::read_dir(dir.join("blocks"))
+        .unwrap()
+        .flatten()
+        .collect();
+    let zstd = blocks.iter().any(|b| {
+        let bytes = std::fs::read(b.path()).unwrap();
+        bytes.windows(4).any(|w| w == [0x28, 0xb5, 0x2f, 0xfd])
+    });
+    assert!(zstd, "no zstd section written: {blocks:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A block file with flipped bytes (index, trailer, gzip'd sections and rollups) never stops
 /// the store from opening (a block whose index does not read is quarantined) and every read
 /// over it answers: never a panic.
