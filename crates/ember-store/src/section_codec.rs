@@ -21,8 +21,12 @@ const LEVEL: i32 = 1;
 /// Appends `raw`, compressed, to `out`.
 /// `out` is left as it was on an error.
 pub(crate) fn compress_into(raw: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
-    // One frame with its content size in the header (the reader sizes its output from it).
-    out.extend_from_slice(&zstd::bulk::compress(raw, LEVEL)?);
+    // One frame with its content size in the header (the reader sizes its output from it)
+    // and a checksum of the content, as gzip had: a flipped bit in a block is an error
+    // that quarantines it, not a silently different profile.
+    let mut compressor = zstd::bulk::Compressor::new(LEVEL)?;
+    compressor.include_checksum(true)?;
+    out.extend_from_slice(&compressor.compress(raw)?);
     Ok(())
 }
 
@@ -68,5 +72,10 @@ mod tests {
         let mut cut = out[6..].to_vec();
         cut.truncate(cut.len() / 2);
         assert!(decompress(&cut).is_err(), "a truncated frame is an error");
+        // A flipped bit in the middle of the data: the checksum catches it.
+        let mut flipped = out[6..].to_vec();
+        let at = flipped.len() / 2;
+        flipped[at] ^= 0x10;
+        assert!(decompress(&flipped).is_err(), "a flipped bit is an error");
     }
 }
