@@ -44,6 +44,8 @@ mod disk_cache;
 mod dwarf;
 mod jit;
 mod kernel;
+#[cfg(ember_libiberty)]
+mod libiberty;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -53,7 +55,7 @@ pub use binary::Binary;
 pub use disk_cache::default_cache_dir;
 pub use jit::PerfMap;
 pub use kernel::Kallsyms;
-pub use table::demangle;
+pub use table::{cxx_demangler, demangle};
 pub use vdso::{VDSO_PATH, vdso_image};
 
 /// Caches of every symbol source, shared by all outputs of a recording.
