@@ -332,6 +332,7 @@ impl Binary {
                 Ok(None) => {}
                 Err(e) => warnings.push(e.to_string()),
             }
+            warnings.extend(client.take_unreported());
         }
         binary.stripped = !binary.main_has_symtab
             && !debug_has_symtab
