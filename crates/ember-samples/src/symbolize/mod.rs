@@ -102,7 +102,11 @@ impl Symbolizer {
     pub fn binary(&mut self, path: &Arc<str>, pid: u32) -> Option<&mut Binary> {
         if !self.binaries.contains_key(path) {
             let inline = self.inline;
-            let loaded = if path.starts_with('/') {
+            // `//anon`, `/memfd:...`: JIT code with no file (named by perf maps, not here);
+            // trying to open them only produced a misleading "cannot read //anon" warning.
+            let loaded = if crate::resolve::is_anonymous(path) {
+                None
+            } else if path.starts_with('/') {
                 let direct = Binary::load_with(
                     Path::new(&**path),
                     self.debuginfod.as_mut(),

@@ -87,6 +87,11 @@ fn unreadable_binary_warns_once() {
     assert!(s.binary(&p, 1).is_none());
     assert!(s.binary(&p, 1).is_none());
     assert_eq!(s.warnings.len(), 1);
+    // JIT code's anonymous mappings are not files: no binary, and nothing to warn about.
+    for anon in ["//anon", "/memfd:jit (deleted)"] {
+        assert!(s.binary(&Arc::from(anon), 1).is_none());
+    }
+    assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
 }
 
 /// File offsets spread over a binary's executable segments: every
