@@ -12,6 +12,9 @@
 //! kernel's frame-pointer walk for binaries with frame pointers, which ends in glibc (built
 //! without them), so `_start` was never reached.
 //!
+//! The same stacks are compared with `perf record --call-graph dwarf` on the same programs
+//! where `perf` runs (Debian: linux-perf).
+//!
 //! Needs perf_event_open (root in CI), rustc, gcc and g++.
 
 #[path = "programs/mod.rs"]
@@ -19,6 +22,7 @@ mod programs;
 
 use ember_sampler::{CallGraph, Options, Session, Status, Target};
 use ember_samples::{Recording, Resolver, Symbolizer};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -240,4 +244,113 @@ fn auto_stacks_reach_start_for_rust_c_and_cpp_with_and_without_frame_pointers() 
             .find(|c| *c.path == *p.path.to_str().unwrap());
         eprintln!("auto: {}: {choice:?}", p.name);
     }
+}
+
+/// A frame name as both tools can agree on it: perf prints C++ names without their
+/// parameters and clone suffixes (`middle_call`, not `middle_call(unsigned long)`), and
+/// glibc's versioned ones with their version (`__libc_start_main@@GLIBC_2.34`).
+fn comparable(name: &str) -> String {
+    let name = name.split("@@").next().unwrap_or_default();
+    name.split('(')
+        .next()
+        .unwrap_or_default()
+        .trim_end()
+        .to_string()
+}
+
+/// The main thread's stacks through `hot_loop`, root first and cut at `hot_loop`, with how
+/// many samples each: from `perf script --no-inline -F comm,pid,tid,ip,sym` text
+/// (`comm pid/tid` lines, then one `address symbol` line per frame, leaf first, blocks
+/// separated by blank lines).
+fn perf_stacks(text: &str) -> HashMap<Vec<String>, u64> {
+    let mut out = HashMap::new();
+    for block in text.split("\n\n") {
+        let mut lines = block.lines().filter(|l| !l.trim().is_empty());
+        let Some(head) = lines.next() else { continue };
+        let main_thread = head
+            .split_whitespace()
+            .find_map(|w| w.split_once('/'))
+            .is_some_and(|(pid, tid)| pid == tid);
+        if !main_thread {
+            continue;
+        }
+        let names: Vec<String> = lines
+            .filter_map(|l| l.trim().split_once(' ').map(|(_, sym)| comparable(sym)))
+            .collect();
+        if let Some(hot) = names.iter().position(|n| n.contains("hot_loop")) {
+            let stack: Vec<String> = names[hot..].iter().rev().cloned().collect();
+            *out.entry(stack).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// The same from one of our recordings.
+fn our_stacks(rec: &Recording, comm: &str) -> HashMap<Vec<String>, u64> {
+    let mut sym = Symbolizer::new();
+    let mut resolver = Resolver::new(rec, &mut sym);
+    let mut out = HashMap::new();
+    for (key, value) in rec.stacks() {
+        if *key.comm != *comm || key.tid != key.pid {
+            continue;
+        }
+        let names: Vec<String> = key
+            .frames
+            .iter()
+            .map(|f| comparable(&resolver.resolve(f).name))
+            .collect();
+        if let Some(hot) = names.iter().position(|n| n.contains("hot_loop")) {
+            let stack: Vec<String> = names[hot..].iter().rev().cloned().collect();
+            *out.entry(stack).or_insert(0) += value.count;
+        }
+    }
+    out
+}
+
+fn most_common(stacks: &HashMap<Vec<String>, u64>) -> Option<&Vec<String>> {
+    stacks.iter().max_by_key(|(_, n)| **n).map(|(s, _)| s)
+}
+
+#[test]
+fn dwarf_stacks_match_perf_on_the_same_programs() {
+    let perf_runs = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !perf_runs {
+        eprintln!("SKIPPED: perf is not installed (apt-get install linux-perf)");
+        return;
+    }
+    let programs = build("roots_perf");
+    let rec = record(&programs, CallGraph::Dwarf);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("roots_perf");
+    let mut failures = Vec::new();
+    for p in &programs {
+        let data = dir.join(format!("{}.perf.data", p.name));
+        let recorded = Command::new("perf")
+            .args(["record", "-q", "-F", "499", "--call-graph", "dwarf", "-o"])
+            .arg(&data)
+            .arg(&p.path)
+            .arg("600")
+            .output()
+            .expect("perf record");
+        assert!(
+            recorded.status.success(),
+            "perf record {}: {recorded:?}",
+            p.name
+        );
+        let script = Command::new("perf")
+            .args(["script", "--no-inline", "-F", "comm,pid,tid,ip,sym", "-i"])
+            .arg(&data)
+            .output()
+            .expect("perf script");
+        let theirs = perf_stacks(&String::from_utf8_lossy(&script.stdout));
+        let ours = our_stacks(&rec, &p.name);
+        let (theirs, ours) = (most_common(&theirs), most_common(&ours));
+        eprintln!("{}:\n  perf:  {theirs:?}\n  ember: {ours:?}", p.name);
+        if theirs.is_none() || theirs != ours {
+            failures.push(format!("{}: perf {theirs:?}, ember {ours:?}", p.name));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
