@@ -100,7 +100,17 @@ fn node_perf_basic_prof_names_js_functions() {
          console.log(acc);\n",
     )
     .unwrap();
-    let rec = record(vec![node.into(), "--perf-basic-prof".into(), script.into()]);
+    // --perf-basic-prof also writes V8's log, by default as isolate-*.log in the working
+    // directory (the crate's source folder under cargo test): keep it in the test's folder.
+    let mut logfile = OsString::from("--logfile=");
+    logfile.push(dir.join("v8.log"));
+    let rec = record(vec![
+        node.into(),
+        "--perf-basic-prof".into(),
+        logfile,
+        "--no-logfile-per-isolate".into(),
+        script.into(),
+    ]);
     check("node", &rec, "emberHotLoop");
 }
 
