@@ -24,6 +24,18 @@ pub struct StartRegs {
     pub lr: u64,
 }
 
+/// One step of a frame-pointer walk: the caller's return address, frame pointer and stack
+/// pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FpStep {
+    /// The return address into the caller.
+    pub ret: u64,
+    /// The caller's frame pointer.
+    pub fp: u64,
+    /// The caller's stack pointer once the callee has returned.
+    pub sp: u64,
+}
+
 /// x86_64. Compiled on every host (framehop is portable) so that it is
 /// type-checked and unit-tested everywhere; selected by `target_arch`.
 #[allow(dead_code)]
@@ -62,6 +74,25 @@ pub mod x86_64 {
     pub fn unwind_regs(r: &StartRegs) -> UnwindRegs {
         UnwindRegsX86_64::new(r.pc, r.sp, r.fp)
     }
+
+    /// framehop's register set of a caller's frame found by a frame-pointer walk.
+    pub fn regs_at_return(pc: u64, sp: u64, fp: u64) -> UnwindRegs {
+        UnwindRegsX86_64::new(pc, sp, fp)
+    }
+
+    /// One step of the frame-pointer walk: `push rbp; mov rbp, rsp` leaves the caller's
+    /// RBP at [RBP] and the return address above it; the caller's stack pointer is just
+    /// past that return address.
+    pub fn frame_pointer_step(
+        fp: u64,
+        mut read: impl FnMut(u64) -> Option<u64>,
+    ) -> Option<super::FpStep> {
+        Some(super::FpStep {
+            ret: read(fp.checked_add(8)?)?,
+            fp: read(fp)?,
+            sp: fp.checked_add(16)?,
+        })
+    }
 }
 
 /// aarch64, compiled and unit-tested on every host like [`x86_64`].
@@ -95,6 +126,26 @@ pub mod aarch64 {
     pub fn unwind_regs(r: &StartRegs) -> UnwindRegs {
         UnwindRegsAarch64::new(r.lr, r.sp, r.fp)
     }
+
+    /// framehop's register set of a caller's frame found by a frame-pointer walk (its LR
+    /// is not known there; CFI of a non-leaf frame reads it from the stack).
+    pub fn regs_at_return(pc: u64, sp: u64, fp: u64) -> UnwindRegs {
+        UnwindRegsAarch64::new(pc, sp, fp)
+    }
+
+    /// One step of the frame-pointer walk: the frame record at X29 holds the caller's X29
+    /// and the return address; the caller's stack pointer is taken as just above the
+    /// record (where AAPCS64 prologues put it).
+    pub fn frame_pointer_step(
+        fp: u64,
+        mut read: impl FnMut(u64) -> Option<u64>,
+    ) -> Option<super::FpStep> {
+        Some(super::FpStep {
+            ret: read(fp.checked_add(8)?)?,
+            fp: read(fp)?,
+            sp: fp.checked_add(16)?,
+        })
+    }
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -124,6 +175,19 @@ mod imp {
     pub fn unwind_regs(r: &StartRegs) -> UnwindRegs {
         UnwindRegsX86_64::new(r.pc, r.sp, r.fp)
     }
+
+    /// Unreachable in practice, like [`unwind_regs`].
+    pub fn regs_at_return(pc: u64, sp: u64, fp: u64) -> UnwindRegs {
+        UnwindRegsX86_64::new(pc, sp, fp)
+    }
+
+    /// No frame-pointer walk in user space on other architectures.
+    pub fn frame_pointer_step(
+        _fp: u64,
+        _read: impl FnMut(u64) -> Option<u64>,
+    ) -> Option<super::FpStep> {
+        None
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -133,7 +197,8 @@ use x86_64 as imp;
 use aarch64 as imp;
 
 pub use imp::{
-    CFI_SUPPORTED, Cache, USER_REGS_MASK, UnwindRegs, Unwinder, start_regs, unwind_regs,
+    CFI_SUPPORTED, Cache, USER_REGS_MASK, UnwindRegs, Unwinder, frame_pointer_step, regs_at_return,
+    start_regs, unwind_regs,
 };
 
 #[cfg(test)]

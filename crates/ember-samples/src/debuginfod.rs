@@ -24,7 +24,8 @@ use std::time::{Duration, SystemTime};
 pub enum DebuginfodError {
     /// Connecting, sending or receiving failed (including timeouts, answers other than the
     /// file or a 404, and files over the size limit).
-    #[error("debuginfod server {url}: {source}")]
+    // The source names the URL already.
+    #[error("debuginfod server: {source}")]
     Transfer {
         /// The request URL.
         url: String,
@@ -71,6 +72,9 @@ pub struct Debuginfod {
     pub ca_file: Option<PathBuf>,
     /// Servers (indexes into `urls`) that failed in this run: skipped after.
     dead: Vec<bool>,
+    /// Failures of servers given up on that no result reported (another server had the
+    /// file, or an earlier failure was the one returned), for [`Debuginfod::take_unreported`].
+    unreported: Vec<String>,
     /// Built on the first request (it owns a worker thread), with the limits above.
     client: Option<BlockingClient>,
 }
@@ -90,6 +94,7 @@ impl Debuginfod {
             negative_ttl: Duration::from_secs(600),
             ca_file: None,
             dead,
+            unreported: Vec::new(),
             client: None,
         }
     }
@@ -136,9 +141,17 @@ impl Debuginfod {
     /// hex), `Ok(None)` when no server has it (or it is a remembered miss,
     /// or every server is unreachable). When no server had the file, the
     /// first error of a server is returned (once: that server is skipped for
-    /// the rest of the run); a miss is remembered only if no server failed.
+    /// the rest of the run; the others' errors wait in
+    /// [`Debuginfod::take_unreported`]); a miss is remembered only if no server failed.
     pub fn debuginfo(&mut self, build_id: &str) -> Result<Option<PathBuf>, DebuginfodError> {
         self.fetch(build_id, "debuginfo")
+    }
+
+    /// Failures of servers that were given up on (each once) and that no call returned as
+    /// its error: a server that timed out before another one had the file. Callers turn
+    /// them into warnings.
+    pub fn take_unreported(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.unreported)
     }
 
     /// Like [`Debuginfod::debuginfo`] for any artifact kind the protocol
@@ -170,7 +183,7 @@ impl Debuginfod {
             return Ok(None);
         }
         let mut asked = false;
-        let mut failed = None;
+        let mut failed: Vec<DebuginfodError> = Vec::new();
         for i in 0..self.urls.len() {
             if self.dead[i] {
                 continue;
@@ -186,20 +199,25 @@ impl Debuginfod {
                         path: target.clone(),
                         source,
                     })?;
+                    // A server skipped on the way (silent, down) costs every later
+                    // lookup nothing but this one its timeout: say so once.
+                    self.unreported.extend(failed.iter().map(|e| e.to_string()));
                     return Ok(Some(target));
                 }
                 Ok(false) => asked = true,
                 Err(e) => {
                     self.dead[i] = true;
-                    failed.get_or_insert(e);
+                    failed.push(e);
                 }
             }
             let _ = std::fs::remove_file(&tmp);
         }
         // The other servers are still tried after one fails; its error is
         // reported (once: it is skipped from now on) when none had the file.
-        if let Some(e) = failed {
-            return Err(e);
+        if !failed.is_empty() {
+            let first = failed.remove(0);
+            self.unreported.extend(failed.iter().map(|e| e.to_string()));
+            return Err(first);
         }
         if asked {
             // Every reachable server said 404: remember it for a while.

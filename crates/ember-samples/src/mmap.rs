@@ -17,6 +17,9 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Mmap {
     map: memmap2::Mmap,
+    /// A copy in anonymous memory ([`Mmap::from_bytes`]): its pages are the only copy, so
+    /// they are never handed back.
+    anonymous: bool,
 }
 
 impl Mmap {
@@ -34,7 +37,27 @@ impl Mmap {
         // managers replace them by rename, which leaves this mapping on the old inode); the
         // fd may be closed afterwards, the mapping keeps the file referenced.
         let map = unsafe { memmap2::MmapOptions::new().map(&file)? };
-        Ok(Mmap { map })
+        Ok(Mmap {
+            map,
+            anonymous: false,
+        })
+    }
+
+    /// A read-only anonymous mapping holding a copy of `bytes` (an image with no file behind
+    /// it, such as the kernel's vDSO), so it can be read like a mapped file.
+    pub fn from_bytes(bytes: &[u8]) -> std::io::Result<Mmap> {
+        if bytes.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "empty image",
+            ));
+        }
+        let mut map = memmap2::MmapOptions::new().len(bytes.len()).map_anon()?;
+        map.copy_from_slice(bytes);
+        Ok(Mmap {
+            map: map.make_read_only()?,
+            anonymous: true,
+        })
     }
 
     /// The file's bytes.
@@ -45,6 +68,10 @@ impl Mmap {
     /// Gives the pages touched while building tables back to the kernel: they are re-read
     /// from the page cache if a name is needed later.
     pub fn release_pages(&self) {
+        if self.anonymous {
+            // MADV_DONTNEED would zero an anonymous mapping's pages, not re-read them.
+            return;
+        }
         // SAFETY: MADV_DONTNEED on a read-only private file mapping that was never written:
         // its pages are clean copies of the file and are simply re-faulted from it on the
         // next access, so no reader can observe a change.

@@ -49,7 +49,7 @@ impl std::fmt::Debug for Resolver<'_> {
 /// Mappings without a file behind them, as the kernel names them in MMAP2
 /// records (`//anon`, `/memfd:NAME (deleted)`, `[anon:NAME]`, ...): JIT
 /// code lives there, and only `/tmp/perf-PID.map` can name it.
-fn is_anonymous(path: &str) -> bool {
+pub(crate) fn is_anonymous(path: &str) -> bool {
     path == "//anon"
         || path.starts_with("/memfd:")
         || path.starts_with("[anon")

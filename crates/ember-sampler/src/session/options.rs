@@ -19,14 +19,18 @@ pub enum Target {
 /// How user stacks are unwound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallGraph {
-    /// Frame pointers, walked by the kernel.
+    /// Frame pointers, walked by the kernel. The walk ends at the first function without
+    /// a frame pointer: on most distributions glibc's start-up (`__libc_start_call_main`),
+    /// so `_start` is not reached, as with `perf --call-graph fp`.
     Fp,
     /// CFI (`.eh_frame`/`.debug_frame`) over a copy of the user stack.
     Dwarf,
     /// Per binary: the first samples whose user instruction is in a binary
     /// compare both methods; the binary keeps frame pointers when their
     /// walk matched CFI's frames inside it in at least 80% of them, CFI
-    /// otherwise; binaries without CFI use frame pointers (see
+    /// otherwise; binaries without CFI use frame pointers. A frame-pointer walk is handed
+    /// over to CFI at its first frame in a binary not decided for frame pointers, so stacks
+    /// still reach `_start` through a glibc built without them (see
     /// [`crate::unwind::DwarfUnwinder::unwind_auto`]).
     Auto,
 }

@@ -264,6 +264,18 @@ impl Binary {
         warnings: &mut Vec<String>,
     ) -> Result<Binary, String> {
         let map = Arc::new(Mmap::open(path).map_err(|e| format!("{}: {e}", path.display()))?);
+        Self::from_map(map, path, debuginfod, inline, warnings)
+    }
+
+    /// Like [`Binary::load_with`], for an image already mapped (`path` names it, for split
+    /// debug files found by `.gnu_debuglink` and for messages).
+    pub fn from_map(
+        map: Arc<Mmap>,
+        path: &Path,
+        debuginfod: Option<&mut Debuginfod>,
+        inline: bool,
+        warnings: &mut Vec<String>,
+    ) -> Result<Binary, String> {
         let file =
             object::File::parse(map.bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut binary = Binary {
@@ -320,6 +332,7 @@ impl Binary {
                 Ok(None) => {}
                 Err(e) => warnings.push(e.to_string()),
             }
+            warnings.extend(client.take_unreported());
         }
         binary.stripped = !binary.main_has_symtab
             && !debug_has_symtab

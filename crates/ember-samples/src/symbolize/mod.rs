@@ -1,7 +1,8 @@
 //! Turning addresses into function names: ELF `.symtab`/`.dynsym` (with
 //! split debug files found by build-id or `.gnu_debuglink`), DWARF inlined
-//! frames and lines (addr2line), kernel symbols from `/proc/kallsyms`, JIT
-//! maps `/tmp/perf-PID.map`, and Rust/C++ demangling. Each binary is opened
+//! frames and lines (addr2line), kernel symbols from `/proc/kallsyms`, the
+//! vDSO (from this process's own copy), JIT maps `/tmp/perf-PID.map`, and
+//! Rust/C++ demangling. Each binary is opened
 //! once (headers first, symbol tables on the first miss, DWARF on the first
 //! inline lookup) and each (binary, address) is looked up once per run; an
 //! optional on-disk cache keyed by build-id carries lookups across runs.
@@ -43,15 +44,19 @@ mod disk_cache;
 mod dwarf;
 mod jit;
 mod kernel;
+#[cfg(ember_libiberty)]
+mod libiberty;
 mod table;
 #[cfg(test)]
 mod tests;
+mod vdso;
 
 pub use binary::Binary;
 pub use disk_cache::default_cache_dir;
 pub use jit::PerfMap;
 pub use kernel::Kallsyms;
-pub use table::demangle;
+pub use table::{cxx_demangler, demangle};
+pub use vdso::{VDSO_PATH, vdso_image};
 
 /// Caches of every symbol source, shared by all outputs of a recording.
 #[derive(Debug, Default)]
@@ -97,7 +102,11 @@ impl Symbolizer {
     pub fn binary(&mut self, path: &Arc<str>, pid: u32) -> Option<&mut Binary> {
         if !self.binaries.contains_key(path) {
             let inline = self.inline;
-            let loaded = if path.starts_with('/') {
+            // `//anon`, `/memfd:...`: JIT code with no file (named by perf maps, not here);
+            // trying to open them only produced a misleading "cannot read //anon" warning.
+            let loaded = if crate::resolve::is_anonymous(path) {
+                None
+            } else if path.starts_with('/') {
                 let direct = Binary::load_with(
                     Path::new(&**path),
                     self.debuginfod.as_mut(),
@@ -124,6 +133,21 @@ impl Symbolizer {
                         }
                     }
                 }
+            } else if **path == *VDSO_PATH {
+                let image = vdso_image().map(Arc::new);
+                image.and_then(|map| {
+                    let name = Path::new(VDSO_PATH);
+                    let found = Binary::from_map(
+                        map,
+                        name,
+                        self.debuginfod.as_mut(),
+                        inline,
+                        &mut self.warnings,
+                    );
+                    found
+                        .map_err(|e| self.warnings.push(format!("cannot read the vDSO: {e}")))
+                        .ok()
+                })
             } else {
                 None
             };

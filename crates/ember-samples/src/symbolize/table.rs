@@ -122,19 +122,17 @@ impl SymTable {
 }
 
 /// Demangles Rust (legacy and v0) and C++ (Itanium) names; others pass through.
+///
+/// C++ names read as `c++filt` prints them: through GNU libiberty (the code `c++filt` runs)
+/// where the build linked it, else through `cpp_demangle` (see `build.rs`).
 pub fn demangle(name: &str) -> String {
     let base = name.split_once('@').map_or(name, |(b, _)| b);
-    let rusty = base.starts_with("_R")
-        || (base.starts_with("_ZN") && {
-            let core = base.split('.').next().unwrap_or(base);
-            core.ends_with('E') && core.contains("17h")
-        });
+    let rusty = base.starts_with("_R") || is_rust_legacy(base);
     if rusty && let Ok(d) = rustc_demangle::try_demangle(base) {
         return format!("{d:#}");
     }
     if base.starts_with("_Z")
-        && let Ok(sym) = cpp_demangle::Symbol::new(base.as_bytes())
-        && let Ok(text) = sym.demangle()
+        && let Some(text) = demangle_cxx(base)
     {
         return text;
     }
@@ -142,6 +140,40 @@ pub fn demangle(name: &str) -> String {
         return format!("{d:#}");
     }
     name.to_string()
+}
+
+/// A legacy Rust symbol: `_ZN`, its path, and the hash element `17h` + 16 hex digits + `E`
+/// (before any `.llvm.`/`.cold` suffix). The path itself may hold dots
+/// (`call_once$u7b$$u7b$vtable.shim$u7d$$u7d$`), so the suffix cannot be cut at the first
+/// dot: that sent such names to the C++ demangler, which printed them mangled-looking.
+fn is_rust_legacy(name: &str) -> bool {
+    name.starts_with("_ZN")
+        && name.as_bytes().windows(20).any(|w| {
+            w.starts_with(b"17h") && w[3..19].iter().all(u8::is_ascii_hexdigit) && w[19] == b'E'
+        })
+}
+
+#[cfg(ember_libiberty)]
+fn demangle_cxx(name: &str) -> Option<String> {
+    super::libiberty::demangle(name)
+}
+
+#[cfg(not(ember_libiberty))]
+fn demangle_cxx(name: &str) -> Option<String> {
+    cpp_demangle::Symbol::new(name.as_bytes())
+        .ok()?
+        .demangle()
+        .ok()
+}
+
+/// Which C++ demangler this build uses: `"libiberty"` (identical to `c++filt`) or
+/// `"cpp_demangle"`.
+pub fn cxx_demangler() -> &'static str {
+    if cfg!(ember_libiberty) {
+        "libiberty"
+    } else {
+        "cpp_demangle"
+    }
 }
 
 /// How far an unsized symbol (hand-written assembly) reaches: at most

@@ -87,6 +87,11 @@ fn unreadable_binary_warns_once() {
     assert!(s.binary(&p, 1).is_none());
     assert!(s.binary(&p, 1).is_none());
     assert_eq!(s.warnings.len(), 1);
+    // JIT code's anonymous mappings are not files: no binary, and nothing to warn about.
+    for anon in ["//anon", "/memfd:jit (deleted)"] {
+        assert!(s.binary(&Arc::from(anon), 1).is_none());
+    }
+    assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
 }
 
 /// File offsets spread over a binary's executable segments: every
@@ -176,4 +181,29 @@ fn nearest_prefers_the_larger_symbol_on_equal_starts_and_limits_unsized_ones() {
         .map(|h| h.map(|(s, _)| s.name))
         .collect();
     assert_eq!(got, [Some(2), None, Some(3), None]);
+}
+
+#[test]
+fn the_vdso_is_symbolized_from_this_process_copy() {
+    use object::{Object, ObjectSymbol};
+    let image = vdso_image().expect("this kernel maps a vDSO");
+    let file = object::File::parse(image.bytes()).unwrap();
+    let start = file
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok("__vdso_clock_gettime"))
+        .expect("the x86_64 vDSO exports __vdso_clock_gettime")
+        .address();
+    let mut s = Symbolizer::new();
+    let path: Arc<str> = Arc::from(VDSO_PATH);
+    let bin = s.binary(&path, std::process::id()).expect("[vdso] loads");
+    assert!(!bin.build_id.is_empty());
+    // The vDSO is one segment at file offset 0 and address 0: offsets are addresses. Two
+    // lookups, so the second reads the table after its pages were handed back (an anonymous
+    // copy must keep them).
+    for offset in [start + 0x10, start + 0x20] {
+        let sym = bin
+            .lookup_offset(offset)
+            .expect("inside __vdso_clock_gettime");
+        assert!(sym.name.contains("clock_gettime"), "{}", sym.name);
+    }
 }

@@ -14,143 +14,15 @@
 use crate::arch;
 use crate::process::Process;
 use framehop::Unwinder;
-use framehop::{ExplicitModuleSectionInfo, Module};
-use object::{Object, ObjectSection, ObjectSegment};
+use sections::{Data, Sections};
 use std::collections::HashMap;
-use std::ops::Range;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 use std::sync::Arc;
 
-use ember_samples::mmap::Mmap;
+mod auto;
+mod sections;
+
 pub use ember_samples::{AutoChoice, Method};
-
-/// A section of a mapped binary: unwinding reads the few pages it needs
-/// straight from the page cache instead of copying whole sections (a big
-/// shared library has megabytes of `.eh_frame`).
-#[derive(Clone)]
-struct Data {
-    map: Arc<Mmap>,
-    range: Range<usize>,
-}
-
-impl std::ops::Deref for Data {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.map.bytes().get(self.range.clone()).unwrap_or_default()
-    }
-}
-
-impl std::fmt::Debug for Data {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Data({:?})", self.range)
-    }
-}
-
-/// Unwind-relevant sections of one binary.
-#[derive(Debug, Default)]
-struct Sections {
-    /// PT_LOAD segments: (file offset, file size, virtual address).
-    segments: Vec<(u64, u64, u64)>,
-    text_svma: Option<Range<u64>>,
-    eh_frame: Option<(Range<u64>, Data)>,
-    eh_frame_hdr: Option<(Range<u64>, Data)>,
-    got: Option<Range<u64>>,
-    debug_frame: Option<Data>,
-}
-
-impl Sections {
-    /// Loads the unwind sections of the file at `path` (already resolved)
-    /// and its build-id.
-    fn load(path: &Path) -> Option<(Sections, Option<Vec<u8>>)> {
-        let map = Arc::new(Mmap::open(path).ok()?);
-        let file = object::File::parse(map.bytes()).ok()?;
-        let build_id = file
-            .build_id()
-            .ok()
-            .flatten()
-            .filter(|id| !id.is_empty())
-            .map(<[u8]>::to_vec);
-        let section = |name: &str| -> Option<(Range<u64>, Data)> {
-            let s = file.section_by_name(name)?;
-            // Compressed sections (some .debug_frame) cannot be used in place.
-            let range = s.compressed_file_range().ok()?;
-            if range.format != object::CompressionFormat::None {
-                return None;
-            }
-            let start = usize::try_from(range.offset).ok()?;
-            let end = start.checked_add(usize::try_from(range.compressed_size).ok()?)?;
-            if end > map.bytes().len() {
-                return None;
-            }
-            let data = Data {
-                map: map.clone(),
-                range: start..end,
-            };
-            Some((s.address()..s.address() + s.size(), data))
-        };
-        // .text is left out on purpose: it can be huge and CFI alone
-        // describes prologues and epilogues of compiler-generated code.
-        let text_svma = file
-            .section_by_name(".text")
-            .map(|s| s.address()..s.address() + s.size());
-        let mut out = Sections {
-            text_svma,
-            eh_frame: section(".eh_frame"),
-            eh_frame_hdr: section(".eh_frame_hdr"),
-            got: section(".got").map(|(r, _)| r),
-            debug_frame: section(".debug_frame").map(|(_, d)| d),
-            ..Default::default()
-        };
-        for seg in file.segments() {
-            let (off, size) = seg.file_range();
-            out.segments.push((off, size, seg.address()));
-        }
-        Some((out, build_id))
-    }
-
-    /// Bytes of unwind data this entry keeps mapped (what its pages can
-    /// add to RSS once touched).
-    fn mapped_bytes(&self) -> u64 {
-        let len = |d: &Data| d.range.len() as u64;
-        self.eh_frame.as_ref().map_or(0, |(_, d)| len(d))
-            + self.eh_frame_hdr.as_ref().map_or(0, |(_, d)| len(d))
-            + self.debug_frame.as_ref().map_or(0, len)
-    }
-
-    fn has_cfi(&self) -> bool {
-        self.eh_frame.is_some() || self.debug_frame.is_some()
-    }
-
-    fn offset_to_vaddr(&self, offset: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|&&(off, size, _)| offset >= off && offset - off < size.max(1))
-            .map(|&(off, _, vaddr)| offset - off + vaddr)
-    }
-
-    fn module(&self, name: &str, avma: Range<u64>, pgoff: u64) -> Option<Module<Data>> {
-        let svma = self.offset_to_vaddr(pgoff)?;
-        let base_avma = avma.start.checked_sub(svma)?;
-        let info = ExplicitModuleSectionInfo {
-            base_svma: 0,
-            text_svma: self.text_svma.clone(),
-            got_svma: self.got.clone(),
-            eh_frame_svma: self.eh_frame.as_ref().map(|(r, _)| r.clone()),
-            eh_frame: self.eh_frame.as_ref().map(|(_, d)| d.clone()),
-            eh_frame_hdr_svma: self.eh_frame_hdr.as_ref().map(|(r, _)| r.clone()),
-            eh_frame_hdr: self.eh_frame_hdr.as_ref().map(|(_, d)| d.clone()),
-            debug_frame: self.debug_frame.clone(),
-            text: None,
-            stubs_svma: None,
-            stub_helper_svma: None,
-            unwind_info: None,
-            text_segment_svma: None,
-            text_segment: None,
-        };
-        Some(Module::new(name.to_string(), avma, base_avma, info))
-    }
-}
 
 /// A frame found by unwinding: address and whether it is a return address.
 pub type UnwoundFrame = (u64, bool);
@@ -163,6 +35,8 @@ pub enum BinaryId {
     BuildId(Vec<u8>),
     /// No build-id: the file itself.
     File(FileKey),
+    /// The kernel's vDSO (`[vdso]`), one image for every process of the host.
+    Vdso,
 }
 
 /// A file as `stat` identifies it.
@@ -276,6 +150,13 @@ impl std::fmt::Debug for DwarfUnwinder {
 /// Most frames we follow in one stack (like the kernel's default limit).
 const MAX_FRAMES: usize = 127;
 
+/// The 8 bytes at `addr` of the stack copy that starts at `sp`.
+fn read_u64(stack: &[u8], sp: u64, addr: u64) -> Option<u64> {
+    let off = usize::try_from(addr.checked_sub(sp)?).ok()?;
+    let bytes = stack.get(off..off.checked_add(8)?)?;
+    Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -331,6 +212,19 @@ impl DwarfUnwinder {
     /// The identity of the binary mapped from `path` in `pid`, loading its
     /// sections on first sight.
     fn binary_for(&mut self, path: &Arc<str>, pid: u32) -> Option<BinaryId> {
+        self.clock += 1;
+        let now = self.clock;
+        if **path == *"[vdso]" {
+            let id = BinaryId::Vdso;
+            if let Some(entry) = self.binaries.get_mut(&id) {
+                entry.last_used = now;
+            } else {
+                self.loads += 1;
+                let loaded = Sections::load_vdso();
+                self.insert(&id, loaded, path, now);
+            }
+            return Some(id);
+        }
         let (file, meta) = resolve(path, pid)?;
         let key = FileKey {
             dev: meta.dev(),
@@ -338,8 +232,6 @@ impl DwarfUnwinder {
             size: meta.size(),
             mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
         };
-        self.clock += 1;
-        let now = self.clock;
         if let Some(id) = self.files.get(&key)
             && let Some(entry) = self.binaries.get_mut(id)
         {
@@ -348,9 +240,8 @@ impl DwarfUnwinder {
         }
         self.loads += 1;
         let loaded = Sections::load(&file);
-        let build_id = loaded.as_ref().and_then(|(_, b)| b.clone());
-        let id = match &build_id {
-            Some(b) => BinaryId::BuildId(b.clone()),
+        let id = match loaded.as_ref().and_then(|(_, b)| b.clone()) {
+            Some(b) => BinaryId::BuildId(b),
             None => BinaryId::File(key),
         };
         self.files.insert(key, id.clone());
@@ -359,7 +250,23 @@ impl DwarfUnwinder {
             entry.last_used = now;
             return Some(id);
         }
-        let sections = loaded.map(|(s, _)| Arc::new(s));
+        self.insert(&id, loaded, path, now);
+        Some(id)
+    }
+
+    /// Caches what was loaded for a binary first seen at `path` (nothing usable when
+    /// `loaded` is `None`, so a file that is not ELF is not read again).
+    fn insert(
+        &mut self,
+        id: &BinaryId,
+        loaded: Option<(Sections, Option<Vec<u8>>)>,
+        path: &Arc<str>,
+        now: u64,
+    ) {
+        let (sections, build_id) = match loaded {
+            Some((s, b)) => (Some(Arc::new(s)), b),
+            None => (None, None),
+        };
         let bytes = sections.as_ref().map_or(0, |s| s.mapped_bytes());
         let no_cfi = !sections.as_ref().is_some_and(|s| s.has_cfi());
         self.binaries.insert(
@@ -387,8 +294,7 @@ impl DwarfUnwinder {
             },
         );
         self.bytes += bytes;
-        self.evict(&id);
-        Some(id)
+        self.evict(id);
     }
 
     /// Drops least recently used binaries beyond the limits (never `keep`).
@@ -460,116 +366,49 @@ impl DwarfUnwinder {
             return Vec::new();
         };
         self.refresh_process(pid, process);
-        let Some(ProcessUnwinder { unwinder, .. }) = self.processes.get(&pid) else {
-            return Vec::new();
-        };
-        let sp = start.sp;
-        let mut read_stack = |addr: u64| -> Result<u64, ()> {
-            let off = addr.checked_sub(sp).ok_or(())? as usize;
-            let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
-            Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| ())?))
-        };
-        let mut iter = unwinder.iter_frames(
-            start.pc,
+        let mut frames = vec![(start.pc, false)];
+        self.cfi_from(
+            pid,
+            framehop::FrameAddress::InstructionPointer(start.pc),
             arch::unwind_regs(&start),
-            &mut self.cache,
-            &mut read_stack,
+            start.sp,
+            stack,
+            &mut frames,
         );
-        let mut frames = Vec::new();
-        while let Ok(Some(frame)) = iter.next() {
-            frames.push((frame.address(), frame.is_return_address()));
-            if frames.len() >= MAX_FRAMES {
-                break;
-            }
-        }
         frames
     }
 
-    /// `--call-graph auto` for one sample: the frame-pointer walk `fp` (from
-    /// the kernel) or CFI, by the rule of the binary the sampled user
-    /// instruction is in. The first [`AUTO_DECISION_SAMPLES`] samples of a
-    /// binary compute both, use whichever got further, and count whether
-    /// the frame-pointer walk found exactly CFI's frames for the run of
-    /// frames inside that binary; frame pointers are kept for the binary
-    /// when they matched in at least 80% of them, CFI otherwise. A binary
-    /// without CFI uses frame pointers at once; an address outside any
-    /// binary (JIT) is decided per sample.
-    pub fn unwind_auto(
+    /// Follows CFI from the frame at `address` (its registers in `regs`) outwards, pushing
+    /// the callers it finds onto `frames` (up to [`MAX_FRAMES`] in all). `stack` is the copy
+    /// of the user stack from `sp`, the sampled stack pointer. A frame outside every known
+    /// module falls back to its frame pointer (framehop's rule): JIT code.
+    fn cfi_from(
         &mut self,
         pid: u32,
-        process: &Process,
-        regs: &[u64],
+        mut address: framehop::FrameAddress,
+        mut regs: arch::UnwindRegs,
+        sp: u64,
         stack: &[u8],
-        fp: Vec<UnwoundFrame>,
-    ) -> Vec<UnwoundFrame> {
-        let leaf = arch::start_regs(regs).map(|r| r.pc);
-        let map = leaf.and_then(|pc| process.find(pc));
-        self.refresh_process(pid, process);
-        let id = leaf.and_then(|pc| self.processes.get(&pid)?.binary_at(pc).cloned());
-        let state = id
-            .as_ref()
-            .and_then(|id| self.binaries.get_mut(id))
-            .map(|c| {
-                c.samples += 1;
-                c.auto
-            });
-        match state {
-            Some(Auto::Decided(Method::FramePointer)) => fp,
-            Some(Auto::Decided(Method::Cfi)) => self.unwind(pid, process, regs, stack),
-            other => {
-                let cfi = self.unwind(pid, process, regs, stack);
-                if let (Some(Auto::Deciding { seen, fp_agreed }), Some(id), Some(map)) =
-                    (other, id, map)
-                {
-                    let inside = |frames: &[UnwoundFrame]| -> Vec<u64> {
-                        frames
-                            .iter()
-                            .take_while(|(addr, _)| {
-                                process.find(*addr).is_some_and(|m| m.path == map.path)
-                            })
-                            .map(|&(addr, _)| addr)
-                            .collect()
-                    };
-                    let agreed = !cfi.is_empty() && inside(&fp) == inside(&cfi);
-                    let (seen, fp_agreed) = (seen + 1, fp_agreed + u32::from(agreed));
-                    if let Some(entry) = self.binaries.get_mut(&id) {
-                        entry.auto = if seen >= AUTO_DECISION_SAMPLES {
-                            let fp_ok = f64::from(fp_agreed) >= AUTO_FP_AGREEMENT * f64::from(seen);
-                            entry.reason =
-                                format!("frame pointers matched CFI in {fp_agreed}/{seen} samples");
-                            Auto::Decided(if fp_ok {
-                                Method::FramePointer
-                            } else {
-                                Method::Cfi
-                            })
-                        } else {
-                            Auto::Deciding { seen, fp_agreed }
-                        };
+        frames: &mut Vec<UnwoundFrame>,
+    ) {
+        let Some(ProcessUnwinder { unwinder, .. }) = self.processes.get(&pid) else {
+            return;
+        };
+        let mut read_stack = |addr: u64| read_u64(stack, sp, addr).ok_or(());
+        while frames.len() < MAX_FRAMES {
+            // Ok(None) is a root (CFI says there is no caller: `_start`, a thread's
+            // `clone3`); an error is a stack copy too short or a rule we cannot follow.
+            match unwinder.unwind_frame(address, &mut regs, &mut self.cache, &mut read_stack) {
+                Ok(Some(ret)) => match framehop::FrameAddress::from_return_address(ret) {
+                    Some(next) => {
+                        frames.push((ret, true));
+                        address = next;
                     }
-                }
-                if fp.len() > cfi.len() { fp } else { cfi }
+                    None => break,
+                },
+                Ok(None) | Err(_) => break,
             }
         }
-    }
-
-    /// The decisions `auto` has taken so far, by binary (sorted by path).
-    pub fn auto_choices(&self) -> Vec<AutoChoice> {
-        let mut out: Vec<AutoChoice> = self
-            .binaries
-            .values()
-            .filter(|c| c.samples > 0)
-            .filter_map(|c| match c.auto {
-                Auto::Decided(method) => Some(AutoChoice {
-                    path: c.path.clone(),
-                    build_id: c.build_id.as_deref().map(hex).unwrap_or_default(),
-                    method,
-                    reason: c.reason.clone(),
-                }),
-                Auto::Deciding { .. } => None,
-            })
-            .collect();
-        out.sort_by(|a, b| a.path.cmp(&b.path));
-        out
     }
 
     /// Drops the unwinder of an exited process.
@@ -581,6 +420,7 @@ impl DwarfUnwinder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn binaries() -> Vec<Arc<str>> {
         let exe = std::env::current_exe().unwrap();
