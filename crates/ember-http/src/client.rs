@@ -275,8 +275,8 @@ impl Client {
     }
 
     /// Sends the request and waits for the response head; also returns the request's time
-    /// limit (for reporting a timeout while reading the body).
-    async fn start(&self, request: Request) -> Result<(reqwest::Response, Duration), HttpError> {
+    /// limits (for reporting a timeout while reading the body).
+    async fn start(&self, request: Request) -> Result<(reqwest::Response, TimeLimit), HttpError> {
         let url = request.url;
         let parsed = crate::parse_url(&url)?;
         let method = reqwest::Method::from_bytes(request.method.as_bytes()).map_err(|e| {
@@ -286,6 +286,11 @@ impl Client {
             }
         })?;
         let timeout = request.timeout.unwrap_or(self.config.timeout);
+        let limit = TimeLimit {
+            timeout,
+            read: self.config.read_timeout,
+            started: std::time::Instant::now(),
+        };
         let mut builder = self.inner.request(method, parsed).timeout(timeout);
         for (name, value) in &request.headers {
             let (name, value) = header_pair(name, value)?;
@@ -300,15 +305,15 @@ impl Client {
         let response = builder
             .send()
             .await
-            .map_err(|e| self.transport_error(&url, &e, timeout))?;
-        Ok((response, timeout))
+            .map_err(|e| self.transport_error(&url, &e, limit))?;
+        Ok((response, limit))
     }
 
-    fn transport_error(&self, url: &str, error: &reqwest::Error, timeout: Duration) -> HttpError {
+    fn transport_error(&self, url: &str, error: &reqwest::Error, limit: TimeLimit) -> HttpError {
         if error.is_timeout() && error.is_connect() {
             return HttpError::Timeout {
                 url: url.to_string(),
-                after: self.config.connect_timeout.min(timeout),
+                after: self.config.connect_timeout.min(limit.timeout),
             };
         }
         if crate::error::is_tls(error) {
@@ -323,16 +328,38 @@ impl Client {
                 detail: chain(error),
             };
         }
-        transport(url, error, timeout)
+        transport(url, error, limit)
     }
 }
 
-/// A reqwest error after connecting: the time limit `timeout` fired, or a broken exchange.
-fn transport(url: &str, error: &reqwest::Error, timeout: Duration) -> HttpError {
+/// A request's time limits, to name the one that fired.
+#[derive(Debug, Clone, Copy)]
+struct TimeLimit {
+    /// The whole exchange's limit.
+    timeout: Duration,
+    /// The limit on a pause between reads ([`crate::ClientConfig::read_timeout`]).
+    read: Option<Duration>,
+    /// When the request was sent.
+    started: std::time::Instant,
+}
+
+impl TimeLimit {
+    /// The limit that fired: the whole exchange's once it has run that long, else the
+    /// pause between reads (reqwest's error does not say which).
+    fn fired(&self) -> Duration {
+        match self.read {
+            Some(read) if self.started.elapsed() < self.timeout => read,
+            _ => self.timeout,
+        }
+    }
+}
+
+/// A reqwest error after connecting: a time limit fired, or a broken exchange.
+fn transport(url: &str, error: &reqwest::Error, limit: TimeLimit) -> HttpError {
     match error.is_timeout() {
         true => HttpError::Timeout {
             url: url.to_string(),
-            after: timeout,
+            after: limit.fired(),
         },
         false => HttpError::Transport {
             url: url.to_string(),
@@ -349,7 +376,7 @@ async fn read_capped(
     url: &str,
     limit: u64,
     truncate: bool,
-    timeout: Duration,
+    timeout: TimeLimit,
 ) -> Result<Bytes, HttpError> {
     let too_large = || HttpError::TooLarge {
         url: url.to_string(),
@@ -387,7 +414,7 @@ pub(crate) struct Download {
     /// The request URL (for errors).
     pub(crate) url: String,
     limit: u64,
-    timeout: Duration,
+    timeout: TimeLimit,
     /// Bytes received so far.
     pub(crate) received: u64,
 }

@@ -65,7 +65,8 @@ pub enum HttpError {
     Timeout {
         /// The request URL.
         url: String,
-        /// The limit that fired (the request timeout; the connect timeout when connecting).
+        /// The limit that fired: the request timeout, the connect timeout when connecting,
+        /// or the read timeout when the server paused longer than that.
         after: Duration,
     },
     /// The exchange failed after connecting (connection reset, malformed answer, too many

@@ -198,6 +198,23 @@ async fn timeouts_fire() {
         matches!(result, Err(HttpError::Timeout { .. })),
         "{result:?}"
     );
+
+    // The same stall under a short read timeout and a long request timeout: the error
+    // names the read timeout, the one that fired (it used to say "after 30s" at once).
+    let client = Client::new(&ClientConfig {
+        timeout: Duration::from_secs(30),
+        read_timeout: Some(Duration::from_millis(300)),
+        ..local()
+    })
+    .unwrap();
+    let started = Instant::now();
+    match client.get_bytes(&stall, 1000).await {
+        Err(HttpError::Timeout { after, .. }) => {
+            assert_eq!(after, Duration::from_millis(300));
+        }
+        other => panic!("expected a read timeout, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test]
