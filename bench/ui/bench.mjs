@@ -14,8 +14,9 @@
 // and this one), the page loads alternate between them, run by run, so a busy machine weighs
 // on each alike; one table per server. Where the page marks them (`performance.mark`:
 // `ember:modules`, `ember:flame-answer`, `ember:flame-drawn`, and `ember:boot-drawn` when
-// boot.js drew the graph before the modules had run), the first paint's breakdown is printed
-// too.
+// boot.js drew the graph itself: since session 14 it draws every plain view, before the
+// page's modules run unless the answer is slower than boot.js waits for it), the first
+// paint's breakdown is printed too.
 //
 // usage: node bench/ui/bench.mjs '{"servers": [{"name": "new", "base": URL}, ...],
 //                                  "query": SELECTOR, "runs": 7}'
@@ -191,9 +192,10 @@ for (const s of servers) {
   if (result.modules.length) summary["… every module loaded and run (after navigation)"] = [stat(result.modules), null];
   if (result.answer.length) summary["… the answer's bytes in the page (after navigation)"] = [stat(result.answer), null];
   if (result.drawn.length) summary["… the flame graph drawn (after navigation)"] = [stat(result.drawn), null];
-  // boot.js draws a plain view itself when its answer is in before the modules have run.
+  // boot.js draws a plain view itself (builds before session 14: only when its answer was in
+  // before the modules had run).
   if (result.bootDrawn.length) {
-    summary[`… drawn by boot.js, before the modules (${result.bootDrawn.length} of ${runs} loads)`] = [stat(result.bootDrawn), null];
+    summary[`… drawn by boot.js (${result.bootDrawn.length} of ${runs} loads)`] = [stat(result.bootDrawn), null];
   }
   console.log(JSON.stringify({ server: s.name, ...result, summary }, null, 1));
   console.log(`\n${s.name ? `**${s.name}** (${s.base}): ` : ""}${result.nodes} nodes in the browser ` +

@@ -1,7 +1,8 @@
 //! The web UI's call graph and single-profile views in a real browser: a real `ember server`
 //! loaded with real pprof files (and generated folded profiles at known times), Debian's
 //! chromium driven by playwright-core (`tests/browser/ui_callgraph.mjs`,
-//! `tests/browser/ui_profile.mjs`). Screenshots go to `target/ui-screenshots/`.
+//! `tests/browser/ui_profile.mjs`), and the first paint drawn by boot.js before the page's
+//! modules (`tests/browser/ui_first_paint.mjs`). Screenshots go to `target/ui-screenshots/`.
 //!
 //! Every expected figure (the heaviest function, its total, the focused total, each profile's
 //! top frame and total) is computed here from the profiles themselves, independently of the
@@ -180,6 +181,52 @@ fn web_ui_opens_single_profiles_in_chromium() {
         "screenshots": screenshots(),
     });
     run_script("ui_profile.mjs", &args, 20);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// boot.js draws a plain view's flame graph before the page's modules run; what it drew must
+/// be the full view, pixel for pixel, once the page has loaded everything
+/// (`tests/browser/ui_first_paint.mjs`), on a real profile with the node limit off.
+#[test]
+fn web_ui_draws_the_first_view_early_and_it_is_the_full_view() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-first-paint");
+    let server = Server::start(&dir.join("data"), &[]);
+    let java = corpus(JAVA);
+    ingest(
+        &server,
+        "/ingest?name=java-shop.cpu&format=pprof",
+        &std::fs::read(&java).unwrap(),
+    );
+    let stacks = cpu_stacks(&java);
+    // The whole call tree's nodes: the root and every distinct call path.
+    let paths: BTreeSet<&[String]> = stacks
+        .iter()
+        .flat_map(|(frames, _)| (1..=frames.len()).map(move |n| &frames[..n]))
+        .collect();
+    let mut roots = BTreeMap::new();
+    for (frames, v) in &stacks {
+        *roots.entry(frames[0].clone()).or_insert(0) += v;
+    }
+    let types = server.get_json("/api/v1/profile_types", &[]);
+    let cpu = types
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .find(|t| t.split(':').nth(1) == Some("cpu"));
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "service": "java-shop",
+        "type": cpu.expect("a cpu type"),
+        "heaviestRoot": heaviest(&roots).0,
+        "nodes": paths.len() + 1,
+        "screenshots": screenshots(),
+    });
+    run_script("ui_first_paint.mjs", &args, 24);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
