@@ -226,7 +226,7 @@ fn web_ui_draws_the_first_view_early_and_it_is_the_full_view() {
         "nodes": paths.len() + 1,
         "screenshots": screenshots(),
     });
-    run_script("ui_first_paint.mjs", &args, 24);
+    run_script("ui_first_paint.mjs", &args, 21);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
