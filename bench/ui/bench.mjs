@@ -113,7 +113,7 @@ async function searches(patterns) {
 const browser = await launch();
 for (const s of servers) {
   s.result = { url: s.url, runs, firstPaint: [], firstVisitPaint: [], requestStart: [], requestEnd: [], serverWait: [],
-    download: [], modules: [], answer: [], drawn: [], bootDrawn: [], bytes: 0, nodes: 0 };
+    download: [], modules: [], answer: [], drawn: [], bootDrawn: [], prunedEnd: [], bytes: 0, prunedBytes: 0, nodes: 0 };
   s.zoom = [];
   s.hover = [];
   s.redraw = [];
@@ -140,12 +140,15 @@ async function once(s) {
   await page.waitForFunction(() => window.__firstPaint, null, { timeout: 60000, polling: 50 });
   await page.waitForFunction(() => window.__ember.ready && window.__ember.loading === 0, null, { timeout: 60000 });
   const t = await page.evaluate(() => {
-    const q = performance.getEntriesByType("resource").find((e) => /\/api\/v1\/query\?.*format=flamebearer/.test(e.name));
+    // The whole tree's request, and (since session 14) boot.js's first one of only the nodes
+    // wide enough to draw (`minShare`).
+    const flames = performance.getEntriesByType("resource").filter((e) => /\/api\/v1\/query\?.*format=flamebearer/.test(e.name));
+    const q = flames.find((e) => !e.name.includes("minShare=")), p = flames.find((e) => e.name.includes("minShare="));
     const mark = (name) => performance.getEntriesByName(name, "mark")[0]?.startTime ?? null;
     return { paint: window.__firstPaint, nodes: window.__ember.view.nodes, start: q.startTime, end: q.responseEnd,
       wait: q.responseStart - q.requestStart, download: q.responseEnd - q.startTime, bytes: q.encodedBodySize || q.transferSize,
       modules: mark("ember:modules"), answer: mark("ember:flame-answer"), drawn: mark("ember:flame-drawn"),
-      bootDrawn: mark("ember:boot-drawn") };
+      bootDrawn: mark("ember:boot-drawn"), prunedEnd: p ? p.responseEnd : null, prunedBytes: p ? p.encodedBodySize : 0 };
   });
   if (t.nodes < 100000) throw new Error(`the browser got ${t.nodes} nodes, not 100,000+`);
   result.firstPaint.push(t.paint);
@@ -153,7 +156,8 @@ async function once(s) {
   result.requestStart.push(t.start);
   result.requestEnd.push(t.end);
   result.download.push(t.download);
-  for (const k of ["modules", "answer", "drawn", "bootDrawn"]) if (t[k] !== null) result[k].push(t[k]);
+  for (const k of ["modules", "answer", "drawn", "bootDrawn", "prunedEnd"]) if (t[k] !== null) result[k].push(t[k]);
+  result.prunedBytes = t.prunedBytes;
   result.nodes = t.nodes;
   result.bytes = t.bytes;
   const i = await page.evaluate(interactions, 10);
@@ -192,6 +196,10 @@ for (const s of servers) {
   if (result.modules.length) summary["… every module loaded and run (after navigation)"] = [stat(result.modules), null];
   if (result.answer.length) summary["… the answer's bytes in the page (after navigation)"] = [stat(result.answer), null];
   if (result.drawn.length) summary["… the flame graph drawn (after navigation)"] = [stat(result.drawn), null];
+  if (result.prunedEnd.length) {
+    summary[`… first answer, the nodes wide enough to draw (\`minShare\`, ${(result.prunedBytes / 1e3).toFixed(0)} kB), answered`] =
+      [stat(result.prunedEnd), null];
+  }
   // boot.js draws a plain view itself (builds before session 14: only when its answer was in
   // before the modules had run).
   if (result.bootDrawn.length) {

@@ -6,7 +6,10 @@
 //    `api.js` takes an answer instead of asking again when its URL and headers are the same;
 //  - for a plain view (the whole graph as an icicle, nothing searched, zoomed or chosen) it
 //    loads only the three modules that draw a flame graph, makes the page's flame graph view
-//    (`window.__emberBoot.flame`, a promise) and draws the answer as soon as it is in;
+//    (`window.__emberBoot.flame`, a promise) and draws the answer as soon as it is in; with
+//    no node limit (or a limit above `PRUNE_ABOVE`) it first asks for, and draws, only the
+//    nodes wide enough to be drawn (`minShare`), then asks for the whole tree, which the
+//    page shows (the same pixels) once it is in;
 //  - then it loads the page itself (`explore.js`, which takes over the same view and model):
 //    after that first draw, so nothing else competes with it for the page's thread, the
 //    server's cores or the browser's connections; at once for any other view (Compare, a
@@ -85,29 +88,61 @@
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", styled, { once: true });
     else styled();
   });
+  // A big answer (no node limit, or one above this many nodes) is asked for in two steps: first
+  // only the nodes wide enough to be drawn at the window's width (`minShare`: a frame under
+  // 0.35 px is never drawn, see flamedraw.js, and the graph is never wider than the window),
+  // each in its place, then the whole tree, which the page shows once it is in: the same
+  // pixels, with every node under them.
+  const PRUNE_ABOVE = 10000;
+  const limit = get("maxNodes");
+  const big = limit !== "" && (Number(limit) === 0 || Number(limit) > PRUNE_ABOVE);
+  // The model of an answer (a Response on its way), drawn on the page's flame graph view
+  // unless something was drawn there first; null for an answer that failed.
+  const drawAnswer = async (promise, type, ctl) => {
+    const res = await promise;
+    if (!res.ok) return null;
+    const [bytes, [{ FlameModel }, , { unitOf }], flame] = await Promise.all([res.arrayBuffer(), drawing, boot.flame]);
+    const model = FlameModel.decode(bytes);
+    if (flame && model.total && !flame.model && !ctl.signal.aborted) {
+      flame.setData(model, unitOf(type));
+      performance.mark("ember:boot-drawn");
+      // The page's test hook, as explore.js makes it, showing what is drawn already.
+      window.__ember ??= { ready: false, loading: 0, errors: [], view: {} };
+      window.__ember.flame = flame;
+    }
+    return model;
+  };
   // The view's flame graph: asked for, and for a plain view, drawn.
   const view = (type) => {
-    const e = ask(url("/api/v1/query", [...selection(type), ["format", "flamebearer-bin"], ["maxNodes", get("maxNodes")]]));
+    const whole = url("/api/v1/query", [...selection(type), ["format", "flamebearer-bin"], ["maxNodes", limit]]);
+    if (!plain || !big) {
+      const e = ask(whole);
+      if (!get("type")) preload();
+      if (!plain) return;
+      // The model `api.js` takes (drawn here unless the page drew something first), null for
+      // an answer that failed, which `api.js` takes unread and reports.
+      e.model = drawAnswer(e.promise, type, e.ctl).catch(() => null);
+      // The page's code after the frame that shows the graph.
+      e.model.then(() => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(loadPage, 0))));
+      return;
+    }
+    const share = (0.3 / Math.max(1, window.innerWidth)).toPrecision(3);
+    const firstCtl = new AbortController();
+    const first = fetch(`${whole}&minShare=${share}`, { headers, signal: firstCtl.signal });
     if (!get("type")) preload();
-    if (!plain) return;
-    // The model of a successful answer (drawn unless the page drew something first), null
-    // for any other answer, which `api.js` takes unread and reports.
-    e.model = (async () => {
-      const res = await e.promise;
-      if (!res.ok) return null;
-      const [bytes, [{ FlameModel }, , { unitOf }], flame] = await Promise.all([res.arrayBuffer(), drawing, boot.flame]);
-      const model = FlameModel.decode(bytes);
-      if (flame && model.total && !flame.model && !e.ctl.signal.aborted) {
-        flame.setData(model, unitOf(type));
-        performance.mark("ember:boot-drawn");
-        // The page's test hook, as explore.js makes it, showing what is drawn already.
-        window.__ember ??= { ready: false, loading: 0, errors: [], view: {} };
-        window.__ember.flame = flame;
-      }
-      return model;
-    })().catch(() => null);
-    // The page's code after the frame that shows the graph.
-    e.model.then(() => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(loadPage, 0))));
+    const drawn = drawAnswer(first, type, firstCtl).catch(() => null);
+    // The whole tree once the first view is drawn (or could not be): what `api.js` takes.
+    let send;
+    const e = ask(whole, new Promise((resolve) => { send = resolve; }).then(() => fetch(whole, { headers, signal: e.ctl.signal })));
+    e.model = e.promise.then((res) => (res.ok ? res.arrayBuffer() : null)).then(async (bytes) => {
+      if (!bytes) return null;
+      const [{ FlameModel }] = await drawing;
+      return FlameModel.decode(bytes);
+    }).catch(() => null);
+    drawn.then(() => {
+      send();
+      requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(loadPage, 0)));
+    });
   };
   // Once the first request is out: for a plain view, the code that draws and the page's flame
   // graph view (the one `explore.js` uses), made as soon as that code is in and the page laid
