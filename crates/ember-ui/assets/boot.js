@@ -28,8 +28,9 @@
   let page = null;
   const loadPage = () => (page ??= import("./ui/explore.js"));
   // Fetches (without running) the page's modules, all at once rather than one import level
-  // after another: after the first request and the code that draws, so they do not take the
-  // browser's connections from those, and while the server works on the request.
+  // after another: for a plain view once the first view is drawn (compiling them would take
+  // the page's thread, and a busy machine's CPU, from the drawing; they are in by the time
+  // the page's code is asked for, two frames later), at once for any other view.
   const MODULES = ["explore", "api", "state", "selector", "timeseries", "top", "filters", "keys", "theme",
     "hints", "sandwich", "compare", "movers", "export", "callgraph", "profile"];
   let preloaded = false;
@@ -117,19 +118,20 @@
     const whole = url("/api/v1/query", [...selection(type), ["format", "flamebearer-bin"], ["maxNodes", limit]]);
     if (!plain || !big) {
       const e = ask(whole);
-      if (!get("type")) preload();
       if (!plain) return;
       // The model `api.js` takes (drawn here unless the page drew something first), null for
       // an answer that failed, which `api.js` takes unread and reports.
       e.model = drawAnswer(e.promise, type, e.ctl).catch(() => null);
       // The page's code after the frame that shows the graph.
-      e.model.then(() => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(loadPage, 0))));
+      e.model.then(() => {
+        preload();
+        requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(loadPage, 0)));
+      });
       return;
     }
     const share = (0.3 / Math.max(1, window.innerWidth)).toPrecision(3);
     const firstCtl = new AbortController();
     const first = fetch(`${whole}&minShare=${share}`, { headers, signal: firstCtl.signal });
-    if (!get("type")) preload();
     const drawn = drawAnswer(first, type, firstCtl).catch(() => null);
     // The whole tree once the first view is drawn (or could not be): what `api.js` takes.
     let send;
@@ -141,6 +143,7 @@
     }).catch(() => null);
     drawn.then(() => {
       send();
+      preload();
       requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(loadPage, 0)));
     });
   };
@@ -155,8 +158,6 @@
     }
     setTimeout(loadPage, PAGE_AFTER_MS);
     drawing = Promise.all(["flame", "flamedraw", "format"].map((m) => import(`./ui/${m}.js`)));
-    // (On a first visit, once the view's request is out.)
-    if (get("type")) preload();
     drawing.catch(() => loadPage()); // the page reports what failed
     boot.flame = Promise.all([drawing, laidOut()]).then(([[, { FlameView }]]) => {
       const $ = (id) => document.getElementById(id);
