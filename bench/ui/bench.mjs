@@ -14,8 +14,9 @@
 // and this one), the page loads alternate between them, run by run, so a busy machine weighs
 // on each alike; one table per server. Where the page marks them (`performance.mark`:
 // `ember:modules`, `ember:flame-answer`, `ember:flame-drawn`, and `ember:boot-drawn` when
-// boot.js drew the graph before the modules had run), the first paint's breakdown is printed
-// too.
+// boot.js drew the graph itself: since session 14 it draws every plain view, before the
+// page's modules run unless the answer is slower than boot.js waits for it), the first
+// paint's breakdown is printed too.
 //
 // usage: node bench/ui/bench.mjs '{"servers": [{"name": "new", "base": URL}, ...],
 //                                  "query": SELECTOR, "runs": 7}'
@@ -112,7 +113,7 @@ async function searches(patterns) {
 const browser = await launch();
 for (const s of servers) {
   s.result = { url: s.url, runs, firstPaint: [], firstVisitPaint: [], requestStart: [], requestEnd: [], serverWait: [],
-    download: [], modules: [], answer: [], drawn: [], bootDrawn: [], bytes: 0, nodes: 0 };
+    download: [], modules: [], answer: [], drawn: [], bootDrawn: [], prunedEnd: [], bytes: 0, prunedBytes: 0, nodes: 0 };
   s.zoom = [];
   s.hover = [];
   s.redraw = [];
@@ -139,12 +140,15 @@ async function once(s) {
   await page.waitForFunction(() => window.__firstPaint, null, { timeout: 60000, polling: 50 });
   await page.waitForFunction(() => window.__ember.ready && window.__ember.loading === 0, null, { timeout: 60000 });
   const t = await page.evaluate(() => {
-    const q = performance.getEntriesByType("resource").find((e) => /\/api\/v1\/query\?.*format=flamebearer/.test(e.name));
+    // The whole tree's request, and (since session 14) boot.js's first one of only the nodes
+    // wide enough to draw (`minShare`).
+    const flames = performance.getEntriesByType("resource").filter((e) => /\/api\/v1\/query\?.*format=flamebearer/.test(e.name));
+    const q = flames.find((e) => !e.name.includes("minShare=")), p = flames.find((e) => e.name.includes("minShare="));
     const mark = (name) => performance.getEntriesByName(name, "mark")[0]?.startTime ?? null;
     return { paint: window.__firstPaint, nodes: window.__ember.view.nodes, start: q.startTime, end: q.responseEnd,
       wait: q.responseStart - q.requestStart, download: q.responseEnd - q.startTime, bytes: q.encodedBodySize || q.transferSize,
       modules: mark("ember:modules"), answer: mark("ember:flame-answer"), drawn: mark("ember:flame-drawn"),
-      bootDrawn: mark("ember:boot-drawn") };
+      bootDrawn: mark("ember:boot-drawn"), prunedEnd: p ? p.responseEnd : null, prunedBytes: p ? p.encodedBodySize : 0 };
   });
   if (t.nodes < 100000) throw new Error(`the browser got ${t.nodes} nodes, not 100,000+`);
   result.firstPaint.push(t.paint);
@@ -152,7 +156,8 @@ async function once(s) {
   result.requestStart.push(t.start);
   result.requestEnd.push(t.end);
   result.download.push(t.download);
-  for (const k of ["modules", "answer", "drawn", "bootDrawn"]) if (t[k] !== null) result[k].push(t[k]);
+  for (const k of ["modules", "answer", "drawn", "bootDrawn", "prunedEnd"]) if (t[k] !== null) result[k].push(t[k]);
+  result.prunedBytes = t.prunedBytes;
   result.nodes = t.nodes;
   result.bytes = t.bytes;
   const i = await page.evaluate(interactions, 10);
@@ -191,9 +196,14 @@ for (const s of servers) {
   if (result.modules.length) summary["… every module loaded and run (after navigation)"] = [stat(result.modules), null];
   if (result.answer.length) summary["… the answer's bytes in the page (after navigation)"] = [stat(result.answer), null];
   if (result.drawn.length) summary["… the flame graph drawn (after navigation)"] = [stat(result.drawn), null];
-  // boot.js draws a plain view itself when its answer is in before the modules have run.
+  if (result.prunedEnd.length) {
+    summary[`… first answer, the nodes wide enough to draw (\`minShare\`, ${(result.prunedBytes / 1e3).toFixed(0)} kB), answered`] =
+      [stat(result.prunedEnd), null];
+  }
+  // boot.js draws a plain view itself (builds before session 14: only when its answer was in
+  // before the modules had run).
   if (result.bootDrawn.length) {
-    summary[`… drawn by boot.js, before the modules (${result.bootDrawn.length} of ${runs} loads)`] = [stat(result.bootDrawn), null];
+    summary[`… drawn by boot.js (${result.bootDrawn.length} of ${runs} loads)`] = [stat(result.bootDrawn), null];
   }
   console.log(JSON.stringify({ server: s.name, ...result, summary }, null, 1));
   console.log(`\n${s.name ? `**${s.name}** (${s.base}): ` : ""}${result.nodes} nodes in the browser ` +

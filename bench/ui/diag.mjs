@@ -1,5 +1,6 @@
 // Where a page load's time goes: for RUNS loads of the Explore view of the benchmark's day
-// (bench/ui/run.sh loads it), the navigation timing, every request (sent, first byte, done)
+// (bench/ui/run.sh loads it), the navigation timing, every request (asked for, sent, first
+// byte, done)
 // and the page's performance marks, in order, in ms after navigation, up to the first painted
 // flame graph (as bench.mjs times it) and beyond.
 //
@@ -28,7 +29,9 @@ for (let run = 0; run < (args.runs || 3); run++) {
     const rows = [["nav: responseEnd", nav.responseEnd], ["nav: domInteractive", nav.domInteractive], ["nav: domContentLoaded", nav.domContentLoadedEventStart]];
     for (const e of performance.getEntriesByType("resource")) {
       const n = e.name.replace(/^https?:\/\/[^/]+/, "").slice(0, 60);
-      rows.push([`${n} start`, e.startTime], [`${n} resp`, e.responseStart], [`${n} end`, e.responseEnd]);
+      // `sent`: when the request left (after any wait for one of the browser's connections).
+      rows.push([`${n} start`, e.startTime], [`${n} sent`, e.requestStart], [`${n} resp`, e.responseStart],
+        [`${n} end`, e.responseEnd]);
     }
     for (const m of performance.getEntriesByType("mark")) rows.push(["mark " + m.name, m.startTime]);
     for (const m of performance.getEntriesByType("measure")) rows.push(["measure " + m.name + " dur=" + m.duration.toFixed(1), m.startTime]);

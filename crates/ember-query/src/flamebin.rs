@@ -24,6 +24,15 @@
 //! divisor of every value: a CPU profile's values are multiples of its sampling period) when
 //! every value is such a multiple that fits, which halves those columns; otherwise as `f64`
 //! with `scale` 1, exact up to 2^53 as JSON numbers are in a browser.
+//!
+//! A `single` answer asked for with a `min_share` (`minShare=`, the web UI's first paint)
+//! holds only the nodes whose total is at least that share of the whole (an ancestor is at
+//! least as heavy as its descendants, so every kept node's parent is kept). Those keep their
+//! places: the header says `"x": true` and `"nodes"` (how many the whole tree has), a third
+//! value column after total and self holds each node's x (its start, in the units of the
+//! values: where it is in the whole tree, gaps of the nodes left out included), `levels`
+//! goes on with zeros to the whole tree's depth, and the names are only those of the nodes
+//! kept.
 
 use ember_store::Merged;
 use serde_json::json;
@@ -45,8 +54,13 @@ struct Order {
     levels: Vec<usize>,
 }
 
-/// Walks depth by depth from node 0, `children(id)` giving a node's children in order.
-fn breadth_first<'a>(count: usize, children: impl Fn(u32) -> &'a [u32]) -> Order {
+/// Walks depth by depth from node 0, `children(id)` giving a node's children in order, taking
+/// only those that `keep`.
+fn breadth_first<'a>(
+    count: usize,
+    children: impl Fn(u32) -> &'a [u32],
+    keep: impl Fn(u32) -> bool,
+) -> Order {
     let mut ids = Vec::with_capacity(count);
     let mut parents = Vec::with_capacity(count);
     let mut levels = Vec::new();
@@ -58,7 +72,7 @@ fn breadth_first<'a>(count: usize, children: impl Fn(u32) -> &'a [u32]) -> Order
         levels.push(end - start);
         for k in start..end {
             let parent = (k - start) as u32;
-            for &c in children(ids[k]) {
+            for &c in children(ids[k]).iter().filter(|&&c| keep(c)) {
                 ids.push(c);
                 parents.push(parent);
             }
@@ -133,9 +147,34 @@ fn encode(
     out
 }
 
-/// The `single` binary flame graph of `tree` (already truncated), typed by `merged`.
-pub(crate) fn single(tree: &Tree, merged: &Merged, title: &str) -> Vec<u8> {
-    let order = breadth_first(tree.nodes.len(), |id| &tree.nodes[id as usize].children);
+/// The `single` binary flame graph of `tree` (already truncated), typed by `merged`; with a
+/// `min_share` above 0 (and no negative value), only the nodes of at least that share of the
+/// whole, each with its x (see the module docs).
+pub(crate) fn single(tree: &Tree, merged: &Merged, title: &str, min_share: f64) -> Vec<u8> {
+    let children = |id: u32| tree.nodes[id as usize].children.as_slice();
+    let whole = breadth_first(tree.nodes.len(), children, |_| true);
+    let prune = min_share > 0.0 && tree.nodes.iter().all(|n| n.total >= 0 && n.self_value >= 0);
+    let (order, x) = if prune {
+        // Where each node starts: its parent's start plus its earlier siblings' totals
+        // (parents come before their children in breadth-first order).
+        let mut x = vec![0i64; tree.nodes.len()];
+        for &id in &whole.ids {
+            let mut at = x[id as usize];
+            for &c in children(id) {
+                x[c as usize] = at;
+                at = at.saturating_add(tree.nodes[c as usize].total);
+            }
+        }
+        let least = min_share * tree.nodes[0].total as f64;
+        let mut kept = breadth_first(tree.nodes.len(), children, |c| {
+            tree.nodes[c as usize].total as f64 >= least
+        });
+        // The whole tree's depth, so a reader lays the graph out as tall as the whole one.
+        kept.levels.resize(whole.levels.len(), 0);
+        (kept, Some(x))
+    } else {
+        (whole, None)
+    };
     let n = order.ids.len();
     let (mut total, mut self_value, mut name) = (
         Vec::with_capacity(n),
@@ -152,7 +191,7 @@ pub(crate) fn single(tree: &Tree, merged: &Merged, title: &str) -> Vec<u8> {
     }
     let [_, sample_type, unit, _, _] = type_parts(merged);
     let (units, sample_rate) = units(&sample_type, &unit);
-    let header = json!({
+    let mut header = json!({
         "format": "single",
         "units": units,
         "sampleRate": sample_rate,
@@ -162,18 +201,36 @@ pub(crate) fn single(tree: &Tree, merged: &Merged, title: &str) -> Vec<u8> {
         "levels": order.levels,
         "names": tree.names.len(),
     });
-    encode(
-        header,
-        &[total, self_value],
-        &[name, order.parents],
-        &tree.names,
-    )
+    let mut values = vec![total, self_value];
+    let Some(x) = x else {
+        return encode(header, &values, &[name, order.parents], &tree.names);
+    };
+    header["x"] = json!(true);
+    header["nodes"] = json!(tree.nodes.len());
+    values.push(order.ids.iter().map(|&id| x[id as usize]).collect());
+    // Only the names of the nodes kept, in the order they are first used.
+    let mut renamed = vec![u32::MAX; tree.names.len()];
+    let mut names = Vec::new();
+    for id in &mut name {
+        let new = &mut renamed[*id as usize];
+        if *new == u32::MAX {
+            *new = names.len() as u32;
+            names.push(tree.names[*id as usize].clone());
+        }
+        *id = *new;
+    }
+    header["names"] = json!(names.len());
+    encode(header, &values, &[name, order.parents], &names)
 }
 
 /// The `double` binary flame graph of `tree`, typed by the right side (the left when the
 /// right matched nothing), as [`crate::flamebearer::double`].
 pub(crate) fn double(tree: &DiffTree, left: &Merged, right: &Merged, title: &str) -> Vec<u8> {
-    let order = breadth_first(tree.nodes.len(), |id| &tree.nodes[id as usize].children);
+    let order = breadth_first(
+        tree.nodes.len(),
+        |id| &tree.nodes[id as usize].children,
+        |_| true,
+    );
     let n = order.ids.len();
     let mut values: Vec<Vec<i64>> = (0..4).map(|_| Vec::with_capacity(n)).collect();
     let mut name = Vec::with_capacity(n);

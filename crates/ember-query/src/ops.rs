@@ -113,7 +113,10 @@ impl<'s> Querier<'s> {
             let merged = self.merge_for_tree(tenant, &req.store_query()?, req);
             let tree = Tree::from_merged_cut(&merged, req.max_nodes);
             return Ok(Output::flame_binary(crate::flamebin::single(
-                &tree, &merged, title,
+                &tree,
+                &merged,
+                title,
+                req.min_share,
             )));
         }
         if format == Format::CallGraph {

@@ -70,6 +70,12 @@ pub struct QueryRequest {
     /// Frame filters (hide, collapse recursion, drop below), applied to the merged selection
     /// before the focus and the node limit; the default filters nothing.
     pub filters: crate::FrameFilters,
+    /// A binary flame graph (`flamebearer-bin`) leaves out every node whose total is below
+    /// this share of the whole (0, the default, keeps every node): what the web UI asks for
+    /// first, the nodes wide enough to be drawn at its width, before the whole tree. The
+    /// nodes kept keep their places (the answer then has an `x` column,
+    /// [`crate::flamebin`]). Ignored when a value is negative.
+    pub min_share: f64,
 }
 
 impl QueryRequest {
@@ -93,6 +99,7 @@ impl QueryRequest {
             sample_labels: Vec::new(),
             focus: Vec::new(),
             filters: crate::FrameFilters::default(),
+            min_share: 0.0,
         }
     }
 

@@ -36,9 +36,27 @@ pub(crate) async fn query(
     if matches!(format, Format::Flamebearer | Format::FlamebearerBin) {
         req.max_nodes = max_nodes(&params)?;
     }
+    if format == Format::FlamebearerBin {
+        req.min_share = min_share(&params)?;
+    }
     let title = params.get("query").cloned().unwrap_or_default();
     let output = read(&s, tenant, move |q, t| q.render(t, &req, format, &title)).await?;
     Ok(output_response(output))
+}
+
+/// `minShare` of a binary flame graph: a share of the whole from 0 (the default: every node)
+/// to 1; nodes below it are left out ([`ember_query::QueryRequest::min_share`]).
+fn min_share(params: &Params) -> Result<f64, ApiError> {
+    let Some(text) = params.get("minShare") else {
+        return Ok(0.0);
+    };
+    match text.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(ApiError::bad_request(
+            "bad_request",
+            format!("minShare={text:?}: a share of the whole, from 0 to 1 (e.g. 0.0002)"),
+        )),
+    }
 }
 
 /// `GET /api/v1/diff`: the `right` selection against the `left` (baseline) one; its flame

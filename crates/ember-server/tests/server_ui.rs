@@ -299,3 +299,46 @@ fn the_binary_flame_graph_is_the_flamebearer_in_columns() {
     assert!(body.contains("flamebearer-bin"), "{body}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_min_share_leaves_out_the_thin_nodes_and_bad_ones_are_refused() {
+    let dir = temp_dir("ui-min-share");
+    let server = Server::start(&dir, &[]);
+    ingest(
+        &server,
+        1_700_000_000,
+        "main;a;x 10\nmain;a;y 1\nmain;b 20\n",
+    );
+    let base = format!(
+        "/api/v1/query?query={}&from=1699999000&until=1700001000&format=flamebearer-bin&maxNodes=0",
+        enc("{service_name=\"shop\"}")
+    );
+    let header = |bytes: &[u8]| -> serde_json::Value {
+        let h = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+        serde_json::from_slice(&bytes[8..8 + h]).unwrap()
+    };
+    // 10 % of 31: `main;a;y` (1) goes; the whole tree has 6 nodes (the root included).
+    let (status, bytes) = server.request("GET", &format!("{base}&minShare=0.1"), &[], b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+    let h = header(&bytes);
+    assert_eq!(
+        (h["x"].as_bool(), h["nodes"].as_u64()),
+        (Some(true), Some(6))
+    );
+    assert_eq!(h["levels"], serde_json::json!([1, 1, 2, 1]));
+    // Without it, the whole tree and no x column.
+    let (status, bytes) = server.request("GET", &base, &[], b"");
+    assert_eq!(status, 200);
+    let h = header(&bytes);
+    assert_eq!(h["levels"], serde_json::json!([1, 1, 2, 2]));
+    assert!(h.get("x").is_none());
+    for bad in ["abc", "2", "-0.1", "NaN"] {
+        let (status, body) = server.get(&format!("{base}&minShare={bad}"), &[]);
+        assert_eq!(status, 400, "minShare={bad}: {body}");
+        assert!(
+            body.contains("minShare") && body.contains("from 0 to 1"),
+            "{body}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,22 +1,51 @@
-// The page's first requests, sent while the modules still load: a classic script at the top
-// of the page (it runs before the parser reaches anything else), so the flame graph, the
-// slowest answer, is on its way ~200 ms sooner than if `explore.js` asked for it once every
-// module had arrived and run; and draws a plain view's flame graph as soon as it can. It asks
-// for exactly what the Explore page's first load asks for
-// (the binary flame graph of the view in the address, and on a first visit, with no type in
-// the address, the list of types first; with the same headers) and leaves the answers in
-// `window.__emberBoot.requests` by URL;
-// `api.js` takes an answer from there instead of asking again when its URL and headers are
-// the same. Anything else (Compare, a single profile, a changed view) asks the usual way, so
-// a request made here that nobody takes costs the server one answer and nothing else.
+// The page's first steps, run inline at the top of the page (the server puts this file's text
+// into the page, `ember_ui::page`, so no round trip comes before them):
+//  - it sends the view's first requests at once (the binary flame graph of the view in the
+//    address; on a first visit, with no type in the address, the list of types first; with
+//    `api.js`'s headers) and leaves them in `window.__emberBoot.requests` by URL, where
+//    `api.js` takes an answer instead of asking again when its URL and headers are the same;
+//  - for a plain view (the whole graph as an icicle, nothing searched, zoomed or chosen) it
+//    loads only the three modules that draw a flame graph, makes the page's flame graph view
+//    (`window.__emberBoot.flame`, a promise) and draws the answer as soon as it is in; with
+//    no node limit (or a limit above `PRUNE_ABOVE`) it first asks for, and draws, only the
+//    nodes wide enough to be drawn (`minShare`), then asks for the whole tree, which the
+//    page shows (the same pixels) once it is in;
+//  - then it loads the page itself (`explore.js`, which takes over the same view and model):
+//    after that first draw, so nothing else competes with it for the page's thread, the
+//    server's cores or the browser's connections; at once for any other view (Compare, a
+//    single profile, a zoom, a search ...), which boot.js does not draw. Should the answer be
+//    slow, the page loads anyway after `PAGE_AFTER_MS`, so its controls are never held back
+//    long by a slow query.
+// A request made here that nobody takes costs the server one answer and nothing else.
 "use strict";
 (() => {
+  const PAGE_AFTER_MS = 400;
   const p = new URLSearchParams(location.search);
   const get = (k, d = "") => (p.has(k) ? p.get(k) : d);
-  // The pages that start with something else than the selection's flame graph.
-  if (get("page") || get("profile")) return;
   const requests = new Map();
-  window.__emberBoot = { requests };
+  const boot = (window.__emberBoot = { requests, flame: null });
+  // Loads the page's code (once). Relative to the page: this script is inline.
+  let page = null;
+  const loadPage = () => (page ??= import("./ui/explore.js"));
+  // Fetches (without running) the page's modules, all at once rather than one import level
+  // after another: for a plain view once the first view is drawn (compiling them would take
+  // the page's thread, and a busy machine's CPU, from the drawing; they are in by the time
+  // the page's code is asked for, two frames later), at once for any other view.
+  const MODULES = ["explore", "api", "state", "selector", "timeseries", "top", "filters", "keys", "theme",
+    "hints", "sandwich", "compare", "movers", "export", "callgraph", "profile"];
+  let preloaded = false;
+  const preload = () => {
+    if (preloaded) return;
+    preloaded = true;
+    for (const m of MODULES) {
+      const link = document.createElement("link");
+      link.rel = "modulepreload";
+      link.href = `ui/${m}.js`;
+      document.head.append(link);
+    }
+  };
+  // The pages that start with something else than the selection's flame graph.
+  if (get("page") || get("profile")) return void loadPage();
   // The headers of `api.js`: the tenant of the address, the tab's bearer token.
   const headers = {};
   if (get("tenant")) headers["X-Scope-OrgID"] = get("tenant");
@@ -35,7 +64,9 @@
     const ctl = new AbortController();
     promise ??= fetch(u, { headers, signal: ctl.signal });
     promise.catch(() => {}); // whoever takes it sees the error; nobody else must
-    requests.set(u, { promise, ctl, headers: JSON.stringify(headers) });
+    const e = { promise, ctl, headers: JSON.stringify(headers) };
+    requests.set(u, e);
+    return e;
   };
   // `explore.js`'s `params()`: the selection, then the frame filters (`filters.js`).
   const selection = (type) => [
@@ -43,18 +74,10 @@
     ["hide", get("hide")], ["collapseRecursion", get("rec") ? "true" : ""], ["dropBelow", get("below")],
     ["focusFunction", get("ffn")],
   ];
-  // Only the flame graph: the chart and the lists are not needed for the first paint, and
-  // while the modules load, every request held open takes one of the browser's six
-  // connections to the server away from them.
-  const view = (type) => {
-    const u = url("/api/v1/query", [...selection(type), ["format", "flamebearer-bin"], ["maxNodes", get("maxNodes")]]);
-    ask(u);
-    // A plain view (the whole graph, icicle, nothing searched or chosen) is drawn from here
-    // as soon as its answer and the three modules that draw it are in, without waiting for
-    // the other nineteen and explore.js; explore.js then takes over the same view and model.
-    const plain = ["zoom", "search", "fn", "mode", "graph"].every((k) => !get(k)) && get("view") !== "flame";
-    if (plain) requests.get(u).model = drawn(requests.get(u).promise, type).catch(() => null);
-  };
+  const plain = ["zoom", "search", "fn", "mode", "graph"].every((k) => !get(k)) && get("view") !== "flame";
+  // The code that draws a plain view (the page imports the same modules), asked for once the
+  // first request is out.
+  let drawing = null;
   // The page's body has been parsed and its style sheet applied (what a FlameView measures).
   const laidOut = () => new Promise((resolve) => {
     const styled = () => {
@@ -63,33 +86,89 @@
       css.addEventListener("load", resolve, { once: true });
       css.addEventListener("error", resolve, { once: true });
     };
-    if (document.readyState === "loading") document.addEventListener("readystatechange", styled, { once: true });
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", styled, { once: true });
     else styled();
   });
-  // The model of a successful answer, drawn on the page's flame graph canvas unless
-  // explore.js already runs (then it draws); null for any other answer, which `api.js` takes
-  // unread and reports.
-  const drawn = async (promise, type) => {
+  // A big answer (no node limit, or one above this many nodes) is asked for in two steps: first
+  // only the nodes wide enough to be drawn at the window's width (`minShare`: a frame under
+  // 0.35 px is never drawn, see flamedraw.js, and the graph is never wider than the window),
+  // each in its place, then the whole tree, which the page shows once it is in: the same
+  // pixels, with every node under them.
+  const PRUNE_ABOVE = 10000;
+  const limit = get("maxNodes");
+  const big = limit !== "" && (Number(limit) === 0 || Number(limit) > PRUNE_ABOVE);
+  // The model of an answer (a Response on its way), drawn on the page's flame graph view
+  // unless something was drawn there first; null for an answer that failed.
+  const drawAnswer = async (promise, type, ctl) => {
     const res = await promise;
     if (!res.ok) return null;
-    const [bytes, { FlameModel }, { FlameView }, { unitOf }] = await Promise.all([res.arrayBuffer(),
-      import("./flame.js"), import("./flamedraw.js"), import("./format.js")]);
+    const [bytes, [{ FlameModel }, , { unitOf }], flame] = await Promise.all([res.arrayBuffer(), drawing, boot.flame]);
     const model = FlameModel.decode(bytes);
-    await laidOut();
-    if (window.__ember || !model.total) return model;
-    const $ = (id) => document.getElementById(id);
-    const flame = new FlameView({ wrap: $("flame-wrap"), canvas: $("flame"), spacer: $("flame-spacer"),
-      tooltip: $("tooltip"), onZoom: () => {} });
-    flame.setData(model, unitOf(type));
-    performance.mark("ember:boot-drawn");
-    window.__emberBoot.flame = flame;
-    // The page's test hook, as explore.js makes it, showing what is drawn already.
-    window.__ember = { ready: false, loading: 0, errors: [], view: {}, flame };
+    if (flame && model.total && !flame.model && !ctl.signal.aborted) {
+      flame.setData(model, unitOf(type));
+      performance.mark("ember:boot-drawn");
+      // The page's test hook, as explore.js makes it, showing what is drawn already.
+      window.__ember ??= { ready: false, loading: 0, errors: [], view: {} };
+      window.__ember.flame = flame;
+    }
     return model;
+  };
+  // The view's flame graph: asked for, and for a plain view, drawn.
+  const view = (type) => {
+    const whole = url("/api/v1/query", [...selection(type), ["format", "flamebearer-bin"], ["maxNodes", limit]]);
+    if (!plain || !big) {
+      const e = ask(whole);
+      if (!plain) return;
+      // The model `api.js` takes (drawn here unless the page drew something first), null for
+      // an answer that failed, which `api.js` takes unread and reports.
+      e.model = drawAnswer(e.promise, type, e.ctl).catch(() => null);
+      // The page's code after the frame that shows the graph.
+      e.model.then(() => {
+        preload();
+        requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(loadPage, 0)));
+      });
+      return;
+    }
+    const share = (0.3 / Math.max(1, window.innerWidth)).toPrecision(3);
+    const firstCtl = new AbortController();
+    const first = fetch(`${whole}&minShare=${share}`, { headers, signal: firstCtl.signal });
+    const drawn = drawAnswer(first, type, firstCtl).catch(() => null);
+    // The whole tree once the first view is drawn (or could not be): what `api.js` takes.
+    let send;
+    const e = ask(whole, new Promise((resolve) => { send = resolve; }).then(() => fetch(whole, { headers, signal: e.ctl.signal })));
+    e.model = e.promise.then((res) => (res.ok ? res.arrayBuffer() : null)).then(async (bytes) => {
+      if (!bytes) return null;
+      const [{ FlameModel }] = await drawing;
+      return FlameModel.decode(bytes);
+    }).catch(() => null);
+    drawn.then(() => {
+      send();
+      preload();
+      requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(loadPage, 0)));
+    });
+  };
+  // Once the first request is out: for a plain view, the code that draws and the page's flame
+  // graph view (the one `explore.js` uses), made as soon as that code is in and the page laid
+  // out (the page's code follows the first draw); for any other view, the page's code.
+  const draw = () => {
+    if (!plain) {
+      loadPage();
+      preload();
+      return;
+    }
+    setTimeout(loadPage, PAGE_AFTER_MS);
+    drawing = Promise.all(["flame", "flamedraw", "format"].map((m) => import(`./ui/${m}.js`)));
+    drawing.catch(() => loadPage()); // the page reports what failed
+    boot.flame = Promise.all([drawing, laidOut()]).then(([[, { FlameView }]]) => {
+      const $ = (id) => document.getElementById(id);
+      return new FlameView({ wrap: $("flame-wrap"), canvas: $("flame"), spacer: $("flame-spacer"),
+        tooltip: $("tooltip"), onZoom: () => {} });
+    }).catch(() => null);
   };
   const TYPES = "/api/v1/profile_types";
   if (get("type")) {
     view(get("type"));
+    draw();
     return;
   }
   // A first visit: the type the page will pick (CPU time, else the first) once the list is
@@ -99,7 +178,9 @@
     try {
       const list = res.ok ? JSON.parse(text) : null;
       if (Array.isArray(list) && list.length) view(list.find((t) => String(t).split(":")[1] === "cpu") || list[0]);
-    } catch { /* the page reports a bad answer */ }
+      else loadPage();
+    } catch { loadPage(); /* the page reports a bad answer */ }
     return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });
-  }));
+  }).catch((err) => { loadPage(); throw err; }));
+  draw();
 })();

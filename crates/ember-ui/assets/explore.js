@@ -89,8 +89,9 @@ function exportParams(format) {
   return params({ format, focus: state.zoom ? JSON.stringify(state.zoom.split(";")) : "" });
 }
 
-// The flame graph boot.js drew, if it drew one (the same canvas), or a new view of it.
-const flame = window.__emberBoot?.flame || new FlameView({
+// The flame graph view boot.js made (and drew, when its answer came first: the same canvas),
+// or a new view of it.
+const flame = (await window.__emberBoot?.flame) || new FlameView({
   wrap: $("flame-wrap"), canvas: $("flame"), spacer: $("flame-spacer"), tooltip: $("tooltip"),
 });
 flame.onZoom = (path) => zoomTo(path);
@@ -420,7 +421,8 @@ async function loadView(types) {
   // One redraw for the data, the orientation, the zoom, the search and the chosen function.
   flame.batch(() => {
     flame.focused = false;
-    flame.setData(full, unit);
+    // boot.js may have drawn this very model already.
+    if (!full || flame.model !== full) flame.setData(full, unit);
     fullModel = flame.model;
     flame.setFlipped(state.view === "flame");
     if (full) showZoom(path, null);

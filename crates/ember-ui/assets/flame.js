@@ -89,8 +89,8 @@ export class FlameModel {
   // ember_query::flamebin): the header, then per node (depth by depth, left to right) total
   // and self (a diff: each side's) and name and parent columns, then the names. Each depth's
   // arrays are views into those columns; only x (a node starts where its parent does, plus
-  // its earlier siblings' totals), values sent as u32 multiples of a scale, and a diff's
-  // summed sides are computed.
+  // its earlier siblings' totals; a pruned answer, `minShare`, sends it), values sent as u32
+  // multiples of a scale, and a diff's summed sides are computed.
   static decode(buffer) {
     const bytes = new Uint8Array(buffer);
     if (bytes.length < 8 || String.fromCharCode(...bytes.subarray(0, 4)) !== "EMFG") {
@@ -128,6 +128,8 @@ export class FlameModel {
       total = values();
       self = values();
     }
+    // A pruned answer (`minShare`) says where each node starts: the nodes left out leave gaps.
+    const given = header.x ? values() : null;
     // Int32Array like the JSON model's (indexes well below 2^31): V8 keeps their values small
     // integers in the hot loops (marking, drawing), where Uint32Array's may not be.
     const name = take(Int32Array, n), parent = take(Int32Array, n);
@@ -138,7 +140,7 @@ export class FlameModel {
       names[i] = text.slice(p, p + lengths[i]);
       p += lengths[i];
     }
-    const x = new Float64Array(n);
+    const x = given || new Float64Array(n);
     const m = Object.create(FlameModel.prototype);
     m.names = names;
     m.total = header.numTicks;
@@ -148,7 +150,7 @@ export class FlameModel {
     m.levels = [];
     for (let d = 0, start = 0, up = 0; d < counts.length; d++) {
       const end = start + counts[d];
-      for (let i = start; i < end; i++) {
+      for (let i = given ? end : start; i < end; i++) {
         const p = parent[i];
         if (d === 0) x[i] = 0;
         else if (i > start && p === parent[i - 1]) x[i] = x[i - 1] + total[i - 1];

@@ -68,9 +68,11 @@ async fn every_asset_has_its_content_type() {
 
 #[tokio::test]
 async fn every_embedded_module_is_imported_by_the_page_or_another_module() {
+    // boot.js (inline in the page) loads explore.js, which imports the rest.
     let all: String = ASSETS
         .iter()
         .map(|a| String::from_utf8_lossy(a.body).into_owned())
+        .chain([BOOT.to_string()])
         .collect();
     for a in ASSETS.iter().filter(|a| a.name.ends_with(".js")) {
         assert!(
@@ -131,4 +133,57 @@ async fn etags_revalidate_and_gzip_is_a_representation_of_its_own() {
     // `q=0` refuses the coding.
     let (_, h, _) = get("/ui/flame.js", &[("accept-encoding", "gzip;q=0")]).await;
     assert!(h.get(header::CONTENT_ENCODING).is_none());
+}
+
+#[tokio::test]
+async fn boot_js_runs_inline_and_the_policy_names_it_by_its_hash() {
+    for path in ["/", "/ui/index.html"] {
+        let (status, h, body) = get(path, &[]).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        let html = String::from_utf8(body).unwrap();
+        assert!(
+            !html.contains("ui/boot.js"),
+            "{path}: boot.js is still a file of its own"
+        );
+        // The first script of the page, before the style sheet, is boot.js's text.
+        let open = html.find("<script>").expect("an inline script");
+        assert!(
+            open < html.find("stylesheet").unwrap(),
+            "boot.js comes first"
+        );
+        let start = open + "<script>".len();
+        let script = &html[start..start + html[start..].find("</script>").unwrap()];
+        assert_eq!(script, BOOT, "{path}: the whole of boot.js, inline");
+        let digest = ring::digest::digest(&ring::digest::SHA256, script.as_bytes());
+        let csp = text(&h, header::CONTENT_SECURITY_POLICY);
+        let source = format!("script-src 'self' 'sha256-{}';", base64(digest.as_ref()));
+        assert!(csp.contains(&source), "{path}: {csp}");
+        // Still no other origin, no inline script but that one.
+        assert!(
+            !csp.contains("unsafe-inline") && csp.contains("default-src 'self'"),
+            "{csp}"
+        );
+    }
+    let (status, _, _) = get("/ui/boot.js", &[]).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "boot.js is only served inline"
+    );
+}
+
+#[test]
+fn base64_is_rfc_4648s_with_padding() {
+    for (plain, encoded) in [
+        ("", ""),
+        ("f", "Zg=="),
+        ("fo", "Zm8="),
+        ("foo", "Zm9v"),
+        ("foob", "Zm9vYg=="),
+        ("fooba", "Zm9vYmE="),
+        ("foobar", "Zm9vYmFy"),
+    ] {
+        assert_eq!(base64(plain.as_bytes()), encoded, "{plain:?}");
+    }
+    assert_eq!(base64(&[0xfb, 0xff, 0xbf]), "+/+/");
 }

@@ -1,7 +1,8 @@
 //! The web UI's call graph and single-profile views in a real browser: a real `ember server`
 //! loaded with real pprof files (and generated folded profiles at known times), Debian's
 //! chromium driven by playwright-core (`tests/browser/ui_callgraph.mjs`,
-//! `tests/browser/ui_profile.mjs`). Screenshots go to `target/ui-screenshots/`.
+//! `tests/browser/ui_profile.mjs`), and the first paint drawn by boot.js before the page's
+//! modules (`tests/browser/ui_first_paint.mjs`). Screenshots go to `target/ui-screenshots/`.
 //!
 //! Every expected figure (the heaviest function, its total, the focused total, each profile's
 //! top frame and total) is computed here from the profiles themselves, independently of the
@@ -180,6 +181,108 @@ fn web_ui_opens_single_profiles_in_chromium() {
         "screenshots": screenshots(),
     });
     run_script("ui_profile.mjs", &args, 20);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// boot.js draws a plain view's flame graph before the page's modules run; what it drew must
+/// be the full view, pixel for pixel, once the page has loaded everything
+/// (`tests/browser/ui_first_paint.mjs`), with the node limit off: on a real profile (every
+/// frame wide enough to be drawn), and on a generated one whose thousands of one-sample
+/// leaves are too narrow to draw, between leaves that are drawn, so boot.js's first answer
+/// (`minShare`) leaves them out and must keep every drawn frame in its place.
+#[test]
+fn web_ui_draws_the_first_view_early_and_it_is_the_full_view() {
+    if !browser_available() {
+        return;
+    }
+    let dir = temp_dir("ui-first-paint");
+    let server = Server::start(&dir.join("data"), &[]);
+    let java = corpus(JAVA);
+    ingest(
+        &server,
+        "/ingest?name=java-shop.cpu&format=pprof",
+        &std::fs::read(&java).unwrap(),
+    );
+    let stacks = cpu_stacks(&java);
+    // The whole call tree's nodes: the root and every distinct call path.
+    let paths: BTreeSet<&[String]> = stacks
+        .iter()
+        .flat_map(|(frames, _)| (1..=frames.len()).map(move |n| &frames[..n]))
+        .collect();
+    let mut roots = BTreeMap::new();
+    for (frames, v) in &stacks {
+        *roots.entry(frames[0].clone()).or_insert(0) += v;
+    }
+    // 3,000 leaves under `main;cold`: one sample each but every 100th, which has 60 (drawn,
+    // 7 px wide at 1280 px), and 2,000 samples in `main;hot;work`.
+    let mut leafy = String::from("main;hot;work 2000\n");
+    for i in 0..3000 {
+        let v = if i % 100 == 50 { 60 } else { 1 };
+        leafy.push_str(&format!("main;cold;leaf{i:04} {v}\n"));
+    }
+    ingest(
+        &server,
+        "/ingest?name=leafy.cpu&format=folded",
+        leafy.as_bytes(),
+    );
+    let types = server.get_json("/api/v1/profile_types", &[]);
+    let types: Vec<&str> = types
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    let cpu = *types
+        .iter()
+        .find(|t| t.split(':').nth(1) == Some("cpu"))
+        .expect("a cpu type");
+    assert_eq!(
+        types.len(),
+        1,
+        "one type, so a first visit picks it: {types:?}"
+    );
+    // boot.js's first answer at the test's 1280 px window: the nodes of at least 0.3 px
+    // (`minShare`, 0.3 / 1280 to three digits) of the whole.
+    let share = "0.000234";
+    let kept = |stacks: &[(Vec<String>, i64)]| {
+        let whole: i64 = stacks.iter().map(|s| s.1).sum();
+        let mut totals: BTreeMap<&[String], i64> = BTreeMap::new();
+        for (frames, v) in stacks {
+            for n in 1..=frames.len() {
+                *totals.entry(&frames[..n]).or_insert(0) += v;
+            }
+        }
+        let least = share.parse::<f64>().unwrap() * whole as f64;
+        1 + totals.values().filter(|&&t| t as f64 >= least).count()
+    };
+    let leafy_stacks: Vec<(Vec<String>, i64)> = leafy
+        .lines()
+        .map(|l| {
+            let (s, v) = l.rsplit_once(' ').unwrap();
+            (
+                s.split(';').map(str::to_string).collect(),
+                v.parse().unwrap(),
+            )
+        })
+        .collect();
+    let cases = serde_json::json!([
+        {
+            "service": "java-shop", "type": cpu, "heaviestRoot": heaviest(&roots).0,
+            "nodes": paths.len() + 1, "share": share, "early": kept(&stacks), "firstVisit": true,
+        },
+        {
+            // root, main, cold, hot, work and 3,000 leaves; drawn: all but the 2,970 thin ones.
+            "service": "leafy", "type": cpu, "heaviestRoot": "main",
+            "nodes": 3005, "share": share, "early": kept(&leafy_stacks), "firstVisit": false,
+        },
+    ]);
+    let args = serde_json::json!({
+        "base": format!("http://{}", server.addr),
+        "cases": cases,
+        "screenshots": screenshots(),
+    });
+    run_script("ui_first_paint.mjs", &args, 31);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -142,7 +142,7 @@ const STACKS: &[(&str, i64)] = &[
 #[test]
 fn single_holds_the_flamebearer_levels() {
     let tree = Tree::from_stacks(&stacks(STACKS));
-    let bytes = single(&tree, &typed(), "{service_name=\"api\"}");
+    let bytes = single(&tree, &typed(), "{service_name=\"api\"}", 0.0);
     let d = decode(&bytes, 2);
     let (levels, max_self) = tree.levels();
     assert_eq!(levels_of(&d, &d.floats[0], &d.floats[1]), levels);
@@ -160,7 +160,7 @@ fn values_are_narrow_multiples_of_their_divisor_when_they_fit() {
     // CPU time: multiples of a 10 ms period, in nanoseconds.
     let ns: Vec<(&str, i64)> = STACKS.iter().map(|(s, v)| (*s, v * 10_000_000)).collect();
     let tree = Tree::from_stacks(&stacks(&ns));
-    let bytes = single(&tree, &typed(), "");
+    let bytes = single(&tree, &typed(), "", 0.0);
     let d = decode(&bytes, 2);
     assert_eq!(
         (d.header["values"].as_str(), d.header["scale"].as_i64()),
@@ -170,7 +170,7 @@ fn values_are_narrow_multiples_of_their_divisor_when_they_fit() {
     // A value past u32 after the divisor: eight bytes a value, exact.
     let wide = [("main;a", 1i64 << 40), ("main;b", 3)];
     let tree = Tree::from_stacks(&stacks(&wide));
-    let d = decode(&single(&tree, &typed(), ""), 2);
+    let d = decode(&single(&tree, &typed(), "", 0.0), 2);
     assert_eq!(
         (d.header["values"].as_str(), d.header["scale"].as_i64()),
         (Some("f64"), Some(1))
@@ -181,7 +181,7 @@ fn values_are_narrow_multiples_of_their_divisor_when_they_fit() {
 #[test]
 fn a_truncated_tree_keeps_its_other_nodes() {
     let tree = Tree::from_stacks(&stacks(STACKS)).truncate(4);
-    let d = decode(&single(&tree, &typed(), ""), 2);
+    let d = decode(&single(&tree, &typed(), "", 0.0), 2);
     assert_eq!(levels_of(&d, &d.floats[0], &d.floats[1]), tree.levels().0);
     assert!(d.names.iter().any(|n| n == "other"));
 }
@@ -189,7 +189,7 @@ fn a_truncated_tree_keeps_its_other_nodes() {
 #[test]
 fn an_empty_selection_is_a_lone_root() {
     let tree = Tree::from_merged(&Merged::default());
-    let d = decode(&single(&tree, &Merged::default(), ""), 2);
+    let d = decode(&single(&tree, &Merged::default(), "", 0.0), 2);
     assert_eq!(d.header["levels"], serde_json::json!([1]));
     assert_eq!(d.header["numTicks"], 0);
     assert_eq!(d.floats[0], vec![0.0]);
@@ -221,4 +221,97 @@ fn double_holds_both_sides() {
     assert_eq!(d.header["rightTicks"], tree.right_total());
     assert_eq!(d.header["maxSelf"], max_self);
     assert_eq!(d.names, tree.names);
+}
+
+/// Every node of a decoded `single` answer as `(path of names, total, self, x)`, depth by
+/// depth; x from the answer's own column when it has one, else worked out from the totals.
+fn nodes_of(d: &Decoded) -> Vec<(Vec<String>, i64, i64, i64)> {
+    let counts: Vec<usize> = d.header["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap() as usize)
+        .collect();
+    let (total, self_value) = (&d.floats[0], &d.floats[1]);
+    let (name, parent) = (&d.ints[0], &d.ints[1]);
+    let mut out: Vec<(Vec<String>, i64, i64, i64)> = Vec::new();
+    let (mut start, mut up) = (0, 0);
+    for (depth, &count) in counts.iter().enumerate() {
+        for i in start..start + count {
+            let (mut path, up_x) = match depth {
+                0 => (Vec::new(), 0),
+                _ => {
+                    let p = &out[up + parent[i] as usize];
+                    (p.0.clone(), p.3)
+                }
+            };
+            let x = match d.floats.get(2) {
+                Some(xs) => xs[i] as i64,
+                None if depth > 0 && i > start && parent[i] == parent[i - 1] => {
+                    out[i - 1].3 + out[i - 1].1
+                }
+                None => up_x,
+            };
+            if depth > 0 {
+                path.push(d.names[name[i] as usize].clone());
+            }
+            out.push((path, total[i] as i64, self_value[i] as i64, x));
+        }
+        up = start;
+        start += count;
+    }
+    out
+}
+
+#[test]
+fn a_min_share_keeps_the_nodes_that_wide_in_their_places() {
+    // CPU time, so the x column is narrow too (multiples of the period).
+    let ns: Vec<(&str, i64)> = STACKS.iter().map(|(s, v)| (*s, v * 10_000_000)).collect();
+    let tree = Tree::from_stacks(&stacks(&ns));
+    let whole = decode(&single(&tree, &typed(), "", 0.0), 2);
+    assert!(
+        whole.header.get("x").is_none(),
+        "no x column without a min share"
+    );
+    let all = nodes_of(&whole);
+    // 8/33 of the whole: `json.Encode` (12) and `𝄞::clef` (11) stay, below them
+    // `reflect.Value` (7) goes, and so do `;leaf` (1) and `other;main` (4).
+    let share = 8.0 / 33.0;
+    let bytes = single(&tree, &typed(), "", share);
+    let d = decode(&bytes, 3);
+    assert_eq!(d.header["x"], true);
+    assert_eq!(d.header["nodes"], tree.nodes.len());
+    assert_eq!(d.header["values"], "u32");
+    let kept = nodes_of(&d);
+    let want: Vec<_> = all
+        .iter()
+        .filter(|n| n.1 as f64 >= share * 330_000_000.0)
+        .cloned()
+        .collect();
+    // Exactly the nodes that wide, each with its path, total, self and place in the whole.
+    assert_eq!(kept, want);
+    assert!(kept.len() < all.len() && kept.len() > 3, "{kept:?}");
+    // As deep as the whole tree (the last depths empty), and only the names still used.
+    assert_eq!(
+        d.header["levels"].as_array().unwrap().len(),
+        tree.levels().0.len()
+    );
+    assert_eq!(d.header["levels"].as_array().unwrap().last().unwrap(), 0);
+    for gone in ["leaf", "", "reflect.Value", "other"] {
+        assert!(
+            !d.names.iter().any(|n| n == gone),
+            "{gone:?} in {:?}",
+            d.names
+        );
+    }
+    assert!(bytes.len() < single(&tree, &typed(), "", 0.0).len());
+}
+
+#[test]
+fn a_min_share_is_ignored_when_a_value_is_negative() {
+    // A diff-base profile's stacks: an ancestor need not be at least as heavy.
+    let tree = Tree::from_stacks(&stacks(&[("main;a", 10), ("main;b", -4), ("other", 1)]));
+    let d = decode(&single(&tree, &typed(), "", 0.5), 2);
+    assert!(d.header.get("x").is_none());
+    assert_eq!(levels_of(&d, &d.floats[0], &d.floats[1]), tree.levels().0);
 }
