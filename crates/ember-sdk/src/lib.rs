@@ -54,6 +54,10 @@ pub use http::{Answer, MAX_FREQUENCY, MAX_SECONDS, ProfileService, Profiling, re
 pub use labels::{LabelGuard, Labels, LabelsExt, ProfilingLayer, WithLabels};
 pub use push::{PushMode, PushOptions};
 
+/// Whether this build keeps frame pointers (`-C force-frame-pointers=yes` in `RUSTFLAGS`):
+/// without them, CPU and heap stacks stop at the first function of the service's own code.
+pub const FRAME_POINTERS: bool = cfg!(ember_sdk_frame_pointers);
+
 /// Errors of the SDK.
 #[derive(Debug, thiserror::Error)]
 pub enum SdkError {
