@@ -50,3 +50,41 @@ pub fn walk_in(memory: &[usize], fp: usize, lo: usize, hi: usize) -> Vec<u64> {
     out.truncate(n);
     out
 }
+
+/// Sends `n` `SIGPROF`s to the calling thread with the handler active or not (no timer),
+/// draining the ring as it fills; returns the time taken (kernel delivery plus the handler).
+pub fn raise_signals(n: u32, active: bool) -> std::time::Duration {
+    signal::install().expect("installing the handler");
+    signal::set_active(active);
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        signal::raise_here();
+        if i % 512 == 511 {
+            signal::drain(|_| {});
+        }
+    }
+    let took = t.elapsed();
+    signal::set_active(false);
+    signal::drain(|_| {});
+    took
+}
+
+/// Symbolizes `offsets` of the ELF file at `path` into the SDK's compact cache, the way
+/// profiles do (tables and DWARF built per chunk of addresses and dropped); returns how many
+/// offsets the cache now answers with a name.
+pub fn symbolize_file(path: &std::path::Path, offsets: &[u64]) -> usize {
+    crate::symbols::fill_for_bench(&path.display().to_string(), offsets)
+}
+
+/// Builds and gzips a CPU-style profile over `addrs` of this process (each its own sample):
+/// symbolization and encoding as a push cut does them; returns the encoded size.
+pub fn build_and_encode(addrs: &[u64]) -> usize {
+    let mut b = ember_pprof::ProfileBuilder::new(&[("samples", "count"), ("cpu", "nanoseconds")]);
+    let resolved = crate::symbols::resolve(&mut b, addrs);
+    for a in addrs {
+        if let Some(r) = resolved.get(a) {
+            b.add_sample(&[r.location], &[1, 10_101_010], &[]);
+        }
+    }
+    ember_pprof::encode_gzip(&b.build()).len()
+}

@@ -266,7 +266,9 @@ fn build_profile(counts: Counts, start: SystemTime, duration: Duration, hz: u32)
             labels.iter().map(|(k, v)| SampleLabel::Str(k, v)).collect();
         b.add_sample(&ids, &[*n, *ns], &labels);
     }
-    b.build()
+    let mut profile = b.build();
+    symbols::mark_symbolized(&mut profile);
+    profile
 }
 
 /// Counters of the handler, for tests and `/metrics`-style reporting.

@@ -340,6 +340,30 @@ pub(crate) fn set_frequency(hz: u32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Hands free pages of glibc's heap back to the kernel after symbolization, which frees tens
+/// of MiB of DWARF state at once (glibc keeps such memory resident otherwise).
+pub(crate) fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of glibc's arenas to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Turns sampling on or off without touching the timer (the benchmark raises signals itself).
+pub(crate) fn set_active(on: bool) {
+    PERIOD_NS.store(1_000_000, Ordering::Relaxed);
+    ACTIVE.store(on, Ordering::Release);
+}
+
+/// Sends `SIGPROF` to the calling thread.
+pub(crate) fn raise_here() {
+    // SAFETY: plain system call; the handler is installed (callers check).
+    unsafe {
+        libc::raise(libc::SIGPROF);
+    }
+}
+
 /// Moves every published sample out of the ring into `f`, freeing its slot.
 pub(crate) fn drain(mut f: impl FnMut(&RawSample)) {
     let ring = RING.load(Ordering::Acquire);

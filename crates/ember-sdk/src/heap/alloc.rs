@@ -16,8 +16,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 /// static ALLOC: ember_sdk::SamplingAllocator = ember_sdk::SamplingAllocator::system();
 /// ```
 ///
-/// Unsampled allocations cost a thread-local subtraction; frees cost one load of a shared
-/// 64 K-entry filter of live sampled addresses (a lock only on a filter hit).
+/// Unsampled allocations cost a thread-local subtraction; frees cost one load from an 8 KiB
+/// bitmap over hashes of live sampled addresses (a lock only on a hit).
 #[derive(Debug)]
 pub struct SamplingAllocator<A = System> {
     inner: A,

@@ -21,7 +21,7 @@ pub use alloc::SamplingAllocator;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use ember_pprof::{Profile, ProfileBuilder, SampleLabel};
 
@@ -36,13 +36,22 @@ const MAX_HEAP_FRAMES: usize = 64;
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_SAMPLE_BYTES);
 
-/// Counters of live sampled addresses by hash: a zero means "not sampled" without a lock.
+/// A bitmap over hashes of live sampled addresses: a clear bit means "not sampled" without
+/// a lock. 64 K bits, 8 KiB: small enough to stay in the L1 cache of a thread that frees a
+/// lot. Bits change only under the state lock, with the per-hash counts in [`HeapState`].
 const FILTER_BITS: u32 = 16;
-static FILTER: [AtomicU16; 1 << FILTER_BITS] = [const { AtomicU16::new(0) }; 1 << FILTER_BITS];
+static FILTER: [AtomicU64; 1 << (FILTER_BITS - 6)] =
+    [const { AtomicU64::new(0) }; 1 << (FILTER_BITS - 6)];
 
-fn filter_slot(ptr: usize) -> &'static AtomicU16 {
-    let h = (ptr as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FILTER_BITS);
-    &FILTER[h as usize]
+#[inline]
+fn filter_hash(ptr: usize) -> usize {
+    ((ptr as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FILTER_BITS)) as usize
+}
+
+#[inline]
+fn filter_hit(ptr: usize) -> bool {
+    let h = filter_hash(ptr);
+    FILTER[h >> 6].load(Ordering::Relaxed) & (1 << (h & 63)) != 0
 }
 
 struct HeapThread {
@@ -91,6 +100,32 @@ struct HeapState {
     sites: Vec<Site>,
     index: HashMap<(Box<[u64]>, Box<[u8]>), usize>,
     live: HashMap<usize, Live>,
+    /// Live sampled addresses per filter hash (the bit is set while the count is not 0).
+    counts: Vec<u16>,
+}
+
+impl HeapState {
+    fn filter_add(&mut self, ptr: usize) {
+        let h = filter_hash(ptr);
+        if self.counts.is_empty() {
+            self.counts = vec![0; 1 << FILTER_BITS];
+        }
+        self.counts[h] = self.counts[h].saturating_add(1);
+        FILTER[h >> 6].fetch_or(1 << (h & 63), Ordering::Relaxed);
+    }
+
+    fn filter_remove(&mut self, ptr: usize) {
+        let h = filter_hash(ptr);
+        if let Some(c) = self.counts.get_mut(h) {
+            // A saturated count stays set: a few extra lock round trips, never a miss.
+            if *c != u16::MAX {
+                *c -= 1;
+            }
+            if *c == 0 {
+                FILTER[h >> 6].fetch_and(!(1 << (h & 63)), Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 static STATE: Mutex<Option<HeapState>> = Mutex::new(None);
@@ -204,17 +239,17 @@ fn sample_slow(t: &HeapThread, ptr: usize, size: usize, rate: usize) {
             .insert(ptr, Live { site, weight, size })
             .is_none()
         {
-            filter_slot(ptr).fetch_add(1, Ordering::Relaxed);
+            state.filter_add(ptr);
         }
     }
     t.left.set(draw(t, rate));
     t.busy.set(false);
 }
 
-/// Before every free: one shared load unless the address may be a live sampled one.
+/// Before every free: one load from the bitmap unless the address may be a live sampled one.
 #[inline]
 pub(crate) fn on_free(ptr: usize) {
-    if filter_slot(ptr).load(Ordering::Relaxed) == 0 {
+    if !filter_hit(ptr) {
         return;
     }
     let _ = THREAD.try_with(|t| {
@@ -228,7 +263,7 @@ pub(crate) fn on_free(ptr: usize) {
             if let Some(state) = guard.as_mut()
                 && let Some(l) = state.live.remove(&ptr)
             {
-                filter_slot(ptr).fetch_sub(1, Ordering::Relaxed);
+                state.filter_remove(ptr);
                 let s = &mut state.sites[l.site];
                 s.inuse_objects -= l.weight;
                 s.inuse_bytes -= l.weight * l.size as f64;
@@ -323,7 +358,9 @@ pub fn heap_profile() -> Option<Profile> {
         let values = v.map(|x| x.round() as i64);
         b.add_sample(&ids, &values, &labels);
     }
-    Some(b.build())
+    let mut profile = b.build();
+    symbols::mark_symbolized(&mut profile);
+    Some(profile)
 }
 
 /// The message of `/profile/heap` when heap profiling is off.
