@@ -217,8 +217,17 @@ impl Cache {
                     });
                 }
             } else {
-                for f in source.iter() {
-                    let (name, file) = (self.intern(&f.name), self.intern(&f.file));
+                // DWARF names functions without their path (`install`, `{closure#0}`); the
+                // symbol table has the full one (`ember_sdk::signal::install`) for the
+                // outermost, real function of the address.
+                let outer = binary.lookup_offset(o).map(|sym| sym.name);
+                let last = source.len() - 1;
+                for (i, f) in source.iter().enumerate() {
+                    let name = match &outer {
+                        Some(full) if i == last => full,
+                        _ => &f.name,
+                    };
+                    let (name, file) = (self.intern(name), self.intern(&f.file));
                     self.frames.push(Frame {
                         name,
                         file,
