@@ -29,8 +29,10 @@ const RANGES_GRACE: Duration = Duration::from_secs(2);
 /// How often the stack ranges are re-read even when no handler asked for it.
 const RANGES_REFRESH: Duration = Duration::from_secs(5);
 
+/// A stack (leaf first, adjusted addresses) and its sorted labels.
+type SampleKey = (Box<[u64]>, Box<[(String, String)]>);
 /// Stacks and labels to (samples, CPU nanoseconds).
-type Counts = HashMap<(Box<[u64]>, Box<[(String, String)]>), (i64, i64)>;
+type Counts = HashMap<SampleKey, (i64, i64)>;
 
 /// What one recorder collected so far.
 #[derive(Debug, Default)]
@@ -204,7 +206,7 @@ fn drain_once() {
         .map(|r| r.data.clone())
         .collect();
     let mut decoded = Vec::new();
-    let mut batch: Vec<(Box<[u64]>, Box<[(String, String)]>, i64)> = Vec::new();
+    let mut batch: Vec<(SampleKey, i64)> = Vec::new();
     signal::drain(|s: &RawSample| {
         labels::decode(&s.labels[..s.label_len as usize], &mut decoded);
         let name_len = s.name.iter().position(|&b| b == 0).unwrap_or(16);
@@ -220,18 +222,15 @@ fn drain_once() {
             // Callers' frames are return addresses: the call is the instruction before.
             .map(|(i, &a)| if i == 0 { a } else { a.saturating_sub(1) })
             .collect();
-        batch.push((frames, decoded.clone().into(), s.period_ns as i64));
+        batch.push(((frames, decoded.clone().into()), s.period_ns as i64));
     });
     if batch.is_empty() {
         return;
     }
     for t in &targets {
         let mut r = lock(t);
-        for (frames, labels, ns) in &batch {
-            let e = r
-                .counts
-                .entry((frames.clone(), labels.clone()))
-                .or_default();
+        for (key, ns) in &batch {
+            let e = r.counts.entry(key.clone()).or_default();
             e.0 += 1;
             e.1 += ns;
             r.samples += 1;

@@ -193,7 +193,7 @@ pub(crate) fn current_labels(out: &mut Vec<u8>) {
 pub(crate) fn walk(mut fp: usize, lo: usize, hi: usize, out: &mut [u64]) -> usize {
     let mut n = 0;
     while n < out.len() {
-        if fp < lo || fp % 8 != 0 || hi < 16 || fp > hi - 16 {
+        if fp < lo || !fp.is_multiple_of(8) || hi < 16 || fp > hi - 16 {
             break;
         }
         // SAFETY: [fp, fp + 16) lies inside [lo, hi), which the caller guarantees readable.

@@ -50,7 +50,7 @@ fn labels_follow_tasks_across_worker_threads() {
                 while Instant::now() < until {
                     if task == "task_a" {
                         spin_task_a();
-                        if i % 2 == 0 {
+                        if i.is_multiple_of(2) {
                             let child = tracing::info_span!("child_a");
                             let _entered = child.enter();
                             spin_child_a();
@@ -63,7 +63,7 @@ fn labels_follow_tasks_across_worker_threads() {
                         .entry(task)
                         .or_default()
                         .insert(std::thread::current().id());
-                    if i % 3 == 0 {
+                    if i.is_multiple_of(3) {
                         tokio::time::sleep(Duration::from_millis(1)).await;
                     } else {
                         tokio::task::yield_now().await;
@@ -108,9 +108,9 @@ fn labels_follow_tasks_across_worker_threads() {
             "child_a"
         } else if common::stack_has(&p, s, "spin_task_a") {
             "task_a"
-        } else if common::stack_has(&p, s, "spin_task_b") {
-            "task_b"
-        } else if !ember_sdk::FRAME_POINTERS && leaf.ends_with("burn_cold") {
+        } else if common::stack_has(&p, s, "spin_task_b")
+            || (!ember_sdk::FRAME_POINTERS && leaf.ends_with("burn_cold"))
+        {
             "task_b"
         } else {
             continue;

@@ -79,6 +79,9 @@ thread_local! {
     };
 }
 
+/// An allocation stack (return addresses minus one) and its encoded labels.
+type SiteKey = (Box<[u64]>, Box<[u8]>);
+
 /// One distinct allocation stack (and label set).
 struct Site {
     frames: Box<[u64]>,
@@ -98,7 +101,7 @@ struct Live {
 #[derive(Default)]
 struct HeapState {
     sites: Vec<Site>,
-    index: HashMap<(Box<[u64]>, Box<[u8]>), usize>,
+    index: HashMap<SiteKey, usize>,
     live: HashMap<usize, Live>,
     /// Live sampled addresses per filter hash (the bit is set while the count is not 0).
     counts: Vec<u16>,
@@ -298,7 +301,7 @@ pub fn heap_profile() -> Option<Profile> {
     }
     // Copy the table out first: symbolization allocates, and must not hold the lock the
     // allocator's slow path takes.
-    let sites: Vec<(Box<[u64]>, Box<[u8]>, [f64; 4])> = THREAD
+    let sites: Vec<(SiteKey, [f64; 4])> = THREAD
         .try_with(|t| {
             t.busy.set(true);
             let copy = lock_state()
@@ -313,7 +316,7 @@ pub fn heap_profile() -> Option<Profile> {
                                 x.inuse_objects,
                                 x.inuse_bytes,
                             ];
-                            (x.frames.clone(), x.labels.clone(), v)
+                            ((x.frames.clone(), x.labels.clone()), v)
                         })
                         .collect()
                 })
@@ -336,13 +339,13 @@ pub fn heap_profile() -> Option<Profile> {
         .map(|d| d.as_nanos() as i64)
         .unwrap_or(0);
     b.set_time(now, 0);
-    let mut addrs: Vec<u64> = sites.iter().flat_map(|s| s.0.iter().copied()).collect();
+    let mut addrs: Vec<u64> = sites.iter().flat_map(|s| s.0.0.iter().copied()).collect();
     addrs.sort_unstable();
     addrs.dedup();
     let resolved = symbols::resolve(&mut b, &addrs);
     let mut decoded = Vec::new();
     let mut ids = Vec::new();
-    for (frames, label_bytes, v) in &sites {
+    for ((frames, label_bytes), v) in &sites {
         let locs: Vec<&symbols::Resolved> = frames.iter().filter_map(|a| resolved.get(a)).collect();
         let skip = locs
             .iter()
