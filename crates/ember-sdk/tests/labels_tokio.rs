@@ -14,17 +14,18 @@ use tracing_subscriber::layer::SubscriberExt;
 
 #[inline(never)]
 fn spin_task_a() -> u64 {
-    common::burn_hot(300_000)
+    // Not a tail call: the frame stays on the stack while burn_hot runs.
+    std::hint::black_box(common::burn_hot(300_000)) ^ 2
 }
 
 #[inline(never)]
 fn spin_task_b() -> u64 {
-    common::burn_cold(300_000)
+    std::hint::black_box(common::burn_cold(300_000)) ^ 3
 }
 
 #[inline(never)]
 fn spin_child_a() -> u64 {
-    common::burn_hot(150_000) ^ 1
+    std::hint::black_box(common::burn_hot(150_000)) ^ 1
 }
 
 #[test]
