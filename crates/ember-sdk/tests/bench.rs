@@ -1,9 +1,13 @@
 //! Measurements for BENCHMARKS.md (ignored by default; run them with frame pointers):
 //!
 //! ```text
-//! RUSTFLAGS="-C force-frame-pointers=yes" cargo test -p ember-sdk --release --test bench \
-//!     -- --ignored --nocapture --test-threads 1
+//! RUSTFLAGS="-C force-frame-pointers=yes" cargo test -p ember-sdk --release \
+//!     --test bench --test bench_heap_wrapped -- --ignored --nocapture --test-threads 1
 //! ```
+//!
+//! (The figures in BENCHMARKS.md come from the dev profile with
+//! `--config 'profile.dev.package.ember-sdk.opt-level=3'`: dependencies are optimised there
+//! already, and a release build of the dev-dependencies did not fit the session.)
 
 mod common;
 
@@ -73,6 +77,13 @@ fn capture_cost_of_a_40_frame_stack() {
         let share = per_signal.as_secs_f64() * f64::from(hz) * 100.0;
         eprintln!("CPU overhead at {hz} Hz: {share:.4} % of each busy core");
     }
+}
+
+#[test]
+#[ignore]
+fn allocation_heavy_workload_system() {
+    let ns = common::allocation_heavy_round_ns(2_000, 9);
+    eprintln!("allocation-heavy round, system allocator: {ns:.0} ns");
 }
 
 #[test]

@@ -43,12 +43,12 @@ const FILTER_BITS: u32 = 16;
 static FILTER: [AtomicU64; 1 << (FILTER_BITS - 6)] =
     [const { AtomicU64::new(0) }; 1 << (FILTER_BITS - 6)];
 
-#[inline]
+#[inline(always)]
 fn filter_hash(ptr: usize) -> usize {
     ((ptr as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FILTER_BITS)) as usize
 }
 
-#[inline]
+#[inline(always)]
 fn filter_hit(ptr: usize) -> bool {
     let h = filter_hash(ptr);
     FILTER[h >> 6].load(Ordering::Relaxed) & (1 << (h & 63)) != 0
@@ -163,7 +163,7 @@ fn draw(t: &HeapThread, rate: usize) -> i64 {
 }
 
 /// After every allocation: the cheap countdown, and a sample when it crosses a point.
-#[inline]
+#[inline(always)]
 pub(crate) fn on_alloc(ptr: usize, size: usize, rate: usize) {
     let _ = THREAD.try_with(|t| {
         let left = t.left.get() - size as i64;
@@ -250,11 +250,18 @@ fn sample_slow(t: &HeapThread, ptr: usize, size: usize, rate: usize) {
 }
 
 /// Before every free: one load from the bitmap unless the address may be a live sampled one.
-#[inline]
+#[inline(always)]
 pub(crate) fn on_free(ptr: usize) {
-    if !filter_hit(ptr) {
-        return;
+    if filter_hit(ptr) {
+        free_slow(ptr);
     }
+}
+
+/// A free whose address may be a live sampled allocation (kept out of line: the fast path
+/// above stays a load and a bit test in the caller).
+#[cold]
+#[inline(never)]
+fn free_slow(ptr: usize) {
     let _ = THREAD.try_with(|t| {
         // Our own table's buffers are never sampled, and the lock may be held right here.
         if t.busy.get() {

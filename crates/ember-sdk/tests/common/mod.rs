@@ -190,3 +190,31 @@ pub fn go_pprof_top(file: &std::path::Path) -> Option<String> {
     );
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// An allocation-heavy workload with real work between allocations (formatting, hashing,
+/// sorting, joining): CPU time per round, best of `tries`, in nanoseconds.
+pub fn allocation_heavy_round_ns(rounds: u32, tries: u32) -> f64 {
+    let mut best = Duration::MAX;
+    for _ in 0..tries {
+        let t0 = thread_cpu();
+        for r in 0..rounds {
+            let words: Vec<String> = (0..200).map(|i| format!("key-{r}-{i}")).collect();
+            let mut map: HashMap<String, Vec<u32>> = HashMap::new();
+            for (i, w) in words.iter().enumerate() {
+                map.entry(w[..w.len().min(7)].to_string())
+                    .or_default()
+                    .push(i as u32);
+            }
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let joined = keys
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(",");
+            std::hint::black_box((joined, words));
+        }
+        best = best.min(thread_cpu() - t0);
+    }
+    best.as_nanos() as f64 / f64::from(rounds)
+}
