@@ -24,6 +24,8 @@ use crate::{SdkError, labels, symbols};
 
 /// How often the collector drains the ring.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
+/// How long the collector sleeps between checks while nothing is recorded.
+const IDLE_SLEEP: Duration = Duration::from_millis(200);
 /// How long a replaced table of stack ranges stays alive for handlers still reading it.
 const RANGES_GRACE: Duration = Duration::from_secs(2);
 /// How often the stack ranges are re-read even when no handler asked for it.
@@ -96,7 +98,7 @@ impl CpuRecording {
             data: data.clone(),
         });
         if !e.collector_started {
-            refresh_ranges(&mut Vec::new());
+            refresh_ranges();
             std::thread::Builder::new()
                 .name("ember-sdk-cpu".into())
                 .spawn(collector)
@@ -174,11 +176,16 @@ fn retune(e: &mut Engine) -> Result<(), SdkError> {
     Ok(())
 }
 
-fn refresh_ranges(retired: &mut Vec<(Instant, Box<signal::StackRanges>)>) {
+/// Replaced tables of stack ranges, kept [`RANGES_GRACE`] for handlers still reading them.
+static RETIRED: Mutex<Vec<(Instant, Box<signal::StackRanges>)>> = Mutex::new(Vec::new());
+
+fn refresh_ranges() {
     let ranges = signal::StackRanges {
         ranges: symbols::stack_ranges(),
     };
-    if let Some(old) = signal::publish_ranges(ranges) {
+    let old = signal::publish_ranges(ranges);
+    let mut retired = lock(&RETIRED);
+    if let Some(old) = old {
         retired.push((Instant::now(), old));
     }
     retired.retain(|(at, _)| at.elapsed() < RANGES_GRACE);
@@ -186,12 +193,16 @@ fn refresh_ranges(retired: &mut Vec<(Instant, Box<signal::StackRanges>)>) {
 
 /// The collector thread: drains the ring, keeps the stack ranges fresh.
 fn collector() {
-    let mut retired = Vec::new();
     let mut last_refresh = Instant::now();
     loop {
         std::thread::sleep(DRAIN_EVERY);
+        if lock(engine()).recorders.is_empty() {
+            // Nothing is recorded: no samples to drain, no ranges to keep fresh.
+            std::thread::sleep(IDLE_SLEEP);
+            continue;
+        }
         if signal::ranges_stale() || last_refresh.elapsed() > RANGES_REFRESH {
-            refresh_ranges(&mut retired);
+            refresh_ranges();
             last_refresh = Instant::now();
         }
         drain_once();

@@ -46,6 +46,7 @@ pub(crate) const LABEL_DEPTH: usize = 16;
 const EMPTY: u32 = 0;
 const WRITING: u32 = 1;
 const FULL: u32 = 2;
+const READING: u32 = 3;
 
 /// One captured sample as written by the handler.
 #[derive(Clone, Copy)]
@@ -72,8 +73,8 @@ struct Ring {
 }
 
 // SAFETY: a slot's `sample` is written only by the one writer that moved its state
-// EMPTY→WRITING and read only by the collector after it saw FULL (acquire), so no two
-// threads touch the same sample at once.
+// EMPTY→WRITING and read only by the one reader that moved it FULL→READING (acquire), so no
+// two threads touch the same sample at once.
 unsafe impl Sync for Ring {}
 
 static RING: AtomicPtr<Ring> = AtomicPtr::new(std::ptr::null_mut());
@@ -373,8 +374,15 @@ pub(crate) fn drain(mut f: impl FnMut(&RawSample)) {
     // SAFETY: the ring is never freed once published.
     let ring = unsafe { &*ring };
     for slot in ring.slots.iter() {
-        if slot.state.load(Ordering::Acquire) == FULL {
-            // SAFETY: FULL means the writer is done and nobody writes until we store EMPTY.
+        // Claim the sample: the collector and a finishing recording may drain at once, and
+        // each sample must be read once, by one of them.
+        if slot
+            .state
+            .compare_exchange(FULL, READING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: READING is ours: the writer is done (it published FULL) and no writer
+            // or other reader touches the slot until we store EMPTY.
             f(unsafe { &*slot.sample.get() });
             slot.state.store(EMPTY, Ordering::Release);
         }
