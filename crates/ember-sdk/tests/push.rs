@@ -10,40 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn start_server(data_dir: &std::path::Path) -> String {
-    let config = ember_server::Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: data_dir.to_path_buf(),
-        limits: serde_json::from_str(r#"{"retention_days": 0}"#).unwrap(),
-        tokens: None,
-        tls: None,
-        metrics_auth: false,
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let server = ember_server::Server::bind(config).await.unwrap();
-            tx.send(server.local_addr().unwrap().to_string()).unwrap();
-            server.run(std::future::pending::<()>()).await.unwrap();
-        });
-    });
-    rx.recv().unwrap()
-}
-
-fn url_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[test]
 fn pushes_into_a_real_server_alongside_a_forced_ad_hoc_profile() {
     let dir = temp_dir("push");

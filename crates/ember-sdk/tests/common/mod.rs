@@ -218,3 +218,54 @@ pub fn allocation_heavy_round_ns(rounds: u32, tries: u32) -> f64 {
     }
     best.as_nanos() as f64 / f64::from(rounds)
 }
+
+/// Starts an Ember server in this process on 127.0.0.1:0 (its own runtime and thread);
+/// returns its address.
+pub fn start_server(data_dir: &std::path::Path) -> String {
+    let config = ember_server::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: data_dir.to_path_buf(),
+        limits: serde_json::from_str(r#"{"retention_days": 0}"#).unwrap(),
+        tokens: None,
+        tls: None,
+        metrics_auth: false,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let server = ember_server::Server::bind(config).await.unwrap();
+            tx.send(server.local_addr().unwrap().to_string()).unwrap();
+            server.run(std::future::pending::<()>()).await.unwrap();
+        });
+    });
+    rx.recv().unwrap()
+}
+
+/// Percent-encodes everything but unreserved characters.
+pub fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The folded stacks of `profile_type{selector}` over the last hour (empty while none match).
+pub fn query_folded(server: &str, profile_type_and_selector: &str) -> String {
+    let q = url_encode(profile_type_and_selector);
+    let (status, body) = http_get(
+        server,
+        &format!("/api/v1/query?query={q}&format=folded&from=now-1h&until=now"),
+    );
+    if status == 404 {
+        return String::new();
+    }
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    String::from_utf8_lossy(&body).into_owned()
+}
