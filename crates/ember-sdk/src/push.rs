@@ -3,7 +3,8 @@
 //! oldest profile when full, retries with backoff and `Retry-After`, never blocks).
 //!
 //! Every `interval` (60 s) a CPU profile of `cpu_duration` (59 s) at `frequency` (19 Hz) and,
-//! when the [`crate::SamplingAllocator`] is the global allocator, a heap profile are queued
+//! when the [`crate::SamplingAllocator`] is the global allocator, a heap profile (`inuse_*`
+//! as they are, `alloc_*` since the previous push, like Go's delta heap profiles) are queued
 //! with the series labels `service_name`, `__name__` (`process_cpu` or `memory`) and the
 //! configured labels. Profiles are built on tokio's blocking pool, so the service's own tasks
 //! never wait for symbolization; a server that is down only fills (and then cycles) the
@@ -126,6 +127,10 @@ fn series(options: &PushOptions, name: &str) -> Vec<(String, String)> {
 async fn run(options: PushOptions, pusher: std::sync::Arc<Pusher>) {
     let mut tick = tokio::time::interval(options.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The last heap profile sent: `alloc_*` go out as the difference since it, like Go's
+    // delta heap profiles, so that a server adding profiles up over time counts each
+    // allocation once (`inuse_*` are sent as they are).
+    let mut previous_heap: Option<ember_pprof::Profile> = None;
     loop {
         tick.tick().await;
         let recording = match CpuRecording::start(options.frequency) {
@@ -137,19 +142,24 @@ async fn run(options: PushOptions, pusher: std::sync::Arc<Pusher>) {
         };
         tokio::time::sleep(options.cpu_duration).await;
         let want_heap = options.heap;
+        let previous = previous_heap.take();
         let built = tokio::task::spawn_blocking(move || {
             let cpu = ember_pprof::encode_gzip(&recording.finish());
-            let heap = want_heap
-                .then(heap::heap_profile)
-                .flatten()
-                .map(|p| ember_pprof::encode_gzip(&p));
-            (cpu, heap)
+            let current = want_heap.then(heap::heap_profile).flatten();
+            let heap = current.as_ref().map(|now| {
+                let sent = previous
+                    .as_ref()
+                    .and_then(|prev| ember_pprof::delta(prev, now).ok());
+                ember_pprof::encode_gzip(sent.as_ref().unwrap_or(now))
+            });
+            (cpu, heap, current)
         })
         .await;
-        let Ok((cpu, heap)) = built else {
+        let Ok((cpu, heap, current)) = built else {
             tracing::warn!("ember-sdk push: building the profiles failed");
             continue;
         };
+        previous_heap = current;
         pusher.enqueue(PushProfile {
             labels: series(&options, "process_cpu"),
             raw_profile: cpu,
