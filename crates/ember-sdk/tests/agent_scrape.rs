@@ -75,7 +75,7 @@ fn the_agent_scrapes_the_example_service() {
              \x20     mutex: {{enabled: false, path: /debug/pprof/mutex, delta: true}}\n\
              \x20     goroutine: {{enabled: false, path: /debug/pprof/goroutine, delta: false}}\n\
              \x20     ember_cpu: {{enabled: true, path: '/profile/cpu?seconds={{seconds}}', delta: false}}\n\
-             \x20     ember_heap: {{enabled: true, path: /profile/heap, delta: false}}\n"
+             \x20     ember_heap: {{enabled: true, path: /profile/heap, delta: true}}\n"
         ),
     )
     .unwrap();
