@@ -313,7 +313,8 @@ pub struct ProfilingTypes {
     pub godeltaprof_block: ProfileTypeConfig,
     /// Ember SDK CPU endpoint (off; `/profile/cpu?seconds={seconds}`).
     pub ember_cpu: ProfileTypeConfig,
-    /// Ember SDK heap endpoint (off; `/profile/heap`).
+    /// Ember SDK heap endpoint (off; `/profile/heap`; delta: its `alloc_*` are cumulative
+    /// since the service started, like Go's `/debug/pprof/allocs`).
     pub ember_heap: ProfileTypeConfig,
     /// More endpoints (default none).
     pub custom: Vec<CustomProfileConfig>,
@@ -335,7 +336,7 @@ impl Default for ProfilingTypes {
             godeltaprof_mutex: ProfileTypeConfig::new(false, "/debug/pprof/delta_mutex", false),
             godeltaprof_block: ProfileTypeConfig::new(false, "/debug/pprof/delta_block", false),
             ember_cpu: ProfileTypeConfig::new(false, "/profile/cpu?seconds={seconds}", false),
-            ember_heap: ProfileTypeConfig::new(false, "/profile/heap", false),
+            ember_heap: ProfileTypeConfig::new(false, "/profile/heap", true),
             custom: Vec::new(),
         }
     }
