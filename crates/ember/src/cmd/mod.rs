@@ -7,6 +7,8 @@ pub mod collapse;
 pub mod convert;
 pub mod diff;
 pub mod flamegraph;
+#[cfg(any(feature = "client", all(feature = "agent", feature = "server")))]
+pub mod listing;
 pub mod merge_inputs;
 #[cfg(feature = "agent")]
 pub mod profiling;
