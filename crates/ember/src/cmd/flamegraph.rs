@@ -345,7 +345,13 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
         has_fractional: false,
     };
     let mut stdin_read = false;
+    let mut progress = super::progress::Progress::new(
+        "reading",
+        super::progress::Unit::Files,
+        Some(inputs.len() as u64),
+    );
     for path in inputs {
+        progress.add(1, &path.display());
         if path == Path::new("-") {
             if stdin_read {
                 continue;

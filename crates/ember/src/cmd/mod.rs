@@ -12,6 +12,7 @@ pub mod listing;
 pub mod merge_inputs;
 #[cfg(feature = "agent")]
 pub mod profiling;
+pub mod progress;
 #[cfg(feature = "client")]
 pub mod push;
 #[cfg(feature = "client")]
