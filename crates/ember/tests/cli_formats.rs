@@ -120,6 +120,41 @@ fn diff_base_profiles_convert_and_draw_as_their_two_sides() {
         String::from_utf8(from_pprof).unwrap(),
         String::from_utf8(from_folded).unwrap()
     );
+    // speedscope has no negative weights: both sides, as two profiles per sample type, the
+    // base adding up to Go's total and the new one to the folded after column (it was the
+    // new side alone, the base dropped without a word).
+    let after: i64 = text
+        .lines()
+        .map(|l| l.split(' ').nth_back(0).unwrap().parse::<i64>().unwrap())
+        .sum();
+    let json = convert(
+        &diff,
+        &dir.join("d.speedscope.json"),
+        &["--sample-index", "cpu"],
+    );
+    let file: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let sides: Vec<(String, f64)> = file["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let sum = p["weights"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_f64().unwrap())
+                .sum();
+            (p["name"].as_str().unwrap().to_string(), sum)
+        })
+        .collect();
+    assert_eq!(
+        sides,
+        [
+            ("cpu (nanoseconds) base".to_string(), 2_110_000_000.0),
+            ("cpu (nanoseconds) new".to_string(), after as f64)
+        ]
+    );
+    assert_eq!(file["activeProfileIndex"], 1);
     // Re-encoding keeps the base labels, so the top table is still Go's.
     let again = dir.join("again.pb.gz");
     convert(&diff, &again, &[]);
