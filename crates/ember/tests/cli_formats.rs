@@ -166,3 +166,44 @@ fn diff_base_profiles_convert_and_draw_as_their_two_sides() {
     assert_eq!(String::from_utf8(top).unwrap(), expected);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A profile written as perf script folds back (`ember collapse`, and the one input detector
+/// of `ember convert`) to the profile's own folded stacks: the samples count as they are, CPU
+/// time through the period (10 ms a block in this Go profile).
+#[test]
+fn pprof_writes_perf_script_that_folds_back_to_its_stacks() {
+    let dir = temp_dir("to-perf-script");
+    let cpu = repo("tests/data/corpora/pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz");
+    let expected = convert(&cpu, &dir.join("p.folded"), &["--sample-index", "samples"]);
+    assert!(!expected.is_empty());
+    // Folding perf script puts the thread name first, as stackcollapse-perf.pl does: this
+    // profile has none, written `[unknown]`.
+    let expected: Vec<u8> = String::from_utf8(expected)
+        .unwrap()
+        .lines()
+        .flat_map(|l| format!("[unknown];{l}\n").into_bytes())
+        .collect();
+    for (name, extra) in [
+        ("a.perf", vec![]),
+        ("b.perf-script", vec!["--sample-index", "cpu"]),
+    ] {
+        let perf = convert(&cpu, &dir.join(name), &extra);
+        let text = String::from_utf8(perf.clone()).unwrap();
+        assert!(
+            text.lines().next().unwrap().ends_with(" cpu-clock: "),
+            "{text}"
+        );
+        let collapsed = ember(&["collapse"], &perf).stdout;
+        let mut lines: Vec<&str> = std::str::from_utf8(&collapsed).unwrap().lines().collect();
+        let mut want: Vec<&str> = std::str::from_utf8(&expected).unwrap().lines().collect();
+        lines.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(lines, want, "{name}");
+        // Read back by the one input detector too.
+        let back = convert(&dir.join(name), &dir.join(format!("{name}.folded")), &[]);
+        let mut back: Vec<&str> = std::str::from_utf8(&back).unwrap().lines().collect();
+        back.sort_unstable();
+        assert_eq!(back, want, "{name} through convert");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
