@@ -6,8 +6,7 @@ use ember_sampler::{CallGraph, Options, SamplerError, Session, Target};
 
 /// The sysctl value whole-host sampling needs from a user without root or CAP_PERFMON: the
 /// kernel refuses per-CPU events (`pid = -1`) above 0 (`perf_allow_cpu`), and 0 also
-/// allows kernel frames. Off-CPU time needs more: the `sched_switch` tracepoint's raw data
-/// (-1) and the root-only tracefs.
+/// allows kernel frames. Checked as `nobody` at 0: CPU and off-CPU profiles both arrive.
 pub const PARANOID_NEEDED: i32 = 0;
 
 /// Why host sampling is not possible, in words for the user.
@@ -35,12 +34,7 @@ pub fn check(off_cpu: bool) -> Result<(), Refused> {
             reason: format!(
                 "the kernel refused {what} to this user (kernel.perf_event_paranoid is \
                  {paranoid}; whole-host sampling needs root, CAP_PERFMON, or \
-                 kernel.perf_event_paranoid <= {PARANOID_NEEDED}{})",
-                if off_cpu {
-                    "; off-CPU time needs root"
-                } else {
-                    ""
-                }
+                 kernel.perf_event_paranoid <= {PARANOID_NEEDED})"
             ),
             permission: true,
         }),

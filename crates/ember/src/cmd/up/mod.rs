@@ -37,8 +37,8 @@ pub enum HostProfiling {
                   profiles stored, last ingest) kept up to date. Ctrl-C or SIGTERM stop both \
                   cleanly within 5 s: the agent cuts and sends a last profile, then the server \
                   flushes its log; `ember server --data-dir DIR` serves the data again.\n\n\
-                  Whole-host sampling needs root, CAP_PERFMON, or kernel.perf_event_paranoid <= 0 \
-                  (off-CPU time: root). Without it, `ember up` says so and keeps serving (so \
+                  Whole-host sampling needs root, CAP_PERFMON, or kernel.perf_event_paranoid <= 0. \
+                  Without it, `ember up` says so and keeps serving (so \
                   profiles can still be pushed), unless host profiling was asked for: \
                   --host-profiling on, --sample-rate, --upload-interval, or a --config with \
                   profiling settings (profiling.enabled among them) or a bucket exporter; then \
