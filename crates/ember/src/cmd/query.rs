@@ -214,7 +214,11 @@ fn list(args: &Args) -> anyhow::Result<()> {
     let holdings =
         super::listing::fetch(&client, &server, &args.selector, &args.from, &args.until)?;
     let mut out = std::io::stdout().lock();
-    super::listing::write(&mut out, &holdings, &args.server, &args.from, &args.until)
+    match super::listing::write(&mut out, &holdings, &args.server, &args.from, &args.until)
         .and_then(|()| out.flush())
-        .context("writing to standard output")
+    {
+        // `ember query --list | head` is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to standard output"),
+    }
 }
