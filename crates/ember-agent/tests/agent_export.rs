@@ -12,11 +12,10 @@ use std::process::Command;
 use std::time::Duration;
 use support::*;
 
-/// The agent configuration of these tests: host profiling every 2 s, no server, `exporters`.
+/// The agent configuration of these tests: host profiling, no server, `exporters` (an
+/// `upload_interval` would be refused: it shapes only the server's profiles).
 fn config(exporters: &str) -> String {
-    format!(
-        "admin: {{listen: 127.0.0.1:0}}\nprofiling:\n  upload_interval: 2s\nexporters:\n  server: null\n{exporters}"
-    )
+    format!("admin: {{listen: 127.0.0.1:0}}\nexporters:\n  server: null\n{exporters}")
 }
 
 #[test]

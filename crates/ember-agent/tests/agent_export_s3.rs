@@ -22,7 +22,7 @@ fn perf_collector_to_s3_survives_an_outage() {
     moto.create_bucket("dumps");
     let spool = dir.join("spool");
     let config = format!(
-        "admin: {{listen: 127.0.0.1:0}}\nprofiling:\n  upload_interval: 2s\nexporters:\n  server: null\n\
+        "admin: {{listen: 127.0.0.1:0}}\nexporters:\n  server: null\n\
          \x20 perf_collector:\n    export_to: s3://dumps/cluster-a\n    bucket_subdirectory: perf\n    node_name: node-1\n    dump_duration_seconds: 1\n    max_dumps_retained: 2\n    local_dir: {}\n",
         spool.display()
     );

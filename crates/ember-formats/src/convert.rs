@@ -27,14 +27,22 @@ pub enum Format {
     Folded,
     /// Speedscope JSON.
     Speedscope,
+    /// `perf script` text (written from a profile: [`crate::perf_script`]).
+    PerfScript,
 }
 
 impl Format {
-    /// Guesses an output format from a file name: `.json` → speedscope, `.folded`/`.txt`/
-    /// `.collapsed` → folded, `.pb`/`.pb.gz`/`.pprof`/`.prof` → pprof.
+    /// Guesses an output format from a file name: `.json` → speedscope, `.perf`/
+    /// `.perf-script`/`.perf.txt` → perf script, `.folded`/`.txt`/`.collapsed` → folded,
+    /// `.pb`/`.pb.gz`/`.pprof`/`.prof` → pprof.
     pub fn from_path(path: &Path) -> Option<Format> {
         let name = path.file_name()?.to_str()?.to_ascii_lowercase();
-        if name.ends_with(".json") {
+        if [".perf", ".perf-script", ".perf.txt"]
+            .iter()
+            .any(|e| name.ends_with(e))
+        {
+            Some(Format::PerfScript)
+        } else if name.ends_with(".json") {
             Some(Format::Speedscope)
         } else if [".folded", ".txt", ".collapsed", ".stacks"]
             .iter()
@@ -51,9 +59,10 @@ impl Format {
         }
     }
 
-    /// Parses a `--to` value (`pprof`, `folded`, `speedscope`).
+    /// Parses a `--to` value (`pprof`, `folded`, `speedscope`, `perf-script`).
     pub fn from_name(name: &str) -> Option<Format> {
         match name.to_ascii_lowercase().as_str() {
+            "perf-script" | "perf" | "perfscript" => Some(Format::PerfScript),
             "pprof" | "proto" | "pb" => Some(Format::Pprof),
             "folded" | "collapsed" => Some(Format::Folded),
             "speedscope" | "json" => Some(Format::Speedscope),

@@ -26,6 +26,7 @@ pub mod diff_folded;
 pub mod folded;
 pub mod input;
 mod mmap;
+pub mod perf_script;
 pub mod speedscope;
 pub mod top;
 pub mod units;

@@ -117,7 +117,9 @@ impl FrameTable {
 /// Converts a profile. With `sample_index` `None` every sample type becomes one profile and the
 /// default one is active; otherwise only the selected type (`go tool pprof -sample_index`
 /// syntax) is written. Samples with a zero or negative value are left out (speedscope cannot
-/// show negative weights).
+/// show negative weights). A `pprof -diff_base` profile becomes two profiles per sample type,
+/// `... base` (its negated base samples, as positive weights: they add up to the total `go tool
+/// pprof` divides by) and `... new`, the new one active, rather than the new side alone.
 pub fn profile_to_speedscope(
     profile: &Profile,
     sample_index: Option<&str>,
@@ -163,17 +165,36 @@ pub fn profile_to_speedscope(
         };
         location_frames.insert(loc.id, frames);
     }
-    let mut profiles = Vec::with_capacity(indices.len());
+    // The sides of a -diff_base profile (base samples are negated): (which samples, their
+    // sign, the name's suffix); one side of everything otherwise.
+    let sides: &[(Option<bool>, i64, &str)] = if ember_pprof::has_diff_base(profile) {
+        &[(Some(true), -1, " base"), (Some(false), 1, " new")]
+    } else {
+        &[(None, 1, "")]
+    };
+    let mut profiles = Vec::with_capacity(indices.len() * sides.len());
     let mut active = 0;
-    for (n, &index) in indices.iter().enumerate() {
+    for (&index, &(side, sign, suffix)) in indices
+        .iter()
+        .flat_map(|i| sides.iter().map(move |s| (i, s)))
+    {
         if index == default {
-            active = n;
+            // The last side of the default type: the new profile of a diff.
+            active = profiles.len();
         }
         let st = &profile.sample_type[index];
         let mut samples = Vec::new();
         let mut weights = Vec::new();
         for sample in &profile.sample {
-            let v = sample.value.get(index).copied().unwrap_or(0);
+            if side.is_some_and(|base| ember_pprof::is_diff_base_sample(profile, sample) != base) {
+                continue;
+            }
+            let v = sample
+                .value
+                .get(index)
+                .copied()
+                .unwrap_or(0)
+                .saturating_mul(sign);
             if v <= 0 {
                 continue;
             }
@@ -191,7 +212,7 @@ pub fn profile_to_speedscope(
         let end_value = weights.iter().sum();
         profiles.push(SampledProfile {
             kind: "sampled".to_owned(),
-            name: format!("{} ({})", string(st.r#type), string(st.unit)),
+            name: format!("{} ({}){suffix}", string(st.r#type), string(st.unit)),
             unit: speedscope_unit(string(st.unit)).to_owned(),
             start_value: 0.0,
             end_value,

@@ -172,6 +172,19 @@ pub fn go_g2(x: f64) -> String {
     }
 }
 
+/// The word every flame graph uses for its values (tooltips of `ember flamegraph`, `ember
+/// diff`, `ember record` and the server's SVGs): the unit as the profile spells it
+/// (`nanoseconds`, `bytes`), or for plain counts the sample type (`samples`,
+/// `alloc_objects`, `contentions`). Folded stacks carry neither: their counts are `samples`,
+/// as in `flamegraph.pl`.
+pub fn value_name(sample_type: &str, unit: &str) -> String {
+    match (sample_type.trim(), unit.trim()) {
+        (_, u) if !u.is_empty() && u != "count" => u.to_owned(),
+        (t, _) if !t.is_empty() => t.to_owned(),
+        _ => "samples".to_owned(),
+    }
+}
+
 /// Proleptic Gregorian `(year, month 1-12, day 1-31)` of a day count since 1970-01-01 (Howard
 /// Hinnant's civil-from-days), for the dates files carry in their text: `top`'s header and the
 /// exporters' object keys. Valid for every day an `i64` of seconds can reach.
@@ -210,6 +223,15 @@ mod tests {
         assert_eq!(go_g2(0.00012), "0.00012");
         assert_eq!(go_g2(0.000012), "1.2e-05");
         assert_eq!(go_g2(123.0), "1.2e+02");
+    }
+
+    #[test]
+    fn values_are_named_by_unit_or_counted_type() {
+        assert_eq!(value_name("cpu", "nanoseconds"), "nanoseconds");
+        assert_eq!(value_name("alloc_space", "bytes"), "bytes");
+        assert_eq!(value_name("samples", "count"), "samples");
+        assert_eq!(value_name("alloc_objects", "count"), "alloc_objects");
+        assert_eq!(value_name("", ""), "samples");
     }
 
     #[test]

@@ -222,11 +222,15 @@ pub(crate) fn diff_profile(
 
 /// An SVG flame graph of `lines` (differential when they carry a second count), titled
 /// `title`, or `default_title` when that is empty.
+/// An SVG flame graph of `lines`, whose values are of `typed`'s profile type: the tooltips
+/// name them as every Ember flame graph does ([`ember_formats::units::value_name`]).
 fn svg(
     lines: Vec<ember_formats::FoldedLine>,
+    typed: &Merged,
     title: &str,
     default_title: &str,
 ) -> Result<Output, QueryError> {
+    let [_, sample_type, unit, _, _] = type_parts(typed);
     let folded = ember_formats::Folded {
         lines,
         ignored_lines: 0,
@@ -238,6 +242,7 @@ fn svg(
         } else {
             title.into()
         },
+        count_name: ember_formats::units::value_name(&sample_type, &unit),
         ..Default::default()
     };
     let mut body = Vec::new();
@@ -285,7 +290,7 @@ pub(crate) fn merged_file(
                     second_count: None,
                 })
                 .collect();
-            svg(lines, title, "Flame Graph")
+            svg(lines, merged, title, "Flame Graph")
         }
     }
 }
@@ -364,7 +369,8 @@ pub(crate) fn diff_output(
                     second_count: Some(b as f64),
                 })
                 .collect();
-            svg(lines, title, "Differential Flame Graph")
+            let typed = if right.profiles > 0 { right } else { left };
+            svg(lines, typed, title, "Differential Flame Graph")
         }
     }
 }

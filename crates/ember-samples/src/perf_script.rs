@@ -3,7 +3,8 @@
 //! aggregated stacks of a recording ([`write_recording`], `ember record -o x.perf`: each
 //! stack's block repeated once per sample). Blocks are a header line, one tab-indented frame
 //! per line leaf first (inlined callees as frames of their own), and a blank line: what
-//! `stackcollapse-perf.pl`, inferno and `ember collapse` fold.
+//! `stackcollapse-perf.pl`, inferno and `ember collapse` fold; the block layout itself is
+//! `ember_formats::perf_script::write_block`, which writes profiles as perf script too.
 
 use crate::recording::Recording;
 use crate::resolve::Resolver;
@@ -14,52 +15,23 @@ use flate2::write::GzEncoder;
 use std::io::{self, Write};
 
 /// Where and when a sample was taken, for its header line.
-#[derive(Debug, Clone, Copy)]
-struct Header<'a> {
-    comm: &'a str,
-    pid: u32,
-    tid: u32,
-    /// CPU and time in nanoseconds, when known (aggregated stacks have neither).
-    at: Option<(u32, u64)>,
-}
+type Header<'a> = ember_formats::perf_script::Header<'a>;
 
-/// Writes one sample block.
+/// Writes one sample block through the one perf-script block writer (ember-formats', which
+/// also writes profiles as perf script).
 fn write_block(out: &mut impl Write, header: Header<'_>, frames: &[Frame]) -> io::Result<()> {
-    // perf prints the comm verbatim; an empty one would shift the columns parsers rely on.
-    let comm = if header.comm.is_empty() {
-        "[unknown]"
-    } else {
-        header.comm
-    };
-    let (pid, tid) = (header.pid, header.tid);
-    match header.at {
-        Some((cpu, time_ns)) => {
-            let secs = time_ns / 1_000_000_000;
-            let micros = (time_ns % 1_000_000_000) / 1_000;
-            writeln!(
-                out,
-                "{comm} {pid}/{tid} [{cpu:03}] {secs}.{micros:06}: cpu-clock: "
-            )?;
-        }
-        None => writeln!(out, "{comm} {pid}/{tid} cpu-clock: ")?,
-    }
-    for f in frames {
-        let module: &str = if f.module.is_empty() {
-            "[unknown]"
-        } else {
-            &f.module
-        };
-        match (f.function.is_empty(), f.offset) {
-            (false, Some(off)) => writeln!(
-                out,
-                "\t{:16x} {}+{off:#x} ({module})",
-                f.address, f.function
-            )?,
-            (false, None) => writeln!(out, "\t{:16x} {} ({module})", f.address, f.function)?,
-            (true, _) => writeln!(out, "\t{:16x} [unknown] ({module})", f.address)?,
-        }
-    }
-    writeln!(out)
+    ember_formats::perf_script::write_block(
+        out,
+        header,
+        frames
+            .iter()
+            .map(|f| ember_formats::perf_script::FrameLine {
+                address: f.address,
+                function: &f.function,
+                offset: f.offset,
+                module: &f.module,
+            }),
+    )
 }
 
 /// Writes a timeline's `samples` as `perf script` text, in the order given.

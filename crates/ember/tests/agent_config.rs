@@ -22,8 +22,10 @@ fn ember(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-const BASE: &str =
-    "admin: {listen: '127.0.0.1:0'}\nprofiling: {enabled: false}\nexporters: {server: null}\n";
+/// An agent that samples nothing and pushes to a port where nothing listens (the pushes only
+/// queue), so `external_labels` have an exporter to act on.
+const BASE: &str = "admin: {listen: '127.0.0.1:0'}\nprofiling: {enabled: false}\n\
+    exporters: {server: {url: 'http://127.0.0.1:9'}}\n";
 
 /// An admin token file in `dir`, mode 600 as the docs ask.
 fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
@@ -198,7 +200,7 @@ fn describe_apply_and_sighup() {
     let d = describe();
     assert_eq!(d["profiling"]["enabled"], false);
     assert_eq!(d["profiling"]["cpu"]["sample_rate_hz"], 19);
-    assert!(d["exporters"]["server"].is_null());
+    assert_eq!(d["exporters"]["server"]["url"], "http://127.0.0.1:9");
 
     // Invalid: rejected with the path, nothing changes.
     let bad = dir.join("bad.yaml");
@@ -363,6 +365,105 @@ fn describe_apply_and_sighup() {
         "{}",
         agent.log()
     );
+    let (ok, secs) = agent.terminate();
+    assert!(ok && secs < 5.0, "exit ok={ok} after {secs}s");
+}
+
+/// A setting that does nothing because the one it depends on is off (here a bucket exporter
+/// with host profiling disabled) is refused with both fields named, wherever a configuration
+/// comes in: at start, by `ember agent apply`, and on SIGHUP (where the running configuration
+/// stays and the log says why).
+#[test]
+fn a_setting_whose_switch_is_off_is_refused_at_start_apply_and_reload() {
+    let dir = temp_dir("agent-depends");
+    let inert = dir.join("inert.yaml");
+    std::fs::write(
+        &inert,
+        format!(
+            "{BASE}  perf_collector: {{export_to: 'file://{}'}}\n",
+            dir.join("bucket").display()
+        )
+        .replace(
+            "exporters: {server: {url: 'http://127.0.0.1:9'}}\n",
+            "exporters:\n  server: {url: 'http://127.0.0.1:9'}\n",
+        ),
+    )
+    .unwrap();
+    let both = |text: &str| {
+        text.contains("exporters.perf_collector: needs profiling.enabled: true")
+            && text.contains("profiling.enabled is false")
+    };
+
+    // At start: refused, nothing runs.
+    let (ok, _, err) = ember(&["agent", "--config", inert.to_str().unwrap()]);
+    assert!(!ok, "{err}");
+    assert!(both(&err), "{err}");
+
+    let file = dir.join("agent.yaml");
+    std::fs::write(&file, BASE).unwrap();
+    let token_file = token_file(&dir);
+    let token = token_file.to_str().unwrap();
+    let agent = AgentProc::start_with(&file, &["--admin-token-file", token]);
+    let admin = agent.url();
+
+    // `ember agent apply`: refused, the running configuration unchanged.
+    let (ok, out, err) = ember(&[
+        "agent",
+        "apply",
+        "-f",
+        inert.to_str().unwrap(),
+        "--yes",
+        "--admin",
+        &admin,
+        "--admin-token-file",
+        token,
+    ]);
+    assert!(!ok, "{out}{err}");
+    assert!(both(&err) && err.contains("unchanged"), "{err}");
+    // The agent's own endpoint refuses it too (a client that skips the local check).
+    let body = std::fs::read(&inert).unwrap();
+    let (status, answer) = server_util::http(
+        admin.trim_start_matches("http://"),
+        "POST",
+        "/api/v1/config",
+        &[
+            ("Content-Type", "application/yaml"),
+            ("Authorization", "Bearer cli-admin-token-42"),
+        ],
+        &body,
+    );
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer.contains("exporters.perf_collector") && answer.contains("profiling.enabled"),
+        "{answer}"
+    );
+
+    // SIGHUP: rejected with the reason in the log, the running configuration kept.
+    let failures = || metric(&agent.metrics(), "ember_agent_config_reload_failures_total");
+    let before = failures().unwrap_or(0.0);
+    std::fs::copy(&inert, &file).unwrap();
+    agent.signal("-HUP");
+    let rejected = "msg=\"reload rejected, running configuration kept\"";
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            let log = agent.log();
+            log.lines().any(|l| l.contains(rejected) && both(l))
+        }),
+        "{}",
+        agent.log()
+    );
+    assert_eq!(failures(), Some(before + 1.0), "counted once");
+    let (ok, shown, err) = ember(&[
+        "agent",
+        "describe",
+        "--admin",
+        &admin,
+        "--admin-token-file",
+        token,
+    ]);
+    assert!(ok, "{err}");
+    assert!(shown.contains("perf_collector: null"), "{shown}");
     let (ok, secs) = agent.terminate();
     assert!(ok && secs < 5.0, "exit ok={ok} after {secs}s");
 }

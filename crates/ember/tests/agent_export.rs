@@ -23,7 +23,6 @@ fn perfetto_snapshot_command_triggers_the_running_agent() {
         &config,
         format!(
             "admin: {{listen: 127.0.0.1:0}}\n\
-             profiling:\n  upload_interval: 2s\n\
              exporters:\n  server: null\n  perfetto_daemon:\n    export_to: file://{b}\n    \
              bucket_subdirectory: pf\n    node_name: node-a\n    trigger: PERFETTO_TRIGGER_HTTP\n    \
              http_listen: 127.0.0.1:{trigger_port}\n    local_dir: {d}/runs\n",

@@ -120,6 +120,41 @@ fn diff_base_profiles_convert_and_draw_as_their_two_sides() {
         String::from_utf8(from_pprof).unwrap(),
         String::from_utf8(from_folded).unwrap()
     );
+    // speedscope has no negative weights: both sides, as two profiles per sample type, the
+    // base adding up to Go's total and the new one to the folded after column (it was the
+    // new side alone, the base dropped without a word).
+    let after: i64 = text
+        .lines()
+        .map(|l| l.split(' ').nth_back(0).unwrap().parse::<i64>().unwrap())
+        .sum();
+    let json = convert(
+        &diff,
+        &dir.join("d.speedscope.json"),
+        &["--sample-index", "cpu"],
+    );
+    let file: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let sides: Vec<(String, f64)> = file["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let sum = p["weights"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_f64().unwrap())
+                .sum();
+            (p["name"].as_str().unwrap().to_string(), sum)
+        })
+        .collect();
+    assert_eq!(
+        sides,
+        [
+            ("cpu (nanoseconds) base".to_string(), 2_110_000_000.0),
+            ("cpu (nanoseconds) new".to_string(), after as f64)
+        ]
+    );
+    assert_eq!(file["activeProfileIndex"], 1);
     // Re-encoding keeps the base labels, so the top table is still Go's.
     let again = dir.join("again.pb.gz");
     convert(&diff, &again, &[]);
@@ -129,5 +164,46 @@ fn diff_base_profiles_convert_and_draw_as_their_two_sides() {
     .unwrap();
     let top = ember(&["top", again.to_str().unwrap()], b"").stdout;
     assert_eq!(String::from_utf8(top).unwrap(), expected);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A profile written as perf script folds back (`ember collapse`, and the one input detector
+/// of `ember convert`) to the profile's own folded stacks: the samples count as they are, CPU
+/// time through the period (10 ms a block in this Go profile).
+#[test]
+fn pprof_writes_perf_script_that_folds_back_to_its_stacks() {
+    let dir = temp_dir("to-perf-script");
+    let cpu = repo("tests/data/corpora/pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz");
+    let expected = convert(&cpu, &dir.join("p.folded"), &["--sample-index", "samples"]);
+    assert!(!expected.is_empty());
+    // Folding perf script puts the thread name first, as stackcollapse-perf.pl does: this
+    // profile has none, written `[unknown]`.
+    let expected: Vec<u8> = String::from_utf8(expected)
+        .unwrap()
+        .lines()
+        .flat_map(|l| format!("[unknown];{l}\n").into_bytes())
+        .collect();
+    for (name, extra) in [
+        ("a.perf", vec![]),
+        ("b.perf-script", vec!["--sample-index", "cpu"]),
+    ] {
+        let perf = convert(&cpu, &dir.join(name), &extra);
+        let text = String::from_utf8(perf.clone()).unwrap();
+        assert!(
+            text.lines().next().unwrap().ends_with(" cpu-clock: "),
+            "{text}"
+        );
+        let collapsed = ember(&["collapse"], &perf).stdout;
+        let mut lines: Vec<&str> = std::str::from_utf8(&collapsed).unwrap().lines().collect();
+        let mut want: Vec<&str> = std::str::from_utf8(&expected).unwrap().lines().collect();
+        lines.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(lines, want, "{name}");
+        // Read back by the one input detector too.
+        let back = convert(&dir.join(name), &dir.join(format!("{name}.folded")), &[]);
+        let mut back: Vec<&str> = std::str::from_utf8(&back).unwrap().lines().collect();
+        back.sort_unstable();
+        assert_eq!(back, want, "{name} through convert");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

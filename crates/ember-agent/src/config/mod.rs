@@ -3,11 +3,13 @@
 //! validation with field paths, a line diff used by `ember agent apply`, and the redaction of
 //! secrets the admin endpoint applies to what it shows.
 //!
-//! The schema lives in `schema`, durations in `duration`, the semantic checks in `validate`,
+//! The schema lives in `schema`, durations in `duration`, the semantic checks in `validate`
+//! (and in `depends`: a setting whose switch is off is an error naming both),
 //! the line diff in `diff` and secrets in `redact`; everything public is re-exported here.
 
 use std::fmt;
 
+mod depends;
 mod diff;
 mod duration;
 mod redact;
@@ -64,6 +66,15 @@ impl std::error::Error for ConfigErrors {}
 
 /// Parses YAML (or JSON) text and validates it.
 pub fn parse(text: &str) -> Result<Config, ConfigErrors> {
+    let config = parse_unchecked(text)?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// Parses YAML (or JSON) text without the semantic checks, for a caller that completes the
+/// configuration before validating it (`ember up` sets the exporter's URL and the admin
+/// address itself, so a file for it may leave `exporters.server` out).
+pub fn parse_unchecked(text: &str) -> Result<Config, ConfigErrors> {
     let config: Config = if text.trim().is_empty() {
         Config::default()
     } else {
@@ -77,17 +88,40 @@ pub fn parse(text: &str) -> Result<Config, ConfigErrors> {
             ConfigErrors(vec![ConfigError::new(path, reason)])
         })?
     };
-    config.validate()?;
     Ok(config)
 }
 
 /// Reads and parses a configuration file.
 pub fn load(path: &std::path::Path) -> Result<Config, ConfigErrors> {
+    let config = load_unchecked(path)?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// Reads and parses a configuration file without the semantic checks (see
+/// [`parse_unchecked`]).
+pub fn load_unchecked(path: &std::path::Path) -> Result<Config, ConfigErrors> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         ConfigErrors(vec![ConfigError::new(
             "",
             format!("reading {}: {e}", path.display()),
         )])
     })?;
-    parse(&text)
+    parse_unchecked(&text)
+}
+
+/// Whether the YAML (or JSON) `text` gives the field at `path` (`["profiling", "enabled"]`)
+/// itself rather than leaving it to its default: `ember up` treats a file that turns host
+/// profiling on explicitly as asking for it.
+pub fn sets(text: &str, path: &[&str]) -> bool {
+    let Ok(mut value) = serde_norway::from_str::<serde_norway::Value>(text) else {
+        return false;
+    };
+    for key in path {
+        match value.get(*key) {
+            Some(v) => value = v.clone(),
+            None => return false,
+        }
+    }
+    true
 }

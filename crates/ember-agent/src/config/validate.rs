@@ -66,6 +66,8 @@ impl Config {
             check_scrape_job(&mut errors, &format!("scrape_configs[{i}]"), job, &mut jobs);
         }
         self.check_exporters(&mut errors);
+        // Settings whose switch is off come last: a field's own error reads first.
+        super::depends::check(self, &mut errors);
         if errors.is_empty() {
             Ok(())
         } else {

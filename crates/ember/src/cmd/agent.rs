@@ -150,8 +150,30 @@ fn daemon(path: Option<PathBuf>, admin_token_file: Option<PathBuf>) -> anyhow::R
         eprintln!(
             "ember agent: level=info msg=\"admin listening\" url=http://{admin_addr} paths=/metrics,/api/v1/config"
         );
-        run_until_signal(agent, listener, options, path, Duration::from_millis(4500)).await
+        let reload = Reload {
+            path,
+            adjust: Box::new(|_| {}),
+        };
+        run_until_signal(agent, listener, options, reload, Duration::from_millis(4500)).await
     })
+}
+
+/// What SIGHUP reads again: the configuration file, and what the command sets over it (`ember
+/// up` points the exporter at its own server), applied before the new file is validated.
+pub struct Reload {
+    /// The configuration file (`None`: SIGHUP is ignored with a warning).
+    pub path: Option<PathBuf>,
+    /// The command's own settings over the file's.
+    pub adjust: Box<dyn Fn(&mut config::Config) + Send + Sync>,
+}
+
+impl Reload {
+    /// The file read again, adjusted, not yet validated (the agent validates what it applies).
+    fn read(&self, path: &std::path::Path) -> Result<config::Config, String> {
+        let mut config = config::load_unchecked(path).map_err(|e| e.to_string())?;
+        (self.adjust)(&mut config);
+        Ok(config)
+    }
 }
 
 /// Serves the admin endpoint, reloads on SIGHUP, and on SIGINT/SIGTERM shuts the agent down
@@ -160,7 +182,7 @@ pub async fn run_until_signal(
     agent: Arc<Agent>,
     listener: tokio::net::TcpListener,
     options: ember_agent::admin::AdminOptions,
-    path: Option<PathBuf>,
+    reload: Reload,
     budget: Duration,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -178,21 +200,40 @@ pub async fn run_until_signal(
     loop {
         tokio::select! {
             _ = hup.recv() => {
-                let Some(p) = &path else {
+                let Some(p) = &reload.path else {
                     eprintln!("ember agent: level=warn msg=\"SIGHUP ignored: started without --config\"");
                     continue;
                 };
-                let result = config::load(p)
-                    .map_err(|e| e.to_string())
-                    .and_then(|c| {
+                // `Agent::apply` counts the configurations it finds invalid; the rest (a file
+                // that does not parse, a component that cannot start) is counted here, once.
+                let result = match reload.read(p) {
+                    Ok(c) => {
                         let a = agent.clone();
-                        tokio::task::block_in_place(|| a.apply(c)).map_err(|e| e.to_string())
-                    });
+                        match tokio::task::block_in_place(|| a.apply(c)) {
+                            Ok(()) => Ok(()),
+                            Err(e @ ember_agent::AgentError::Config(_)) => Err(e.to_string()),
+                            Err(e) => {
+                                agent.metrics().reload_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                Err(e.to_string())
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        agent.metrics().reload_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        Err(e)
+                    }
+                };
                 match result {
                     Ok(()) => eprintln!("ember agent: level=info msg=\"configuration reloaded\" file={}", p.display()),
                     Err(e) => {
-                        agent.metrics().reload_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        eprintln!("ember agent: level=error msg=\"reload rejected, running configuration kept\" file={} errors={e:?}", p.display());
+                        // One logfmt line (log collectors split on lines): the problems, each
+                        // naming its fields, joined by "; ".
+                        let errors = e.replace(":\n", ": ");
+                        let errors = errors.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+                        eprintln!(
+                            "ember agent: level=error msg=\"reload rejected, running configuration kept\" file={} errors={errors:?}",
+                            p.display()
+                        );
                     }
                 }
             }

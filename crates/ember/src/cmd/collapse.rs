@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use ember_collapse::{CollapseOptions, fold_stacks};
 
+use super::progress::Counting;
+
 /// Fold `perf script` output into folded stacks (like stackcollapse-perf.pl).
 #[derive(clap::Args)]
 #[command(
@@ -105,13 +107,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..CollapseOptions::default()
     };
 
+    // A large input shows how far it got on a terminal (counted as it is read; compressed
+    // bytes for a gzip'd file).
     let collapsed = match args.input.as_deref() {
         Some(path) if path.as_os_str() != "-" => {
             let file =
                 File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-            fold_stacks(file, &options).with_context(|| format!("collapsing {}", path.display()))?
+            let size = file.metadata().ok().map(|m| m.len());
+            let input = Counting::new(file, "collapsing", size, path.display().to_string());
+            fold_stacks(input, &options)
+                .with_context(|| format!("collapsing {}", path.display()))?
         }
-        _ => fold_stacks(io::stdin().lock(), &options).context("collapsing stdin")?,
+        _ => {
+            let input = Counting::new(io::stdin().lock(), "collapsing", None, "stdin".into());
+            fold_stacks(input, &options).context("collapsing stdin")?
+        }
     };
 
     for warning in collapsed.warnings() {

@@ -1,6 +1,6 @@
 //! `ember convert`: pprof, folded stacks, speedscope JSON or `perf script` text in (one input
-//! detector), pprof, folded stacks or speedscope JSON out; several inputs are merged into one
-//! profile first.
+//! detector), pprof, folded stacks, speedscope JSON or `perf script` text out; several inputs
+//! are merged into one profile first.
 
 use anyhow::{Context, bail};
 use ember_formats::{Format, Input, folded_to_profile, read_input, select_sample_index};
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::merge_inputs::{inputs_name, read_merged};
 
-/// Convert a profile between formats (pprof, folded stacks, speedscope JSON; perf script in).
+/// Convert a profile between formats (pprof, folded stacks, speedscope JSON, perf script).
 #[derive(clap::Args)]
 #[command(
     long_about = "Convert a profile between formats. The input (pprof, gzip'd or raw; folded \
@@ -17,7 +17,10 @@ use super::merge_inputs::{inputs_name, read_merged};
                   text from Linux perf or Android simpleperf, folded like `ember collapse`) is \
                   detected by content; the output format comes from --to or the \
                   output file's extension: .pb.gz/.pprof/.pb → pprof (gzip'd), \
-                  .folded/.txt/.collapsed → folded stacks, .json → speedscope.\n\n\
+                  .folded/.txt/.collapsed → folded stacks, .json → speedscope, \
+                  .perf/.perf-script/.perf.txt → perf script (one block per sample: a count \
+                  sample type as it is, a time through the profile's period; --sample-index \
+                  picks the type, default the first count type).\n\n\
                   Several inputs (any mix of these; folded and perf script ones become \
                   profiles of --sample-type) are merged into one profile, like `go tool pprof \
                   -proto a.pb.gz b.pb.gz`: identical mappings, functions and locations are \
@@ -35,7 +38,8 @@ pub struct Args {
     /// Output file.
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
-    /// Output format (`pprof`, `folded`, `speedscope`). Default: from the output's extension.
+    /// Output format (`pprof`, `folded`, `speedscope`, `perf-script`). Default: from the
+    /// output's extension.
     #[arg(long, value_name = "FORMAT")]
     to: Option<String>,
     /// pprof input: the sample type to convert, by index or name. Default for folded output:
@@ -50,8 +54,9 @@ pub struct Args {
 /// Runs `ember convert`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let format = match &args.to {
-        Some(name) => Format::from_name(name)
-            .with_context(|| format!("unknown format {name:?} (pprof, folded, speedscope)"))?,
+        Some(name) => Format::from_name(name).with_context(|| {
+            format!("unknown format {name:?} (pprof, folded, speedscope, perf-script)")
+        })?,
         None => Format::from_path(&args.output).with_context(|| {
             format!(
                 "cannot tell the output format from {}; pass --to",
@@ -152,6 +157,19 @@ fn convert(args: &Args, input: Input, format: Format, out: &mut impl Write) -> a
                 .to_json()
                 .as_bytes(),
         )?,
+        (Input::Pprof(profile), Format::PerfScript) => {
+            ember_formats::perf_script::profile_to_perf_script(
+                &profile,
+                args.sample_index.as_deref(),
+                out,
+            )?;
+        }
+        // Folded counts are samples: each line becomes that many blocks.
+        (Input::Folded(folded), Format::PerfScript) => {
+            let (profile, fractional) = folded_to_profile(&folded, ("samples", "count"));
+            warn_fractional(fractional);
+            ember_formats::perf_script::profile_to_perf_script(&profile, None, out)?;
+        }
     }
     Ok(())
 }

@@ -49,8 +49,10 @@ pub struct Args {
 
 /// Runs `ember diff`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let before = as_folded_text(&args.before, args.sample_index.as_deref())?;
-    let after = as_folded_text(&args.after, args.sample_index.as_deref())?;
+    let (before, before_name) = as_folded_text(&args.before, args.sample_index.as_deref())?;
+    let (after, after_name) = as_folded_text(&args.after, args.sample_index.as_deref())?;
+    // The tooltips name the values as every Ember flame graph does: a pprof side's unit.
+    let count_name = after_name.or(before_name);
     let options = DiffOptions {
         normalize: args.normalize,
         strip_hex: args.strip_hex,
@@ -104,6 +106,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             negate_differentials: args.negate,
             ..Default::default()
         };
+        if let Some(name) = count_name {
+            flame.count_name = name;
+        }
         if flame.title.is_empty() {
             flame.title = "Differential Flame Graph".to_owned();
         }
@@ -119,17 +124,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// Reads one input as folded-stack text: folded files as they are (so malformed lines are
-/// reported by the diff), pprof profiles folded by sample type.
-fn as_folded_text(path: &Path, sample_index: Option<&str>) -> anyhow::Result<Vec<u8>> {
+/// reported by the diff), pprof profiles folded by sample type, with the name of their values
+/// ([`ember_formats::units::value_name`]).
+fn as_folded_text(
+    path: &Path,
+    sample_index: Option<&str>,
+) -> anyhow::Result<(Vec<u8>, Option<String>)> {
     let bytes = ember_formats::input::read_bytes(path)?;
     if bytes.trim_ascii().is_empty() {
-        return Ok(bytes.to_vec());
+        return Ok((bytes.to_vec(), None));
     }
     match ember_formats::detect::decode(&bytes) {
-        Ok(Input::Folded(_)) => Ok(bytes.to_vec()),
+        Ok(Input::Folded(_)) => Ok((bytes.to_vec(), None)),
         Ok(Input::Pprof(profile)) => {
             let index = select_sample_index(&profile, sample_index)
                 .with_context(|| path.display().to_string())?;
+            let name = profile.sample_type.get(index).map(|t| {
+                ember_formats::units::value_name(
+                    ember_pprof::string(&profile, t.r#type),
+                    ember_pprof::string(&profile, t.unit),
+                )
+            });
             let (stacks, negative) = ember_formats::pprof_stacks(&profile, index);
             if negative > 0 {
                 eprintln!(
@@ -144,7 +159,7 @@ fn as_folded_text(path: &Path, sample_index: Option<&str>) -> anyhow::Result<Vec
                     .map(|(stack, value)| (stack, i64::try_from(*value).unwrap_or(i64::MAX))),
                 &mut text,
             )?;
-            Ok(text)
+            Ok((text, name))
         }
         Err(err) => Err(err).with_context(|| {
             format!(

@@ -81,7 +81,8 @@ pub struct Args {
     minwidth: f64,
 
     /// What the counts are, shown in tooltips. Default: "samples" (for pprof input: the sample
-    /// type's unit, e.g. "nanoseconds" or "bytes").
+    /// type's unit, e.g. "nanoseconds" or "bytes", or for a count its type, e.g.
+    /// "alloc_objects"), the names the server's SVGs use too.
     #[arg(long, value_name = "NAME")]
     countname: Option<String>,
 
@@ -279,10 +280,16 @@ fn profile_folded(
 ) -> anyhow::Result<(FoldedRef<'static>, String)> {
     let index = ember_pprof::sample_index(profile, sample_type)
         .with_context(|| format!("choosing the sample type of {}", name.display()))?;
+    // What the tooltips call the values: one vocabulary with every other Ember flame graph.
     let unit = profile
         .sample_type
         .get(index)
-        .map(|t| ember_pprof::string(profile, t.unit).to_owned())
+        .map(|t| {
+            ember_formats::units::value_name(
+                ember_pprof::string(profile, t.r#type),
+                ember_pprof::string(profile, t.unit),
+            )
+        })
         .unwrap_or_default();
     // A `-diff_base` profile is a difference of two profiles: drawn as the differential
     // flame graph of base → new, nothing negative to leave out.
@@ -338,7 +345,13 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
         has_fractional: false,
     };
     let mut stdin_read = false;
+    let mut progress = super::progress::Progress::new(
+        "reading",
+        super::progress::Unit::Files,
+        Some(inputs.len() as u64),
+    );
     for path in inputs {
+        progress.add(1, &path.display());
         if path == Path::new("-") {
             if stdin_read {
                 continue;

@@ -26,7 +26,13 @@ pub fn read_merged(paths: &[PathBuf], folded_type: (&str, &str)) -> anyhow::Resu
     let mut merger = Merger::new();
     let mut fractional = 0;
     let mut first: Option<&Path> = None;
+    let mut progress = super::progress::Progress::new(
+        "merging",
+        super::progress::Unit::Files,
+        Some(paths.len() as u64),
+    );
     for path in paths {
+        progress.add(1, &path.display());
         let profile = match read_input(path)? {
             Input::Pprof(p) => *p,
             Input::Folded(f) => {

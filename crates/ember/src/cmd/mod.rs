@@ -7,9 +7,12 @@ pub mod collapse;
 pub mod convert;
 pub mod diff;
 pub mod flamegraph;
+#[cfg(any(feature = "client", all(feature = "agent", feature = "server")))]
+pub mod listing;
 pub mod merge_inputs;
 #[cfg(feature = "agent")]
 pub mod profiling;
+pub mod progress;
 #[cfg(feature = "client")]
 pub mod push;
 #[cfg(feature = "client")]

@@ -1,11 +1,14 @@
 //! `ember push`: send pprof files to an Ember (or any Pyroscope-compatible) server with the
 //! `push.v1.PusherService/Push` call, after checking every file locally.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use ember_push::{Client, PushConfig, PushProfile};
+
+use super::progress::{Progress, Unit};
 
 /// Push pprof files to an Ember or Pyroscope-compatible server (push.v1).
 #[derive(clap::Args)]
@@ -149,11 +152,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     // Check everything before sending anything: a batch is pushed whole or not at all.
     let mut checked = Vec::new();
+    let files = args.files.len() as u64;
+    let mut progress = Progress::new("reading", Unit::Files, Some(files));
     for path in &args.files {
+        progress.add(1, &path.display());
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let mut profile = ember_pprof::decode(&bytes)
             .with_context(|| format!("{}: not a valid pprof profile", path.display()))?;
         if profile.sample.is_empty() {
+            progress.clear();
             eprintln!("ember push: warning: {} has no samples", path.display());
         }
         let bytes = match args.at {
@@ -164,6 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => {
                 let age = now_nanos().saturating_sub(profile.time_nanos);
                 if profile.time_nanos != 0 && age > OLD_PROFILE_NANOS {
+                    progress.clear();
                     eprintln!(
                         "ember push: warning: {} was taken {} days ago; it is stored at that time \
                          (past a server's default 30-day retention it is refused). \
@@ -197,7 +205,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut accepted = 0usize;
     let mut bytes_sent = 0usize;
     let mut first_error = None;
+    drop(progress);
+    let mut progress = Progress::new("pushing", Unit::Files, Some(files));
     for (path, bytes, samples, types) in checked {
+        progress.add(1, &path.display());
         let size = bytes.len();
         let profile = PushProfile {
             labels: labels.clone(),
@@ -207,13 +218,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             std::slice::from_ref(&profile),
             args.retries,
             |e, delay, attempt| {
+                // Over the progress line, if one is drawn (it is redrawn at the next file).
+                if std::io::stderr().is_terminal() {
+                    eprint!("\r\x1b[2K");
+                }
                 eprintln!(
                     "ember push: {e}; retrying in {delay:?} ({attempt}/{})",
                     args.retries
                 );
             },
         );
-        match runtime.block_on(pushed) {
+        let result = runtime.block_on(pushed);
+        progress.clear();
+        match result {
             Ok(()) => {
                 accepted += 1;
                 bytes_sent += size;

@@ -47,12 +47,16 @@ impl Format {
 #[derive(clap::Args)]
 #[command(after_help = "\
 Examples:
+  ember query --list                      # the services and profile types of the last hour
+  ember query --list --from now-7d        # ... of the last week
   ember query '{service_name=\"api\"}' --type cpu --from now-1h
   ember query 'process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\", region=~\"eu-.*\"}' --format svg -o api.svg
   ember query '{service_name=\"api\"}' --from now-1h --baseline-from now-2h --baseline-until now-1h --format svg -o diff.svg
 
 Times are unix timestamps (seconds, milliseconds, microseconds or nanoseconds, told apart by
-magnitude), `now`, or `now-<N><s|m|h|d|w>`.")]
+magnitude), `now`, or `now-<N><s|m|h|d|w>`. A service is named by its `service_name` label: for
+`ember up` and `ember agent` the process's systemd unit, container or executable name (e.g.
+python3.11, not python3); `--list` shows the real names.")]
 pub struct Args {
     /// Label selector, e.g. '{service_name="api", region=~"eu-.*", pod!="x"}'. It may start
     /// with a profile type id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds{...}`) or a
@@ -71,6 +75,11 @@ pub struct Args {
     /// End of the time range (inclusive).
     #[arg(long, default_value = "now", value_name = "TIME")]
     pub until: String,
+    /// List what the server holds instead of querying: the services (`service_name` values,
+    /// busiest first with their CPU seconds) and profile types of the selection in the time
+    /// range, and a query that runs as printed.
+    #[arg(long, conflicts_with_all = ["format", "output", "baseline", "baseline_from", "baseline_until", "profile_type"])]
+    pub list: bool,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Top)]
     pub format: Format,
@@ -105,6 +114,9 @@ pub struct Args {
 
 /// Runs the query and writes the answer.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.list {
+        return list(&args);
+    }
     let diff =
         args.baseline.is_some() || args.baseline_from.is_some() || args.baseline_until.is_some();
     // Each part of the selection: its parameter, or in a diff its `right*` one (the selector)
@@ -184,4 +196,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--list`: the services and profile types of the selection, and a query to run.
+fn list(args: &Args) -> anyhow::Result<()> {
+    let config = ember_http::ClientConfig {
+        timeout: QUERY_TIMEOUT,
+        ca_file: args.ca_file.clone(),
+        ..ember_http::ClientConfig::default()
+    };
+    let client = ember_http::BlockingClient::new(&config).context("setting up the HTTP client")?;
+    let server = super::listing::Server {
+        url: &args.server,
+        tenant: args.tenant.as_deref(),
+        token: args.token.as_deref(),
+    };
+    let holdings =
+        super::listing::fetch(&client, &server, &args.selector, &args.from, &args.until)?;
+    let mut out = std::io::stdout().lock();
+    match super::listing::write(&mut out, &holdings, &args.server, &args.from, &args.until)
+        .and_then(|()| out.flush())
+    {
+        // `ember query --list | head` is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to standard output"),
+    }
 }

@@ -328,13 +328,20 @@ fn write_output(
                 ..Default::default()
             };
             let options = ember_flamegraph::Options {
-                title: "ember record".to_string(),
-                count_name: if recording.wall {
-                    "ns wall".to_string()
+                // The values' name is every Ember flame graph's (units::value_name): CPU
+                // stacks count samples, wall and off-CPU stacks nanoseconds; the title says
+                // which time it is.
+                title: if recording.wall {
+                    "ember record: wall time".to_string()
                 } else if recording.off_cpu {
-                    "ns off-CPU".to_string()
+                    "ember record: off-CPU time".to_string()
                 } else {
-                    "samples".to_string()
+                    "ember record".to_string()
+                },
+                count_name: if recording.wall || recording.off_cpu {
+                    ember_formats::units::value_name("", "nanoseconds")
+                } else {
+                    ember_formats::units::value_name("samples", "count")
                 },
                 ..Default::default()
             };
