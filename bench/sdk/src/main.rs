@@ -123,7 +123,7 @@ fn parent() {
     let exe_mib = std::fs::metadata(&exe).map(|m| m.len()).unwrap_or(0) as f64 / 1048576.0;
     let load_start = procinfo::loadavg();
     let units = calibrate();
-    println!("# ember-sdk vs pprof-rs {}", env!("CARGO_PKG_VERSION"));
+    println!("# ember-sdk vs pprof-rs 0.15 (frame-pointer)");
     println!(
         "load average at start: {load_start}; {} CPUs; benchmark binary {exe_mib:.1} MiB; \
          {units} units ≈ 1 s of CPU",
