@@ -4,15 +4,17 @@
 //! | Route | Parameters |
 //! |---|---|
 //! | `GET /profile/cpu` | `seconds` (1..=300, default 5), `frequency` (Hz, 1..=1000, default 99), `format` = `pprof` (default, gzip'd) or `svg` (flame graph), `force` (`true`/`false`, default false) |
-//! | `GET /profile/heap` | `format` = `pprof` (default, gzip'd) or `svg` (flame graph of `inuse_space`) |
+//! | `GET /profile/heap` | `format` = `pprof` (default, gzip'd) or `svg` (flame graph of `inuse_space`); with the `jemalloc` feature also `jemalloc` (jemalloc's own `heap_v2` dump, for `jeprof`) |
 //!
 //! Only one CPU profile is recorded at a time: a second request gets 409 with a message,
 //! unless it says `force=true`, which cancels the running one (that request then gets 409
 //! saying so) and starts anew; push mode's continuous profiles run alongside either way.
 //! Unknown or malformed parameters get 400 with the reason; `/profile/heap` gets 404
 //! explaining how to turn heap profiling on when the [`crate::SamplingAllocator`] is not
-//! the global allocator. The handlers are unauthenticated by design: profiles hold code
-//! addresses and function names, no user data; mount them on an internal port.
+//! the global allocator (nor jemalloc's profiling on, with the `jemalloc` feature; then
+//! `pprof` and `svg` come from jemalloc's sampling). The handlers are unauthenticated by
+//! design: profiles hold code addresses and function names, no user data; mount them on an
+//! internal port.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -72,6 +74,9 @@ impl Answer {
 enum Format {
     Pprof,
     Svg,
+    /// jemalloc's raw dump (`/profile/heap` with the `jemalloc` feature only).
+    #[cfg(feature = "jemalloc")]
+    Jemalloc,
 }
 
 /// Query pairs, percent-decoded (`+` is a space).
@@ -170,6 +175,14 @@ fn parse_heap(pairs: &[(String, String)]) -> Result<Format, String> {
     let mut format = Format::Pprof;
     for (k, v) in pairs {
         match k.as_str() {
+            #[cfg(feature = "jemalloc")]
+            "format" if v == "jemalloc" => format = Format::Jemalloc,
+            #[cfg(feature = "jemalloc")]
+            "format" => {
+                format = parse_format(v)
+                    .map_err(|_| format!("format must be pprof, svg or jemalloc, got {v:?}"))?
+            }
+            #[cfg(not(feature = "jemalloc"))]
             "format" => format = parse_format(v)?,
             other => {
                 return Err(format!(
@@ -194,6 +207,8 @@ fn render(
             content_type: "application/octet-stream",
             body: ember_pprof::encode_gzip(profile),
         },
+        #[cfg(feature = "jemalloc")]
+        Format::Jemalloc => Answer::text(400, "format=jemalloc is for /profile/heap only"),
         Format::Svg => {
             let idx = ember_pprof::sample_index(profile, Some(sample_type)).unwrap_or(0);
             let folded = ember_pprof::folded_to_string(&ember_pprof::folded_stacks(profile, idx));
@@ -247,9 +262,34 @@ pub async fn respond(state: &Profiling, path: &str, query: &str) -> Answer {
                 Ok(f) => f,
                 Err(e) => return Answer::text(400, e),
             };
+            #[cfg(feature = "jemalloc")]
+            if format == Format::Jemalloc {
+                return match tokio::task::spawn_blocking(heap::jemalloc::jemalloc_dump).await {
+                    Ok(Ok(dump)) => Answer {
+                        status: 200,
+                        content_type: "text/plain; charset=utf-8",
+                        body: dump,
+                    },
+                    Ok(Err(e @ heap::jemalloc::JemallocError::Off)) => {
+                        Answer::text(404, e.to_string())
+                    }
+                    Ok(Err(e)) => Answer::text(500, e.to_string()),
+                    Err(e) => Answer::text(500, e.to_string()),
+                };
+            }
             match tokio::task::spawn_blocking(heap::heap_profile).await {
                 Ok(Some(profile)) => render(&profile, format, "inuse_space", "Heap in use"),
+                #[cfg(not(feature = "jemalloc"))]
                 Ok(None) => Answer::text(404, heap::HEAP_DISABLED),
+                #[cfg(feature = "jemalloc")]
+                Ok(None) => Answer::text(
+                    404,
+                    format!(
+                        "{}; or, with jemalloc: {}",
+                        heap::HEAP_DISABLED,
+                        heap::jemalloc::HEAP_JEMALLOC_OFF
+                    ),
+                ),
                 Err(e) => Answer::text(500, e.to_string()),
             }
         }

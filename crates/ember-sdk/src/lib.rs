@@ -31,8 +31,11 @@
 //! - Push ([`push`]): [`PushMode`].
 //!
 //! Linux only (x86-64 and aarch64); macOS is not supported yet (it has no `ucontext` layout
-//! we can test here). The `jemalloc` source of heap profiles is not provided: the wrapper
-//! works over jemalloc as over any allocator.
+//! we can test here). The wrapper works over jemalloc as over any allocator; with the
+//! `jemalloc` cargo feature (off by default), jemalloc's own sampling is an alternative heap
+//! source ([`heap::jemalloc`]: `ember_sdk::Jemalloc` as the global allocator and
+//! `prof:true,lg_prof_sample:21` in `_rjem_malloc_conf` or `_RJEM_MALLOC_CONF`), and
+//! `/profile/heap?format=jemalloc` serves jemalloc's raw dump.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
@@ -49,6 +52,8 @@ pub mod symbols;
 pub mod bench;
 
 pub use cpu::{AdHoc, AdHocError, CpuRecording, CpuStats, cpu_stats};
+#[cfg(feature = "jemalloc")]
+pub use heap::jemalloc::Jemalloc;
 pub use heap::{DEFAULT_SAMPLE_BYTES, SamplingAllocator, heap_profile, heap_profiling_enabled};
 pub use http::{Answer, MAX_FREQUENCY, MAX_SECONDS, ProfileService, Profiling, respond, router};
 pub use labels::{LabelGuard, Labels, LabelsExt, ProfilingLayer, WithLabels};

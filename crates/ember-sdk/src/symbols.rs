@@ -106,6 +106,10 @@ pub(crate) struct Resolved {
     pub(crate) location: u64,
     /// Innermost frame's name (the inlined callee when there is one), empty when unknown.
     pub(crate) leaf_name: Arc<str>,
+    /// Outermost frame's name (the real function the others are inlined into), empty when
+    /// unknown. Read to cut jemalloc's frames (feature `jemalloc`).
+    #[cfg_attr(not(feature = "jemalloc"), allow(dead_code))]
+    pub(crate) function_name: Arc<str>,
 }
 
 /// One function frame of an address, as indices into [`Cache`]'s strings.
@@ -280,12 +284,12 @@ pub(crate) fn resolve(builder: &mut ProfileBuilder, addrs: &[u64]) -> HashMap<u6
     for &a in addrs {
         let Some(mi) = mapping_of(a) else {
             let location = builder.location(0, a, &[]);
-            let leaf_name = "".into();
             out.insert(
                 a,
                 Resolved {
                     location,
-                    leaf_name,
+                    leaf_name: "".into(),
+                    function_name: "".into(),
                 },
             );
             continue;
@@ -305,12 +309,14 @@ pub(crate) fn resolve(builder: &mut ProfileBuilder, addrs: &[u64]) -> HashMap<u6
             lines.push((id, i64::from(f.line)));
         }
         let leaf_name = frames.first().map_or("", |f| cache.str(f.name)).into();
+        let function_name = frames.last().map_or("", |f| cache.str(f.name)).into();
         let location = builder.location(mapping_id, a, &lines);
         out.insert(
             a,
             Resolved {
                 location,
                 leaf_name,
+                function_name,
             },
         );
     }

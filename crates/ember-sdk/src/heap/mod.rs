@@ -13,8 +13,14 @@
 //!
 //! The bookkeeping of a sampled allocation allocates itself; a thread-local guard keeps it
 //! from being sampled or from re-entering the table's lock.
+//!
+//! With the `jemalloc` cargo feature, [`jemalloc`] is the alternative source: jemalloc's own
+//! sampling (`prof:true,lg_prof_sample:21`), read through `prof.dump` and turned into the
+//! same four sample types; it takes over whenever jemalloc's profiling is on.
 
 mod alloc;
+#[cfg(feature = "jemalloc")]
+pub mod jemalloc;
 
 pub use alloc::SamplingAllocator;
 
@@ -283,11 +289,6 @@ fn free_slow(ptr: usize) {
     });
 }
 
-/// Whether a [`SamplingAllocator`] is the global allocator and has sampled at least once.
-pub fn heap_profiling_enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
-}
-
 /// Names of the sampler's own frames and the allocator plumbing above a sampled allocation,
 /// cut from the leaf end of heap stacks.
 fn is_plumbing(name: &str) -> bool {
@@ -301,9 +302,41 @@ fn is_plumbing(name: &str) -> bool {
         || name.starts_with("std::alloc::")
 }
 
-/// The heap profile now, or `None` when heap profiling is off (no [`SamplingAllocator`]).
+/// Frames of jemalloc itself and of tikv-jemallocator's wrapper: everything leafward of the
+/// last of them in a jemalloc stack is jemalloc's own code (its C statics, such as
+/// `prof_alloc_prep` inlined into `_rjem_je_malloc_default`, have other names).
+#[cfg(feature = "jemalloc")]
+fn is_jemalloc(r: &symbols::Resolved) -> bool {
+    [&r.leaf_name, &r.function_name].into_iter().any(|name| {
+        name.starts_with("_rjem_") || name.trim_start_matches('<').starts_with("tikv_jemalloc")
+    })
+}
+
+/// Whether heap profiling is on: jemalloc's sampling (with the `jemalloc` feature) or a
+/// [`SamplingAllocator`] as the global allocator that has sampled at least once.
+pub fn heap_profiling_enabled() -> bool {
+    #[cfg(feature = "jemalloc")]
+    if jemalloc::profiling_active() {
+        return true;
+    }
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The heap profile now, or `None` when heap profiling is off. With the `jemalloc` feature
+/// and jemalloc's profiling on (`prof:true`), the profile is jemalloc's own
+/// ([`jemalloc::jemalloc_profile`]); otherwise the [`SamplingAllocator`]'s.
 pub fn heap_profile() -> Option<Profile> {
-    if !heap_profiling_enabled() {
+    #[cfg(feature = "jemalloc")]
+    if jemalloc::profiling_active() {
+        return match jemalloc::jemalloc_profile() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(error = %e, "jemalloc heap profile");
+                None
+            }
+        };
+    }
+    if !ENABLED.load(Ordering::Relaxed) {
         return None;
     }
     // Copy the table out first: symbolization allocates, and must not hold the lock the
@@ -332,7 +365,13 @@ pub fn heap_profile() -> Option<Profile> {
             copy
         })
         .unwrap_or_default();
-    let rate = RATE.load(Ordering::Relaxed);
+    Some(build_profile(&sites, RATE.load(Ordering::Relaxed)))
+}
+
+/// The pprof heap profile of `sites` (stacks of adjusted addresses, encoded labels, and
+/// estimated `[alloc_objects, alloc_space, inuse_objects, inuse_space]`), sampled every
+/// `rate` bytes on average, symbolized in-process. Shared by both heap sources.
+pub(crate) fn build_profile(sites: &[(SiteKey, [f64; 4])], rate: usize) -> Profile {
     let mut b = ProfileBuilder::new(&[
         ("alloc_objects", "count"),
         ("alloc_space", "bytes"),
@@ -352,12 +391,20 @@ pub fn heap_profile() -> Option<Profile> {
     let resolved = symbols::resolve(&mut b, &addrs);
     let mut decoded = Vec::new();
     let mut ids = Vec::new();
-    for ((frames, label_bytes), v) in &sites {
+    for ((frames, label_bytes), v) in sites {
         let locs: Vec<&symbols::Resolved> = frames.iter().filter_map(|a| resolved.get(a)).collect();
-        let skip = locs
+        #[cfg(feature = "jemalloc")]
+        let inside = locs
             .iter()
-            .take_while(|r| is_plumbing(&r.leaf_name))
-            .count();
+            .rposition(|r| is_jemalloc(r))
+            .map_or(0, |i| i + 1);
+        #[cfg(not(feature = "jemalloc"))]
+        let inside = 0;
+        let skip = inside
+            + locs[inside..]
+                .iter()
+                .take_while(|r| is_plumbing(&r.leaf_name))
+                .count();
         ids.clear();
         ids.extend(locs[skip..].iter().map(|r| r.location));
         labels::decode(label_bytes, &mut decoded);
@@ -370,7 +417,7 @@ pub fn heap_profile() -> Option<Profile> {
     }
     let mut profile = b.build();
     symbols::mark_symbolized(&mut profile);
-    Some(profile)
+    profile
 }
 
 /// The message of `/profile/heap` when heap profiling is off.
