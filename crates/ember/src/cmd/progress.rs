@@ -2,12 +2,23 @@
 //! script, pushing many files). It is drawn only when stderr is a terminal, rewritten in place
 //! at most ten times a second once the work has run for a quarter of a second (short commands
 //! never show it), and erased when the work ends; piped or redirected, nothing is written.
+//! `EMBER_PROGRESS_DELAY_MS` changes the quarter of a second (0: from the first step; the
+//! tests use it, since how long a step takes depends on the machine).
 
 use std::io::{IsTerminal, Read, Write};
 use std::time::{Duration, Instant};
 
-/// Work shorter than this shows no progress at all.
+/// Work shorter than this shows no progress at all (unless `EMBER_PROGRESS_DELAY_MS` says
+/// otherwise).
 const DELAY: Duration = Duration::from_millis(250);
+
+/// [`DELAY`], or `EMBER_PROGRESS_DELAY_MS` when it is set to a number of milliseconds.
+fn delay() -> Duration {
+    std::env::var("EMBER_PROGRESS_DELAY_MS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(DELAY, Duration::from_millis)
+}
 /// The shortest time between two redraws.
 const EVERY: Duration = Duration::from_millis(100);
 
@@ -24,6 +35,8 @@ pub enum Unit {
 #[derive(Debug)]
 pub struct Progress {
     enabled: bool,
+    /// How long the work runs before the line is first drawn.
+    delay: Duration,
     verb: &'static str,
     unit: Unit,
     total: Option<u64>,
@@ -37,6 +50,7 @@ impl Progress {
     pub fn new(verb: &'static str, unit: Unit, total: Option<u64>) -> Progress {
         Progress {
             enabled: std::io::stderr().is_terminal(),
+            delay: delay(),
             verb,
             unit,
             total,
@@ -49,7 +63,7 @@ impl Progress {
     /// Counts `n` more items done; `current` names what is being worked on.
     pub fn add(&mut self, n: u64, current: &dyn std::fmt::Display) {
         self.done += n;
-        if !self.enabled || self.started.elapsed() < DELAY {
+        if !self.enabled || self.started.elapsed() < self.delay {
             return;
         }
         if self.drawn_at.is_some_and(|t| t.elapsed() < EVERY) {
@@ -166,7 +180,7 @@ mod tests {
         );
         let long = "d/".repeat(40);
         assert_eq!(
-            p.line(&long).split(": ").nth(1).unwrap().chars().count(),
+            p.line(&long).rsplit(": ").next().unwrap().chars().count(),
             50
         );
         let mut b = Progress::new("collapsing", Unit::Bytes, None);
