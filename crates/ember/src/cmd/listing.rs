@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 /// The label that names a series' profile type in `/api/v1/series` answers.
 const TYPE_LABEL: &str = "__profile_type__";
@@ -65,28 +65,13 @@ fn get(
         server.url.trim_end_matches('/'),
         query.finish()
     );
-    let mut request = ember_http::Request::get(url);
-    if let Some(t) = server.token {
-        request = request.bearer_token(t);
-    }
-    if let Some(t) = server.tenant {
-        request = request.header("X-Scope-OrgID", t);
-    }
-    let response = client.send(request).with_context(|| {
-        format!(
-            "asking {} (is a server running there? stored profiles are served again by \
-             `ember server --data-dir DIR`, e.g. ./ember-data after `ember up`)",
-            server.url
-        )
-    })?;
-    if !response.is_success() {
-        let body = String::from_utf8_lossy(&response.body);
-        let message = serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v["message"].as_str().map(str::to_string))
-            .unwrap_or_else(|| body.trim().to_string());
-        bail!("server answered HTTP {}: {message}", response.status);
-    }
+    let response = super::query::get_from_server(
+        client,
+        url,
+        server.token,
+        server.tenant,
+        ("asking", server.url),
+    )?;
     serde_json::from_slice(&response.body).context("reading the server's answer")
 }
 

@@ -163,28 +163,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..ember_http::ClientConfig::default()
     };
     let client = ember_http::BlockingClient::new(&config).context("setting up the HTTP client")?;
-    let mut request = ember_http::Request::get(url);
-    if let Some(t) = &args.token {
-        request = request.bearer_token(t);
-    }
-    if let Some(t) = &args.tenant {
-        request = request.header("X-Scope-OrgID", t);
-    }
-    let response = client.send(request).with_context(|| {
-        format!(
-            "querying {} (is a server running there? stored profiles are served again by \
-             `ember server --data-dir DIR`, e.g. ./ember-data after `ember up`)",
-            args.server
-        )
-    })?;
-    if !response.is_success() {
-        let body = String::from_utf8_lossy(&response.body);
-        let message = serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v["message"].as_str().map(str::to_string))
-            .unwrap_or_else(|| body.trim().to_string());
-        bail!("server answered HTTP {}: {message}", response.status);
-    }
+    let response = get_from_server(
+        &client,
+        url,
+        args.token.as_deref(),
+        args.tenant.as_deref(),
+        ("querying", &args.server),
+    )?;
     match &args.output {
         Some(path) => std::fs::write(path, &response.body)
             .with_context(|| format!("writing {}", path.display()))?,
@@ -221,4 +206,39 @@ fn list(args: &Args) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("writing to standard output"),
     }
+}
+
+/// GETs `url` from an Ember server with the CLI's token and tenant. A failed connection
+/// says what was being done (`doing`: the verb and the server's URL) and how stored profiles
+/// are served again; an error answer becomes an error with the server's message.
+pub(super) fn get_from_server(
+    client: &ember_http::BlockingClient,
+    url: String,
+    token: Option<&str>,
+    tenant: Option<&str>,
+    doing: (&str, &str),
+) -> anyhow::Result<ember_http::Response> {
+    let mut request = ember_http::Request::get(url);
+    if let Some(t) = token {
+        request = request.bearer_token(t);
+    }
+    if let Some(t) = tenant {
+        request = request.header("X-Scope-OrgID", t);
+    }
+    let response = client.send(request).with_context(|| {
+        format!(
+            "{} {} (is a server running there? stored profiles are served again by \
+             `ember server --data-dir DIR`, e.g. ./ember-data after `ember up`)",
+            doing.0, doing.1
+        )
+    })?;
+    if !response.is_success() {
+        let body = String::from_utf8_lossy(&response.body);
+        let message = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| body.trim().to_string());
+        bail!("server answered HTTP {}: {message}", response.status);
+    }
+    Ok(response)
 }
