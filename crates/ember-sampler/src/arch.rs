@@ -36,6 +36,19 @@ pub struct FpStep {
     pub sp: u64,
 }
 
+impl FpStep {
+    /// The step from the two-word frame record at `fp` (the caller's frame pointer, then the
+    /// return address), with the caller's stack pointer just above the record: the layout
+    /// both x86_64 and aarch64 prologues leave.
+    fn from_record(fp: u64, mut read: impl FnMut(u64) -> Option<u64>) -> Option<FpStep> {
+        Some(FpStep {
+            ret: read(fp.checked_add(8)?)?,
+            fp: read(fp)?,
+            sp: fp.checked_add(16)?,
+        })
+    }
+}
+
 /// x86_64. Compiled on every host (framehop is portable) so that it is
 /// type-checked and unit-tested everywhere; selected by `target_arch`.
 #[allow(dead_code)]
@@ -85,13 +98,9 @@ pub mod x86_64 {
     /// past that return address.
     pub fn frame_pointer_step(
         fp: u64,
-        mut read: impl FnMut(u64) -> Option<u64>,
+        read: impl FnMut(u64) -> Option<u64>,
     ) -> Option<super::FpStep> {
-        Some(super::FpStep {
-            ret: read(fp.checked_add(8)?)?,
-            fp: read(fp)?,
-            sp: fp.checked_add(16)?,
-        })
+        super::FpStep::from_record(fp, read)
     }
 }
 
@@ -138,13 +147,9 @@ pub mod aarch64 {
     /// record (where AAPCS64 prologues put it).
     pub fn frame_pointer_step(
         fp: u64,
-        mut read: impl FnMut(u64) -> Option<u64>,
+        read: impl FnMut(u64) -> Option<u64>,
     ) -> Option<super::FpStep> {
-        Some(super::FpStep {
-            ret: read(fp.checked_add(8)?)?,
-            fp: read(fp)?,
-            sp: fp.checked_add(16)?,
-        })
+        super::FpStep::from_record(fp, read)
     }
 }
 
