@@ -294,12 +294,23 @@ impl ProfileBuilder {
     /// one function (name = system name, no file) and one location (no
     /// mapping, address 0, one line).
     pub fn add_folded_stack(&mut self, frames_root_to_leaf: &[&str], values: &[i64]) {
+        self.add_labelled_folded_stack(frames_root_to_leaf, values, &[]);
+    }
+
+    /// [`ProfileBuilder::add_folded_stack`] with sample labels: a stack added again with
+    /// other labels is another sample (pprof keeps samples apart by labels).
+    pub fn add_labelled_folded_stack(
+        &mut self,
+        frames_root_to_leaf: &[&str],
+        values: &[i64],
+        labels: &[SampleLabel<'_>],
+    ) {
         let mut ids = Vec::with_capacity(frames_root_to_leaf.len());
         for name in frames_root_to_leaf.iter().rev() {
             let f = self.function(name, name, "");
             ids.push(self.location(0, 0, &[(f, 0)]));
         }
-        self.add_sample(&ids, values, &[]);
+        self.add_sample(&ids, values, labels);
     }
 
     /// Mutable access to top-level fields (period, time, comments, ...) for

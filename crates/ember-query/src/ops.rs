@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use ember_store::{Labels, Merged, Store, TimeSeries};
+use ember_store::{Labels, MatchOp, Matcher, Merged, Store, TimeSeries};
 use serde_json::Value;
 
 use crate::QueryError;
@@ -123,6 +123,9 @@ impl<'s> Querier<'s> {
             let graph = self.call_graph(tenant, req, &Default::default())?;
             return Ok(Output::Json(graph.to_json()));
         }
+        if let Some(diff) = self.stored_diff(tenant, req)? {
+            return diff.render(format, title);
+        }
         // Top tables sum tier by tier (no merge), unless a focus or a filter needs the merged
         // tree.
         if matches!(format, Format::Top | Format::TopJson)
@@ -150,6 +153,42 @@ impl<'s> Querier<'s> {
             ));
         }
         render::merged_file(&merged, format, title)
+    }
+
+    /// A selection holding `pprof -diff_base` samples (stored as pushed: the base's samples
+    /// negated and labelled `pprof::base=true`) as the diff it is, base → the other samples,
+    /// so that every file format reports it as `go tool pprof` does the pushed file: top
+    /// tables against the base's total, pprof with the base's samples labelled again, SVG
+    /// and folded stacks differential (as `ember flamegraph` and `ember convert` draw such a
+    /// file). `None` for any other selection; deciding costs a look at the series index,
+    /// not a merge.
+    fn stored_diff(&self, tenant: &str, req: &QueryRequest) -> Result<Option<Diff>, QueryError> {
+        let side = |op: MatchOp| {
+            let mut r = req.clone();
+            r.sample_labels.push(Matcher {
+                name: ember_pprof::DIFF_BASE_LABEL.to_string(),
+                op,
+            });
+            r
+        };
+        let base_req = side(MatchOp::Eq("true".into()));
+        if self
+            .store
+            .series(tenant, Some(&base_req.store_query()?))
+            .is_empty()
+        {
+            return Ok(None);
+        }
+        let mut base = self.merge(tenant, &base_req)?;
+        if base.is_empty() {
+            return Ok(None);
+        }
+        for v in &mut base.self_values {
+            *v = v.saturating_neg();
+        }
+        base.total = base.total.saturating_neg();
+        let right = self.merge(tenant, &side(MatchOp::NotEq("true".into())))?;
+        Ok(Some(Diff { left: base, right }))
     }
 
     /// The pprof-style call graph of the selection (only the stacks through `req.focus` when

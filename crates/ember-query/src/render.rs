@@ -160,19 +160,6 @@ fn typed_builder(typed: &Merged) -> ember_pprof::ProfileBuilder {
     b
 }
 
-/// A one-sample-type pprof profile of `stacks`, typed like `typed`.
-fn build_profile<'a>(
-    typed: &Merged,
-    stacks: impl Iterator<Item = (&'a [String], i64)>,
-) -> ember_pprof::Profile {
-    let mut b = typed_builder(typed);
-    for (frames, v) in stacks {
-        let f: Vec<&str> = frames.iter().map(String::as_str).collect();
-        b.add_folded_stack(&f, &[v]);
-    }
-    b.build()
-}
-
 /// Folded text of the merged stacks: one `frame;frame value` line per stack.
 pub fn folded_text(merged: &Merged) -> String {
     let mut out = String::new();
@@ -203,8 +190,10 @@ pub fn diff_stacks<'a>(left: &'a Stacks, right: &'a Stacks) -> Vec<(&'a [String]
     map.into_iter().map(|(k, (a, b))| (k, a, b)).collect()
 }
 
-/// The pprof form of a diff: right minus left per stack (negative where the right side
-/// spends less; equal stacks dropped), like `pprof -diff_base=left right`.
+/// The pprof form of a diff as `pprof -diff_base=left right` writes it: the right side's
+/// stacks as they are, the left side's negated and labelled `pprof::base=true`
+/// ([`ember_pprof::DIFF_BASE_LABEL`]). A stack's values add up to right minus left, and
+/// `go tool pprof` (like every Ember report) reads percentages against the base's total.
 /// `l` and `r` are the sides' [`Merged::stacks`].
 pub(crate) fn diff_profile(
     left: &Merged,
@@ -213,11 +202,21 @@ pub(crate) fn diff_profile(
     r: &Stacks,
 ) -> ember_pprof::Profile {
     let typed = if right.profiles > 0 { right } else { left };
-    let deltas = diff_stacks(l, r)
-        .into_iter()
-        .map(|(frames, l, r)| (frames, r.saturating_sub(l)))
-        .filter(|(_, delta)| *delta != 0);
-    build_profile(typed, deltas)
+    let mut b = typed_builder(typed);
+    let base = [ember_pprof::SampleLabel::Str(
+        ember_pprof::DIFF_BASE_LABEL,
+        "true",
+    )];
+    for (frames, l, r) in diff_stacks(l, r) {
+        let f: Vec<&str> = frames.iter().map(String::as_str).collect();
+        if l != 0 {
+            b.add_labelled_folded_stack(&f, &[l.saturating_neg()], &base);
+        }
+        if r != 0 {
+            b.add_folded_stack(&f, &[r]);
+        }
+    }
+    b.build()
 }
 
 /// An SVG flame graph of `lines` (differential when they carry a second count), titled

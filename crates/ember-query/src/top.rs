@@ -171,7 +171,17 @@ pub(crate) fn diff_top_with(left: &Merged, right: &Merged, options: &TopOptions)
         sample_type: &sample_type,
         sample_unit: &sample_unit,
     };
-    top_of_tree(&tree, options)
+    let mut sums = FunctionTotals::of_tree(&tree);
+    // `go tool pprof -top -diff_base=left right` reads percentages against the base's total
+    // (its `pprof::base` samples), the sum of every |change| only when the base is empty.
+    let base: i64 = left
+        .self_values
+        .iter()
+        .fold(0i64, |acc, v| acc.saturating_add(v.saturating_abs()));
+    if base > 0 {
+        sums.total = base;
+    }
+    top_of_functions(&sums, &sample_type, &sample_unit, options)
 }
 
 /// Both sides' call trees as one: a frame per distinct path of names, parents first, with
