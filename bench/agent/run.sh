@@ -86,8 +86,8 @@ YAML
 fi
 "$EMBER" agent --config "$work/agent.yaml" 2> "$work/agent.log" &
 agent_pid=$!; pids+=("$agent_pid")
-for _ in $(seq 100); do grep -q 'msg="admin listening"' "$work/agent.log" 2>/dev/null && break; sleep 0.1; done
-admin="$(sed -n 's/.*msg="admin listening" url=\(http:\/\/[^ ]*\).*/\1/p' "$work/agent.log" | head -1)"
+for _ in $(seq 100); do grep -qE 'admin listening"? url=' "$work/agent.log" 2>/dev/null && break; sleep 0.1; done
+admin="$(sed -n 's/.*admin listening"\{0,1\} url=\(http:\/\/[^ ]*\).*/\1/p' "$work/agent.log" | head -1)"
 [[ -n "$admin" ]] || { cat "$work/agent.log" >&2; echo "agent did not start" >&2; exit 1; }
 echo "server http://$addr, agent admin $admin; warm-up ${warmup}s, window ${window}s" >&2
 sleep "$warmup"

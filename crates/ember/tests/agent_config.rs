@@ -352,14 +352,14 @@ fn describe_apply_and_sighup() {
     }
     assert!(metric(&metrics, "ember_agent_resident_memory_bytes").unwrap() > 1e6);
     // The log check run by terminate() can fail: free text is refused.
-    assert!(agent_util::parse_log_line("ember agent: admin on http://x (/metrics)").is_err());
-    let (_, fields) = agent_util::parse_log_line(
-        "ember-push: level=warn msg=\"push failed\" error=\"a \\\"b\\\"\"",
-    )
-    .unwrap();
-    assert_eq!(fields[2], ("error".into(), "a \"b\"".into()));
+    assert!(!agent_util::is_tracing_line(
+        "ember agent: admin on http://x (/metrics)"
+    ));
+    assert!(agent_util::is_tracing_line(
+        "2026-11-27T12:01:11.705559Z  INFO ember::cmd::agent: stopped flushed=true"
+    ));
     // The failure is counted before the caller logs it: wait for the line.
-    let rejected = "msg=\"reload rejected, running configuration kept\"";
+    let rejected = "reload rejected, running configuration kept";
     assert!(
         wait_for(Duration::from_secs(5), || agent.log().contains(rejected)),
         "{}",
@@ -444,7 +444,7 @@ fn a_setting_whose_switch_is_off_is_refused_at_start_apply_and_reload() {
     let before = failures().unwrap_or(0.0);
     std::fs::copy(&inert, &file).unwrap();
     agent.signal("-HUP");
-    let rejected = "msg=\"reload rejected, running configuration kept\"";
+    let rejected = "reload rejected, running configuration kept";
     assert!(
         wait_for(Duration::from_secs(10), || {
             let log = agent.log();

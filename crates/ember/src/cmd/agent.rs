@@ -147,14 +147,23 @@ fn daemon(path: Option<PathBuf>, admin_token_file: Option<PathBuf>) -> anyhow::R
             .with_context(|| format!("admin.listen {listen}"))?;
         let admin_addr = listener.local_addr()?;
         let agent = Agent::start(config).map_err(|e| anyhow::anyhow!("{e}"))?;
-        eprintln!(
-            "ember agent: level=info msg=\"admin listening\" url=http://{admin_addr} paths=/metrics,/api/v1/config"
+        tracing::info!(
+            url = %format!("http://{admin_addr}"),
+            paths = "/metrics,/api/v1/config",
+            "admin listening"
         );
         let reload = Reload {
             path,
             adjust: Box::new(|_| {}),
         };
-        run_until_signal(agent, listener, options, reload, Duration::from_millis(4500)).await
+        run_until_signal(
+            agent,
+            listener,
+            options,
+            reload,
+            Duration::from_millis(4500),
+        )
+        .await
     })
 }
 
@@ -201,7 +210,7 @@ pub async fn run_until_signal(
         tokio::select! {
             _ = hup.recv() => {
                 let Some(p) = &reload.path else {
-                    eprintln!("ember agent: level=warn msg=\"SIGHUP ignored: started without --config\"");
+                    tracing::warn!("SIGHUP ignored: started without --config");
                     continue;
                 };
                 // `Agent::apply` counts the configurations it finds invalid; the rest (a file
@@ -224,15 +233,16 @@ pub async fn run_until_signal(
                     }
                 };
                 match result {
-                    Ok(()) => eprintln!("ember agent: level=info msg=\"configuration reloaded\" file={}", p.display()),
+                    Ok(()) => tracing::info!(file = %p.display(), "configuration reloaded"),
                     Err(e) => {
                         // One logfmt line (log collectors split on lines): the problems, each
                         // naming its fields, joined by "; ".
                         let errors = e.replace(":\n", ": ");
                         let errors = errors.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
-                        eprintln!(
-                            "ember agent: level=error msg=\"reload rejected, running configuration kept\" file={} errors={errors:?}",
-                            p.display()
+                        tracing::error!(
+                            file = %p.display(),
+                            errors,
+                            "reload rejected, running configuration kept"
                         );
                     }
                 }
@@ -241,12 +251,15 @@ pub async fn run_until_signal(
             _ = tokio::signal::ctrl_c() => break,
         }
     }
-    eprintln!("ember agent: level=info msg=\"shutting down\"");
+    tracing::info!("shutting down");
     let drained = agent.shutdown(budget).await;
     let stats = agent.outbox().push_stats().unwrap_or_default();
-    eprintln!(
-        "ember agent: level=info msg=\"stopped\" flushed={drained} sent_profiles={} dropped_profiles={} queue_profiles={}",
-        stats.sent_profiles, stats.dropped_profiles, stats.queue_profiles
+    tracing::info!(
+        flushed = drained,
+        sent_profiles = stats.sent_profiles,
+        dropped_profiles = stats.dropped_profiles,
+        queue_profiles = stats.queue_profiles,
+        "stopped"
     );
     let _ = stop_tx.send(());
     let _ = tokio::time::timeout(Duration::from_millis(300), admin).await;
