@@ -102,8 +102,8 @@ impl Palette {
         match self {
             Palette::Java => java_hue(name),
             Palette::Js => js_hue(name),
-            Palette::Perl => perl_hue(name),
-            Palette::Python => python_hue(name),
+            Palette::Perl => kernel_or_substring_rule(name, PERL_RULES),
+            Palette::Python => kernel_or_substring_rule(name, PYTHON_RULES),
             Palette::Rust => rust_hue(name),
             Palette::Wakeup => Palette::Aqua,
             other => other,
@@ -250,31 +250,29 @@ fn js_hue(name: &str) -> Palette {
     }
 }
 
-fn perl_hue(name: &str) -> Palette {
-    if name.ends_with("_[k]") {
-        Palette::Orange
-    } else if name.contains("Perl") || name.contains(".pl") {
-        Palette::Green
-    } else if name.contains("::") {
-        Palette::Yellow
-    } else {
-        Palette::Red
-    }
-}
+/// Perl palette rules for [`kernel_or_substring_rule`].
+const PERL_RULES: &[(&[&str], Palette)] = &[
+    (&["Perl", ".pl"], Palette::Green),
+    (&["::"], Palette::Yellow),
+];
 
-fn python_hue(name: &str) -> Palette {
+/// Python palette rules for [`kernel_or_substring_rule`].
+const PYTHON_RULES: &[(&[&str], Palette)] = &[
+    (&["site-packages", "dist-packages"], Palette::Aqua),
+    (&["<frozen", "<built-in", "/lib/python"], Palette::Yellow),
+    (&[".py"], Palette::Green),
+];
+
+/// The Perl and Python palettes: orange for kernel frames (`_[k]`), else the palette of the
+/// first rule with a substring in `name` (rules are tried in order), else red.
+fn kernel_or_substring_rule(name: &str, rules: &[(&[&str], Palette)]) -> Palette {
     if name.ends_with("_[k]") {
-        Palette::Orange
-    } else if name.contains("site-packages") || name.contains("dist-packages") {
-        Palette::Aqua
-    } else if name.contains("<frozen") || name.contains("<built-in") || name.contains("/lib/python")
-    {
-        Palette::Yellow
-    } else if name.contains(".py") {
-        Palette::Green
-    } else {
-        Palette::Red
+        return Palette::Orange;
     }
+    rules
+        .iter()
+        .find(|(needles, _)| needles.iter().any(|n| name.contains(n)))
+        .map_or(Palette::Red, |&(_, palette)| palette)
 }
 
 fn rust_hue(name: &str) -> Palette {
