@@ -543,6 +543,31 @@ mod tests {
     }
 
     #[test]
+    fn perl_and_python_hues_follow_their_rules_in_order() {
+        use Palette::{Aqua, Green, Orange, Perl, Python, Red, Yellow};
+        let cases: [(Palette, &str, Palette); 11] = [
+            (Perl, "Perl_pp_entersub_[k]", Orange),
+            (Perl, "Perl_pp_entersub", Green),
+            (Perl, "main::run /srv/app.pl", Green),
+            (Perl, "Foo::bar", Yellow),
+            (Perl, "main", Red),
+            (Python, "do_syscall_64_[k]", Orange),
+            (
+                Python,
+                "get (/usr/lib/python3/site-packages/req/api.py:7)",
+                Aqua,
+            ),
+            (Python, "<frozen importlib._bootstrap>", Yellow),
+            (Python, "join (/usr/lib/python3.11/posixpath.py:71)", Yellow),
+            (Python, "main (app.py:3)", Green),
+            (Python, "main", Red),
+        ];
+        for (palette, name, hue) in cases {
+            assert_eq!(palette.resolve(name), hue, "{palette:?} {name:?}");
+        }
+    }
+
+    #[test]
     fn scale_extremes() {
         assert_eq!(color_scale(10, 10), Color::rgb(255, 100, 100));
         assert_eq!(color_scale(-10, 10), Color::rgb(100, 100, 255));
