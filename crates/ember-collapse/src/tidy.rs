@@ -43,15 +43,30 @@ const F_QUOTE: u8 = 2;
 const F_DASH: u8 = 4;
 const F_PAREN: u8 = 8;
 const F_SEMI: u8 = 16;
-static SCAN_FLAGS: [u8; 256] = {
+static SCAN_FLAGS: [u8; 256] = byte_table(&[
+    (b"'\"", F_QUOTE),
+    (b"-", F_DASH),
+    (b"(", F_PAREN),
+    (b";", F_SEMI),
+]);
+
+/// A 256-entry lookup table built at compile time: each `(bytes, value)` gives `value` to
+/// every byte of `bytes`; every other byte maps to 0. Both tables of this module
+/// ([`SCAN_FLAGS`], [`CLASS`]) are written with it.
+const fn byte_table(classes: &[(&[u8], u8)]) -> [u8; 256] {
     let mut t = [0u8; 256];
-    t[b'\'' as usize] = F_QUOTE;
-    t[b'"' as usize] = F_QUOTE;
-    t[b'-' as usize] = F_DASH;
-    t[b'(' as usize] = F_PAREN;
-    t[b';' as usize] = F_SEMI;
+    let mut i = 0;
+    while i < classes.len() {
+        let (bytes, value) = classes[i];
+        let mut j = 0;
+        while j < bytes.len() {
+            t[bytes[j] as usize] = value;
+            j += 1;
+        }
+        i += 1;
+    }
     t
-};
+}
 
 /// Scans a symbol once for every character a later tidy step cares about.
 pub(crate) fn scan_symbol(symbol: &str) -> SymbolScan {
@@ -232,19 +247,8 @@ const OPEN: u8 = 1;
 const CLOSE: u8 = 2;
 const PAREN: u8 = 3;
 const DOT: u8 = 4;
-static CLASS: [u8; 256] = {
-    let mut t = [0u8; 256];
-    t[b'<' as usize] = OPEN;
-    t[b'{' as usize] = OPEN;
-    t[b'[' as usize] = OPEN;
-    t[b'>' as usize] = CLOSE;
-    t[b'}' as usize] = CLOSE;
-    t[b']' as usize] = CLOSE;
-    t[b')' as usize] = CLOSE;
-    t[b'(' as usize] = PAREN;
-    t[b'.' as usize] = DOT;
-    t
-};
+static CLASS: [u8; 256] =
+    byte_table(&[(b"<{[", OPEN), (b">}])", CLOSE), (b"(", PAREN), (b".", DOT)]);
 
 /// Index of the `(` that starts a top-level argument list, or `bytes.len()` if there is none.
 fn argument_list_start(bytes: &[u8]) -> usize {

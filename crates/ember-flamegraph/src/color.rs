@@ -102,8 +102,8 @@ impl Palette {
         match self {
             Palette::Java => java_hue(name),
             Palette::Js => js_hue(name),
-            Palette::Perl => perl_hue(name),
-            Palette::Python => python_hue(name),
+            Palette::Perl => kernel_or_substring_rule(name, PERL_RULES),
+            Palette::Python => kernel_or_substring_rule(name, PYTHON_RULES),
             Palette::Rust => rust_hue(name),
             Palette::Wakeup => Palette::Aqua,
             other => other,
@@ -250,31 +250,29 @@ fn js_hue(name: &str) -> Palette {
     }
 }
 
-fn perl_hue(name: &str) -> Palette {
-    if name.ends_with("_[k]") {
-        Palette::Orange
-    } else if name.contains("Perl") || name.contains(".pl") {
-        Palette::Green
-    } else if name.contains("::") {
-        Palette::Yellow
-    } else {
-        Palette::Red
-    }
-}
+/// Perl palette rules for [`kernel_or_substring_rule`].
+const PERL_RULES: &[(&[&str], Palette)] = &[
+    (&["Perl", ".pl"], Palette::Green),
+    (&["::"], Palette::Yellow),
+];
 
-fn python_hue(name: &str) -> Palette {
+/// Python palette rules for [`kernel_or_substring_rule`].
+const PYTHON_RULES: &[(&[&str], Palette)] = &[
+    (&["site-packages", "dist-packages"], Palette::Aqua),
+    (&["<frozen", "<built-in", "/lib/python"], Palette::Yellow),
+    (&[".py"], Palette::Green),
+];
+
+/// The Perl and Python palettes: orange for kernel frames (`_[k]`), else the palette of the
+/// first rule with a substring in `name` (rules are tried in order), else red.
+fn kernel_or_substring_rule(name: &str, rules: &[(&[&str], Palette)]) -> Palette {
     if name.ends_with("_[k]") {
-        Palette::Orange
-    } else if name.contains("site-packages") || name.contains("dist-packages") {
-        Palette::Aqua
-    } else if name.contains("<frozen") || name.contains("<built-in") || name.contains("/lib/python")
-    {
-        Palette::Yellow
-    } else if name.contains(".py") {
-        Palette::Green
-    } else {
-        Palette::Red
+        return Palette::Orange;
     }
+    rules
+        .iter()
+        .find(|(needles, _)| needles.iter().any(|n| name.contains(n)))
+        .map_or(Palette::Red, |&(_, palette)| palette)
 }
 
 fn rust_hue(name: &str) -> Palette {
@@ -542,6 +540,31 @@ mod tests {
         assert_eq!(Color::parse("rgb(1, 2,3)"), Some(Color::rgb(1, 2, 3)));
         assert_eq!(Color::parse("rgb(1,2)"), None);
         assert_eq!(Color::parse("#7d7d7"), None);
+    }
+
+    #[test]
+    fn perl_and_python_hues_follow_their_rules_in_order() {
+        use Palette::{Aqua, Green, Orange, Perl, Python, Red, Yellow};
+        let cases: [(Palette, &str, Palette); 11] = [
+            (Perl, "Perl_pp_entersub_[k]", Orange),
+            (Perl, "Perl_pp_entersub", Green),
+            (Perl, "main::run /srv/app.pl", Green),
+            (Perl, "Foo::bar", Yellow),
+            (Perl, "main", Red),
+            (Python, "do_syscall_64_[k]", Orange),
+            (
+                Python,
+                "get (/usr/lib/python3/site-packages/req/api.py:7)",
+                Aqua,
+            ),
+            (Python, "<frozen importlib._bootstrap>", Yellow),
+            (Python, "join (/usr/lib/python3.11/posixpath.py:71)", Yellow),
+            (Python, "main (app.py:3)", Green),
+            (Python, "main", Red),
+        ];
+        for (palette, name, hue) in cases {
+            assert_eq!(palette.resolve(name), hue, "{palette:?} {name:?}");
+        }
     }
 
     #[test]

@@ -311,23 +311,14 @@ pub(crate) fn diff_output(
         Format::CallGraph => Err(QueryError::Unsupported(
             "a diff has no call graph: ask for each side's".into(),
         )),
-        Format::Flamebearer => {
+        Format::Flamebearer | Format::FlamebearerBin => {
             let (l, r) = stacks();
-            Ok(Output::Json(crate::flamebearer::double(
-                &crate::tree::DiffTree::new(&l, &r).truncate(max_nodes),
-                left,
-                right,
-                title,
-            )))
-        }
-        Format::FlamebearerBin => {
-            let (l, r) = stacks();
-            Ok(Output::flame_binary(crate::flamebin::double(
-                &crate::tree::DiffTree::new(&l, &r).truncate(max_nodes),
-                left,
-                right,
-                title,
-            )))
+            let tree = crate::tree::DiffTree::new(&l, &r).truncate(max_nodes);
+            Ok(if format == Format::Flamebearer {
+                Output::Json(crate::flamebearer::double(&tree, left, right, title))
+            } else {
+                Output::flame_binary(crate::flamebin::double(&tree, left, right, title))
+            })
         }
         Format::Folded => {
             let (l, r) = stacks();

@@ -145,13 +145,12 @@ impl Tree {
     }
 
     pub(crate) fn sort_children(&mut self) {
-        let names = &self.names;
         let keys: Vec<u32> = self.nodes.iter().map(|n| n.name).collect();
-        for n in &mut self.nodes {
-            n.children.sort_by(|a, b| {
-                names[keys[*a as usize] as usize].cmp(&names[keys[*b as usize] as usize])
-            });
-        }
+        sort_children_by_name(
+            &self.names,
+            &keys,
+            self.nodes.iter_mut().map(|n| &mut n.children),
+        );
     }
 
     /// A copy keeping at most about `max_nodes` nodes (0 = no limit): the heaviest by total
@@ -303,6 +302,19 @@ impl Tree {
     }
 }
 
+/// Sorts each child list by the children's names (the order flame graphs lay them out in),
+/// for [`Tree`] and [`DiffTree`] alike: `name_of[node]` is a node's index into `names`.
+fn sort_children_by_name<'a>(
+    names: &[String],
+    name_of: &[u32],
+    child_lists: impl Iterator<Item = &'a mut Vec<u32>>,
+) {
+    let name = |node: u32| &names[name_of[node as usize] as usize];
+    for children in child_lists {
+        children.sort_by(|a, b| name(*a).cmp(name(*b)));
+    }
+}
+
 /// One node of a [`DiffTree`]: totals and self values of both sides.
 #[derive(Debug, Clone, Default)]
 pub struct DiffNode {
@@ -369,13 +381,12 @@ impl DiffTree {
 
     /// Sorts every node's children by name (the order flame graphs lay them out in).
     fn sort_children(&mut self) {
-        let names = &self.names;
         let keys: Vec<u32> = self.nodes.iter().map(|n| n.name).collect();
-        for n in &mut self.nodes {
-            n.children.sort_by(|a, b| {
-                names[keys[*a as usize] as usize].cmp(&names[keys[*b as usize] as usize])
-            });
-        }
+        sort_children_by_name(
+            &self.names,
+            &keys,
+            self.nodes.iter_mut().map(|n| &mut n.children),
+        );
     }
 
     /// A copy keeping at most `max_nodes` nodes besides the root (0 = no limit): heaviest

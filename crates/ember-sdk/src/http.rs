@@ -126,6 +126,17 @@ fn parse_format(v: &str) -> Result<Format, String> {
     }
 }
 
+/// `v` as a whole number from 1 to `max`; otherwise the error `"{what} from 1 to {max}, got {v:?}"`.
+fn whole_number<T>(v: &str, max: T, what: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8> + std::fmt::Display + Copy,
+{
+    v.parse()
+        .ok()
+        .filter(|n| (T::from(1)..=max).contains(n))
+        .ok_or_else(|| format!("{what} from 1 to {max}, got {v:?}"))
+}
+
 fn parse_cpu(pairs: &[(String, String)]) -> Result<CpuParams, String> {
     let mut p = CpuParams {
         seconds: 5,
@@ -136,22 +147,11 @@ fn parse_cpu(pairs: &[(String, String)]) -> Result<CpuParams, String> {
     for (k, v) in pairs {
         match k.as_str() {
             "seconds" => {
-                p.seconds = v
-                    .parse()
-                    .ok()
-                    .filter(|s| (1..=MAX_SECONDS).contains(s))
-                    .ok_or_else(|| {
-                        format!("seconds must be a whole number from 1 to {MAX_SECONDS}, got {v:?}")
-                    })?
+                p.seconds = whole_number(v, MAX_SECONDS, "seconds must be a whole number")?
             }
             "frequency" => {
-                p.frequency = v
-                    .parse()
-                    .ok()
-                    .filter(|f| (1..=MAX_FREQUENCY).contains(f))
-                    .ok_or_else(|| {
-                        format!("frequency must be a whole number of Hz from 1 to {MAX_FREQUENCY}, got {v:?}")
-                    })?
+                p.frequency =
+                    whole_number(v, MAX_FREQUENCY, "frequency must be a whole number of Hz")?
             }
             "format" => p.format = parse_format(v)?,
             "force" => {

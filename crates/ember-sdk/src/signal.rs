@@ -61,6 +61,20 @@ pub(crate) struct RawSample {
     pub(crate) frames: [u64; MAX_FRAMES],
 }
 
+impl RawSample {
+    /// A sample with every field zero: what the ring's slots and the collector's buffer
+    /// start as.
+    pub(crate) const EMPTY: RawSample = RawSample {
+        tid: 0,
+        depth: 0,
+        label_len: 0,
+        period_ns: 0,
+        name: [0; 16],
+        labels: [0; LABEL_BYTES],
+        frames: [0; MAX_FRAMES],
+    };
+}
+
 struct Slot {
     state: AtomicU32,
     sample: UnsafeCell<RawSample>,
@@ -275,15 +289,7 @@ pub(crate) fn install() -> std::io::Result<()> {
     let slots: Box<[Slot]> = (0..SLOTS)
         .map(|_| Slot {
             state: AtomicU32::new(EMPTY),
-            sample: UnsafeCell::new(RawSample {
-                tid: 0,
-                depth: 0,
-                label_len: 0,
-                period_ns: 0,
-                name: [0; 16],
-                labels: [0; LABEL_BYTES],
-                frames: [0; MAX_FRAMES],
-            }),
+            sample: UnsafeCell::new(RawSample::EMPTY),
         })
         .collect();
     let ring = Box::into_raw(Box::new(Ring {
@@ -544,13 +550,5 @@ pub(crate) fn capture_here(bounds: (usize, usize), out: &mut RawSample) -> usize
 
 /// An empty sample buffer (boxed: it is 1.3 KiB).
 pub(crate) fn empty_sample() -> Box<RawSample> {
-    Box::new(RawSample {
-        tid: 0,
-        depth: 0,
-        label_len: 0,
-        period_ns: 0,
-        name: [0; 16],
-        labels: [0; LABEL_BYTES],
-        frames: [0; MAX_FRAMES],
-    })
+    Box::new(RawSample::EMPTY)
 }

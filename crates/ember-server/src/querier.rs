@@ -281,13 +281,19 @@ fn select_merge_stacktraces(
 ) -> Result<Reply, ApiError> {
     let r = input.decode(select_from_json)?;
     let fg = flamegraph(&q.call_tree(tenant, &select_query(&r)?)?);
-    let j = json!({"flamegraph": flamegraph_json(&fg, false)});
-    Ok(Reply::both(
+    Ok(flamegraph_reply(fg, false))
+}
+
+/// The answer of the flame graph methods (merge, span merge, diff): the protobuf
+/// `FlameGraphResponse` and its JSON form; `diff` adds the two tick totals to the JSON.
+fn flamegraph_reply(fg: FlameGraph, diff: bool) -> Reply {
+    let j = json!({"flamegraph": flamegraph_json(&fg, diff)});
+    Reply::both(
         &FlameGraphResponse {
             flamegraph: Some(fg),
         },
         j,
-    ))
+    )
 }
 
 fn select_merge_span_profile(
@@ -312,13 +318,7 @@ fn select_merge_span_profile(
     })?;
     req.span_ids = r.span_selector;
     let fg = flamegraph(&q.call_tree(tenant, &req)?);
-    let j = json!({"flamegraph": flamegraph_json(&fg, false)});
-    Ok(Reply::both(
-        &FlameGraphResponse {
-            flamegraph: Some(fg),
-        },
-        j,
-    ))
+    Ok(flamegraph_reply(fg, false))
 }
 
 fn select_merge_profile(
@@ -382,13 +382,7 @@ fn diff(q: &Querier<'_>, tenant: &str, input: &Input<'_>) -> Result<Reply, ApiEr
     };
     let diff = q.diff(tenant, &select_query(&left)?, &select_query(&right)?)?;
     let fg = diff_flamegraph(&diff.tree());
-    let j = json!({"flamegraph": flamegraph_json(&fg, true)});
-    Ok(Reply::both(
-        &FlameGraphResponse {
-            flamegraph: Some(fg),
-        },
-        j,
-    ))
+    Ok(flamegraph_reply(fg, true))
 }
 
 fn call(

@@ -118,9 +118,7 @@ pub struct Family {
 impl Family {
     /// Adds a sample with these labels (none for `&[]`) to the family.
     pub fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) -> &mut Family {
-        let line = sample_line(&self.name, "", labels, None, value.into());
-        self.lines.push(line);
-        self
+        self.push_line("", labels, None, value.into())
     }
 
     /// Adds one histogram (a family of [`MetricType::Histogram`]): `buckets` are
@@ -143,25 +141,31 @@ impl Family {
         );
         for &(bound, cumulative) in buckets {
             let le = Value::Float(bound).to_string();
-            let line = sample_line(
-                &self.name,
-                "_bucket",
-                labels,
-                Some(&le),
-                Value::Int(cumulative),
-            );
-            self.lines.push(line);
+            self.push_line("_bucket", labels, Some(&le), Value::Int(cumulative));
         }
-        let all = sample_line(&self.name, "_bucket", labels, Some("+Inf"), count.into());
-        self.lines.push(all);
+        self.push_line("_bucket", labels, Some("+Inf"), count.into());
         self.sum_and_count(labels, sum, count)
+    }
+
+    /// Adds one line of this family: its name plus `suffix` (`_bucket`, `_sum`, ...), the
+    /// labels, the histogram bound `le` when there is one, and the value. Every kind of
+    /// sample goes through here so that lines are written one way.
+    fn push_line(
+        &mut self,
+        suffix: &str,
+        labels: &[(&str, &str)],
+        le: Option<&str>,
+        value: Value,
+    ) -> &mut Family {
+        let line = sample_line(&self.name, suffix, labels, le, value);
+        self.lines.push(line);
+        self
     }
 
     /// The `_sum` and `_count` lines that close a histogram and a summary alike.
     fn sum_and_count(&mut self, labels: &[(&str, &str)], sum: f64, count: u64) -> &mut Family {
         for (suffix, value) in [("_sum", Value::from(sum)), ("_count", Value::from(count))] {
-            let line = sample_line(&self.name, suffix, labels, None, value);
-            self.lines.push(line);
+            self.push_line(suffix, labels, None, value);
         }
         self
     }
@@ -180,8 +184,7 @@ impl Family {
             let mut with_q: Vec<(&str, &str)> = labels.to_vec();
             let q = Value::Float(q).to_string();
             with_q.push(("quantile", &q));
-            let line = sample_line(&self.name, "", &with_q, None, v.into());
-            self.lines.push(line);
+            self.push_line("", &with_q, None, v.into());
         }
         self.sum_and_count(labels, sum, count)
     }

@@ -195,6 +195,19 @@ async fn file(Path(name): Path<String>, headers: HeaderMap) -> Response {
     serve(&name, &headers)
 }
 
+/// The comma-separated items of every `name` header (`Accept-Encoding: gzip, br` and a second
+/// `Accept-Encoding` line are one list), untrimmed; values that are not text are skipped.
+fn list_items<'a>(
+    headers: &'a HeaderMap,
+    name: header::HeaderName,
+) -> impl Iterator<Item = &'a str> + 'a {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+}
+
 /// The answer for asset `name` to a request with `headers`: the file (gzip'd when accepted),
 /// a 304 when the client's `If-None-Match` holds its `ETag`, or a plain-text 404.
 fn serve(name: &str, headers: &HeaderMap) -> Response {
@@ -207,17 +220,12 @@ fn serve(name: &str, headers: &HeaderMap) -> Response {
             .into_response();
     };
     let (asset, prep) = (&ASSETS[i], &prepared()[i]);
-    let accepts_gzip = headers
-        .get_all(header::ACCEPT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|coding| {
-            let mut parts = coding.split(';');
-            let name = parts.next().unwrap_or_default().trim();
-            let refused = parts.any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00"));
-            name.eq_ignore_ascii_case("gzip") && !refused
-        });
+    let accepts_gzip = list_items(headers, header::ACCEPT_ENCODING).any(|coding| {
+        let mut parts = coding.split(';');
+        let name = parts.next().unwrap_or_default().trim();
+        let refused = parts.any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00"));
+        name.eq_ignore_ascii_case("gzip") && !refused
+    });
     let gz = prep.gzip.as_deref().filter(|_| accepts_gzip);
     // The two encodings are two representations: each gets its own validator.
     let etag = match gz {
@@ -234,15 +242,10 @@ fn serve(name: &str, headers: &HeaderMap) -> Response {
     if let Ok(v) = HeaderValue::from_str(&etag) {
         out.insert(header::ETAG, v);
     }
-    let fresh = headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            let t = t.trim();
-            t == "*" || t.trim_start_matches("W/") == etag
-        });
+    let fresh = list_items(headers, header::IF_NONE_MATCH).any(|t| {
+        let t = t.trim();
+        t == "*" || t.trim_start_matches("W/") == etag
+    });
     if fresh {
         return (StatusCode::NOT_MODIFIED, out).into_response();
     }

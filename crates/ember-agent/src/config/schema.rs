@@ -434,15 +434,18 @@ pub struct TlsClientConfig {
 
 impl Default for ServerExporterConfig {
     fn default() -> Self {
+        // The push client's defaults, written once there: the agent and `ember push` cannot
+        // drift apart.
+        let push = ember_push::PushConfig::default();
         ServerExporterConfig {
-            url: "http://127.0.0.1:4040".into(),
-            tenant_id: None,
-            bearer_token: None,
+            url: push.url,
+            tenant_id: push.tenant_id,
+            bearer_token: push.bearer_token,
             bearer_token_file: None,
-            queue_bytes: 64 << 20,
-            timeout: Dur::secs(10),
-            min_backoff: Dur::millis(500),
-            max_backoff: Dur::secs(30),
+            queue_bytes: push.queue_bytes as u64,
+            timeout: Dur(push.timeout),
+            min_backoff: Dur(push.min_backoff),
+            max_backoff: Dur(push.max_backoff),
             tls: TlsClientConfig::default(),
         }
     }
