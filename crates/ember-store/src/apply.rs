@@ -212,6 +212,88 @@ mod tests {
         ember_pprof::encode(&b.build())
     }
 
+    /// `leaf <- main` where `leaf` is named `name` at address 0x1200, `main` at 0x1100,
+    /// plus, with `deeper`, a third frame `inner` at 0x1300 under `leaf` (a new stack of
+    /// known locations).
+    fn named(name: &str, deeper: bool) -> Vec<u8> {
+        let mut b = ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+        let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+        let main = b.function("main", "main", "main.go");
+        let leaf = b.function(name, name, "serve.go");
+        let l_main = b.location(m, 0x1100, &[(main, 3)]);
+        let l_leaf = b.location(m, 0x1200, &[(leaf, 10)]);
+        if deeper {
+            let inner = b.function("inner", "inner", "serve.go");
+            let l_inner = b.location(m, 0x1300, &[(inner, 20)]);
+            b.add_sample(&[l_inner, l_leaf, l_main], &[5], &[]);
+        }
+        b.add_sample(&[l_leaf, l_main], &[5], &[]);
+        ember_pprof::encode(&b.build())
+    }
+
+    #[test]
+    fn a_function_renamed_at_the_same_address_is_a_new_location_not_a_stale_one() {
+        let mut head = TenantHead::new();
+        let before = apply(&mut head, &named("serve", true), 1);
+        let locations = head.symbol_table_sizes().3;
+        // A deploy renames the function; addresses, lines and pprof ids stay the same.
+        let after = apply(&mut head, &named("serve_v2", true), 2);
+        assert_eq!(
+            head.symbol_table_sizes().3,
+            locations + 1,
+            "the renamed leaf only"
+        );
+        let paths: Vec<Vec<&str>> = after.iter().map(|n| head.path(*n)).collect();
+        assert!(paths.contains(&vec!["main", "serve_v2"]), "{paths:?}");
+        assert!(
+            paths.contains(&vec!["main", "serve_v2", "inner"]),
+            "{paths:?}"
+        );
+        assert!(before.iter().all(|n| !after.contains(n)));
+        // And back: the old name's locations are found again, nothing new interned.
+        let sizes = head.symbol_table_sizes();
+        let again = apply(&mut head, &named("serve", true), 3);
+        assert_eq!(again, before);
+        assert_eq!(head.symbol_table_sizes(), sizes);
+    }
+
+    #[test]
+    fn a_new_stack_of_known_locations_reuses_them_through_the_memo() {
+        let mut head = TenantHead::new();
+        // `inner` seen first in its own stack, then `serve <- main` and `inner` under it:
+        // the new stack's three locations are all known.
+        apply(&mut head, &named("serve", false), 1);
+        let mut b = ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+        let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+        let inner = b.function("inner", "inner", "serve.go");
+        let l_inner = b.location(m, 0x1300, &[(inner, 20)]);
+        b.add_sample(&[l_inner], &[1], &[]);
+        apply(&mut head, &ember_pprof::encode(&b.build()), 2);
+        let sizes = head.symbol_table_sizes();
+        let nodes = apply(&mut head, &named("serve", true), 3);
+        let (strings, mappings, functions, locations, _) = head.symbol_table_sizes();
+        assert_eq!(
+            (strings, mappings, functions, locations),
+            (sizes.0, sizes.1, sizes.2, sizes.3)
+        );
+        let paths: Vec<Vec<&str>> = nodes.iter().map(|n| head.path(*n)).collect();
+        assert!(paths.contains(&vec!["main", "serve", "inner"]), "{paths:?}");
+        for n in &nodes {
+            // Each location of the stack is the one interned before, with its file and line.
+            for l in head.stack_locations(*n) {
+                let loc = head.location_sym(l).unwrap();
+                let f = head.function_sym(loc.lines[0].0).unwrap();
+                let want = match head.string(f.name) {
+                    "main" => (0x1100, 3),
+                    "serve" => (0x1200, 10),
+                    "inner" => (0x1300, 20),
+                    other => panic!("unexpected {other}"),
+                };
+                assert_eq!((loc.address, loc.lines[0].1), want);
+            }
+        }
+    }
+
     /// Applies `raw` to `head` as the next profile of one series; returns its leaf nodes.
     fn apply(head: &mut TenantHead, raw: &[u8], time: i64) -> Vec<u32> {
         let view = ProfileView::parse(raw).unwrap();
