@@ -144,19 +144,26 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
         .map(|_| Vec::with_capacity(distinct.len()))
         .collect();
     let mut pairs: Vec<(u32, u32)> = Vec::new();
+    // Label set by the sample's labels as the profile sends them (string table indexes).
+    let mut sets_of: head::FastMap<&[ember_pprof::Label], u32> = head::FastMap::default();
     for (sample, k) in profile.sample.iter().zip(of_sample) {
         let Some(&Some(node)) = k.and_then(|k| leaves.get(k)) else {
             continue;
         };
-        let set = if sample.label.is_empty() {
+        let raw_labels = profile
+            .sample_labels
+            .get(sample.label.clone())
+            .unwrap_or(&[]);
+        let set = if raw_labels.is_empty() {
             0
+        } else if let Some(&set) = sets_of.get(raw_labels) {
+            // The same labels as an earlier sample (a thread and an endpoint, typically):
+            // found in this small table instead of sorting them and looking the set up in
+            // the head's, which holds every span id's set.
+            set
         } else {
             pairs.clear();
-            for l in profile
-                .sample_labels
-                .get(sample.label.clone())
-                .unwrap_or(&[])
-            {
+            for l in raw_labels {
                 let value = if l.str != 0 {
                     symbols.string(head, l.str)
                 } else {
@@ -165,7 +172,9 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, 
                 };
                 pairs.push((symbols.string(head, l.key), value));
             }
-            head.label_set(&mut pairs)
+            let set = head.label_set(&mut pairs);
+            sets_of.insert(raw_labels, set);
+            set
         };
         let (_, values) = profile.sample_data(sample);
         // Samples with the same stack and labels add up.
@@ -210,6 +219,139 @@ mod tests {
         let l_leaf = b.location(m, 0x1200, &[(leaf, line)]);
         b.add_sample(&[l_leaf, l_main], &[5], &[]);
         ember_pprof::encode(&b.build())
+    }
+
+    /// `leaf <- main` where `leaf` is named `name` at address 0x1200, `main` at 0x1100,
+    /// plus, with `deeper`, a third frame `inner` at 0x1300 under `leaf` (a new stack of
+    /// known locations).
+    fn named(name: &str, deeper: bool) -> Vec<u8> {
+        let mut b = ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+        let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+        let main = b.function("main", "main", "main.go");
+        let leaf = b.function(name, name, "serve.go");
+        let l_main = b.location(m, 0x1100, &[(main, 3)]);
+        let l_leaf = b.location(m, 0x1200, &[(leaf, 10)]);
+        if deeper {
+            let inner = b.function("inner", "inner", "serve.go");
+            let l_inner = b.location(m, 0x1300, &[(inner, 20)]);
+            b.add_sample(&[l_inner, l_leaf, l_main], &[5], &[]);
+        }
+        b.add_sample(&[l_leaf, l_main], &[5], &[]);
+        ember_pprof::encode(&b.build())
+    }
+
+    #[test]
+    fn a_function_renamed_at_the_same_address_is_a_new_location_not_a_stale_one() {
+        let mut head = TenantHead::new();
+        let before = apply(&mut head, &named("serve", true), 1);
+        let locations = head.symbol_table_sizes().3;
+        // A deploy renames the function; addresses, lines and pprof ids stay the same.
+        let after = apply(&mut head, &named("serve_v2", true), 2);
+        assert_eq!(
+            head.symbol_table_sizes().3,
+            locations + 1,
+            "the renamed leaf only"
+        );
+        let paths: Vec<Vec<&str>> = after.iter().map(|n| head.path(*n)).collect();
+        assert!(paths.contains(&vec!["main", "serve_v2"]), "{paths:?}");
+        assert!(
+            paths.contains(&vec!["main", "serve_v2", "inner"]),
+            "{paths:?}"
+        );
+        assert!(before.iter().all(|n| !after.contains(n)));
+        // And back: the old name's locations are found again, nothing new interned.
+        let sizes = head.symbol_table_sizes();
+        let again = apply(&mut head, &named("serve", true), 3);
+        assert_eq!(again, before);
+        assert_eq!(head.symbol_table_sizes(), sizes);
+    }
+
+    #[test]
+    fn a_new_stack_of_known_locations_reuses_them_through_the_memo() {
+        let mut head = TenantHead::new();
+        // `inner` seen first in its own stack, then `serve <- main` and `inner` under it:
+        // the new stack's three locations are all known.
+        apply(&mut head, &named("serve", false), 1);
+        let mut b = ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+        let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+        let inner = b.function("inner", "inner", "serve.go");
+        let l_inner = b.location(m, 0x1300, &[(inner, 20)]);
+        b.add_sample(&[l_inner], &[1], &[]);
+        apply(&mut head, &ember_pprof::encode(&b.build()), 2);
+        let sizes = head.symbol_table_sizes();
+        let nodes = apply(&mut head, &named("serve", true), 3);
+        let (strings, mappings, functions, locations, _) = head.symbol_table_sizes();
+        assert_eq!(
+            (strings, mappings, functions, locations),
+            (sizes.0, sizes.1, sizes.2, sizes.3)
+        );
+        let paths: Vec<Vec<&str>> = nodes.iter().map(|n| head.path(*n)).collect();
+        assert!(paths.contains(&vec!["main", "serve", "inner"]), "{paths:?}");
+        for n in &nodes {
+            // Each location of the stack is the one interned before, with its file and line.
+            for l in head.stack_locations(*n) {
+                let loc = head.location_sym(l).unwrap();
+                let f = head.function_sym(loc.lines[0].0).unwrap();
+                let want = match head.string(f.name) {
+                    "main" => (0x1100, 3),
+                    "serve" => (0x1200, 10),
+                    "inner" => (0x1300, 20),
+                    other => panic!("unexpected {other}"),
+                };
+                assert_eq!((loc.address, loc.lines[0].1), want);
+            }
+        }
+    }
+
+    #[test]
+    fn samples_with_the_same_labels_share_a_set_and_others_do_not() {
+        use ember_pprof::SampleLabel::{Num, Str};
+        let mut b = ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+        let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+        let f = b.function("main", "main", "main.go");
+        let locs: Vec<u64> = (0..6)
+            .map(|i| b.location(m, 0x1100 + i, &[(f, 3)]))
+            .collect();
+        let samples: [&[ember_pprof::SampleLabel]; 6] = [
+            &[Str("thread", "a"), Str("endpoint", "/x")],
+            &[Str("thread", "a"), Str("endpoint", "/x")],
+            &[Str("endpoint", "/x"), Str("thread", "a")],
+            &[Str("thread", "b")],
+            &[Num("bytes", 1, "")],
+            &[Num("bytes", 2, "")],
+        ];
+        for (l, labels) in locs.iter().zip(samples) {
+            b.add_sample(&[*l], &[1], labels);
+        }
+        let mut head = TenantHead::new();
+        apply(&mut head, &ember_pprof::encode(&b.build()), 1);
+        let p = head.all_series().next().unwrap().profiles[0].clone();
+        let by_address = |addr: u64| {
+            let i = (0..p.nodes.len())
+                .find(|&i| {
+                    let l = head.stack_locations(p.nodes[i])[0];
+                    head.location_sym(l).unwrap().address == addr
+                })
+                .unwrap();
+            let mut pairs: Vec<(String, String)> = head
+                .label_set_pairs(p.set(i))
+                .iter()
+                .map(|(k, v)| (head.string(*k).to_string(), head.string(*v).to_string()))
+                .collect();
+            pairs.sort();
+            (p.set(i), pairs)
+        };
+        let sets: Vec<(u32, Vec<(String, String)>)> =
+            (0..6).map(|i| by_address(0x1100 + i)).collect();
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(sets[0].1, vec![pair("endpoint", "/x"), pair("thread", "a")]);
+        assert_eq!(sets[1].0, sets[0].0);
+        assert_eq!(sets[2].0, sets[0].0, "the same labels in another order");
+        assert_eq!(sets[3].1, vec![pair("thread", "b")]);
+        assert_eq!(sets[4].1, vec![pair("bytes", "1")]);
+        assert_eq!(sets[5].1, vec![pair("bytes", "2")]);
+        let distinct: std::collections::BTreeSet<u32> = sets.iter().map(|s| s.0).collect();
+        assert_eq!(distinct.len(), 4);
     }
 
     /// Applies `raw` to `head` as the next profile of one series; returns its leaf nodes.

@@ -227,6 +227,13 @@ pub struct TenantHead {
     /// at ingest, or of interned location ids): a stack seen before costs one fingerprint
     /// and one lookup instead of interning its symbols and a lookup per frame.
     stack_leaves: FastMap<u128, u32>,
+    /// Location id by the 128-bit keyed fingerprint of a location's content as a profile
+    /// sends it (mapping, address, lines with their functions' strings; see
+    /// `apply/symbols.rs`): a new stack whose locations were seen before (nearly all of
+    /// them are) finds each with one lookup instead of interning its functions, strings
+    /// and mapping again. Per head, so per tenant: no entry is shared between tenants, and
+    /// a renamed function changes the fingerprint, so it never finds a stale name.
+    location_prints: FastMap<u128, u32>,
     /// The random keys of the fingerprints (fresh for every head, so a client cannot craft
     /// two stacks with one fingerprint).
     fingerprint_keys: fingerprint::FingerprintKeys,
@@ -267,6 +274,7 @@ impl TenantHead {
             nodes: vec![(0, 0)],
             node_ids: FastMap::default(),
             stack_leaves: FastMap::default(),
+            location_prints: FastMap::default(),
             fingerprint_keys: fingerprint::FingerprintKeys::random(),
             node_frame: vec![0],
             frames: vec![(0, 0)],
@@ -679,6 +687,7 @@ impl TenantHead {
         let trees = self.nodes.capacity() * 8
             + map(&self.node_ids)
             + map(&self.stack_leaves)
+            + map(&self.location_prints)
             + self.node_frame.capacity() * 4
             + self.frames.capacity() * 8
             + map(&self.frame_ids)
@@ -723,6 +732,7 @@ impl TenantHead {
         self.locations.ids = FastMap::default();
         self.node_ids = FastMap::default();
         self.stack_leaves = FastMap::default();
+        self.location_prints = FastMap::default();
         self.frame_ids = FastMap::default();
         self.label_sets.ids = FastMap::default();
         self.nodes.shrink_to_fit();

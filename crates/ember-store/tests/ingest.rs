@@ -341,3 +341,58 @@ fn timestamps_outside_the_window_are_refused() {
     assert!(store.ingest("t", at(i64::MAX)).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A profile of `leaf <- main` where the leaf function at address 0x1200 is called `name`.
+fn named_profile(service: &str, name: &str) -> IngestProfile {
+    let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+    let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+    let main = b.function("main", "main", "main.go");
+    let leaf = b.function(name, name, "serve.go");
+    let l_main = b.location(m, 0x1100, &[(main, 3)]);
+    let l_leaf = b.location(m, 0x1200, &[(leaf, 10)]);
+    b.add_sample(&[l_leaf, l_main], &[7], &[]);
+    IngestProfile {
+        labels: vec![("service_name".into(), service.into())],
+        time_nanos: 1_700_000_000_000_000_000,
+        pprof: ember_pprof::encode_gzip(&b.build()),
+        what: "profile".into(),
+    }
+}
+
+/// The ingest memo of known locations (by content fingerprint) is the tenant's own: two
+/// tenants sending the same addresses under different names each read their own names,
+/// and a rename within a tenant shows the new name, live and after a replay of the log.
+#[test]
+fn tenants_and_renames_never_share_remembered_locations() {
+    let dir = temp_dir("memo");
+    let folded = |store: &Store, tenant: &str| {
+        let mut f = store.merge_stacks(tenant, &all()).folded();
+        f.sort();
+        f
+    };
+    let check = |store: &Store| {
+        assert_eq!(folded(store, "a"), vec![("main;serve".to_string(), 7)]);
+        assert_eq!(folded(store, "b"), vec![("main;handle".to_string(), 7)]);
+        assert_eq!(
+            folded(store, "c"),
+            vec![("main;old".to_string(), 7), ("main;renamed".to_string(), 7)]
+        );
+    };
+    {
+        let store = open(&dir, StoreOptions::default());
+        for (tenant, name) in [
+            ("a", "serve"),
+            ("b", "handle"),
+            ("c", "old"),
+            ("c", "renamed"),
+        ] {
+            store
+                .ingest(tenant, batch(vec![named_profile("app", name)]))
+                .unwrap();
+        }
+        check(&store);
+        store.close();
+    }
+    let store = open(&dir, StoreOptions::default());
+    check(&store);
+}

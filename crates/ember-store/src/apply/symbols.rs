@@ -1,6 +1,6 @@
 //! One profile's symbols as the head sees them: each location's content fingerprint,
-//! computed up front from the profile's own bytes, and its interned id, made only when a
-//! new stack needs it.
+//! computed up front from the profile's own bytes, and its interned id, found through the
+//! head's memo of location fingerprints or made only when a new stack needs it.
 
 use ember_pprof::ProfileView;
 
@@ -60,8 +60,17 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
             .iter()
             .map(|func| {
                 let mut f = start;
-                bytes(&mut f, func.name);
-                bytes(&mut f, func.system_name);
+                let name = profile.string_bytes(func.name);
+                f.bytes(name);
+                // Go's functions carry their name twice (one string): a marker word instead
+                // of hashing the same bytes again. A byte string's feed starts with its
+                // length, never `u64::MAX`, so the marker cannot stand for other content.
+                let system_name = profile.string_bytes(func.system_name);
+                if func.system_name == func.name || system_name == name {
+                    f.word(u64::MAX);
+                } else {
+                    f.bytes(system_name);
+                }
                 bytes(&mut f, func.filename);
                 f.word(func.start_line as u64);
                 f.finish()
@@ -176,11 +185,17 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
         id
     }
 
-    /// The head's id of the location at table position `at` (a valid position), interned
-    /// with its mapping and functions on first use.
+    /// The head's id of the location at table position `at` (a valid position): found by
+    /// its content fingerprint when the head has interned that content before, else
+    /// interned with its mapping and functions.
     pub(super) fn location(&mut self, head: &mut TenantHead, at: usize) -> u32 {
         if self.locations[at] != NONE {
             return self.locations[at];
+        }
+        let print = self.prints[at];
+        if let Some(id) = head.location_by_print(print) {
+            self.locations[at] = id;
+            return id;
         }
         let profile = self.profile;
         let loc = &profile.location[at];
@@ -196,6 +211,7 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
             None => 0,
         };
         let id = head.location_of(mapping, loc.address, &lines, loc.is_folded);
+        head.remember_location(print, id);
         self.lines = lines;
         self.locations[at] = id;
         id

@@ -79,8 +79,12 @@ impl Fingerprint {
         self.b = fold(self.b ^ (f >> 64) as u64, self.mb);
     }
 
-    /// Feeds a byte string and its length (so `"ab", "c"` and `"a", "bc"` differ).
+    /// Feeds a byte string, its length first: the words fed then tell where each string
+    /// ends, so no two sequences of strings feed the same words (`"ab", "c"` and `"a", "bc"`
+    /// differ, and so do strings whose bytes spell another's length). A length is below
+    /// 2^63, so a caller may feed `u64::MAX` where a string could be as a marker of its own.
     pub(crate) fn bytes(&mut self, bytes: &[u8]) {
+        self.word(bytes.len() as u64);
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
             let mut w = [0u8; 8];
@@ -93,7 +97,6 @@ impl Fingerprint {
             w[..rest.len()].copy_from_slice(rest);
             self.word(u64::from_le_bytes(w));
         }
-        self.word(bytes.len() as u64);
     }
 
     /// The 128-bit fingerprint: each lane folded once more, so its last word is mixed too.

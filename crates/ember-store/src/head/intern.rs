@@ -57,6 +57,18 @@ impl TenantHead {
         leaves.into_iter().map(|l| l.unwrap_or(0)).collect()
     }
 
+    /// The location interned for the content fingerprint `print` (see
+    /// [`TenantHead::remember_location`]), if any.
+    pub(crate) fn location_by_print(&self, print: u128) -> Option<u32> {
+        self.location_prints.get(&print).copied()
+    }
+
+    /// Remembers that the location whose content fingerprint (under this head's keys) is
+    /// `print` was interned as `id`.
+    pub(crate) fn remember_location(&mut self, print: u128, id: u32) {
+        self.location_prints.insert(print, id);
+    }
+
     /// The keys of this head's stack fingerprints.
     pub(crate) fn fingerprints(&self) -> super::fingerprint::FingerprintKeys {
         self.fingerprint_keys
