@@ -164,16 +164,24 @@ pub fn read_input(path: &Path) -> Result<Input, FormatError> {
 /// [`read_input`] does.
 pub fn decode_as(bytes: &[u8], kind: Kind, path: &Path) -> Result<Input, FormatError> {
     let display = || path.display().to_string();
-    let decoded = match kind {
+    let unknown = |pprof| FormatError::UnknownFormat {
+        path: display(),
+        pprof,
+    };
+    let profile = match kind {
         // Binary input is never folded text: report why it is not a valid profile.
-        Kind::Pprof => ember_pprof::decode(bytes).map(|p| Input::Pprof(Box::new(p))),
-        Kind::Speedscope => {
-            return crate::speedscope::speedscope_to_profile(bytes)
-                .map(|p| Input::Pprof(Box::new(p)))
-                .map_err(|reason| FormatError::BadSpeedscope {
-                    path: display(),
-                    reason,
-                });
+        Kind::Pprof => ember_pprof::decode(bytes).map_err(unknown),
+        Kind::Speedscope => crate::speedscope::speedscope_to_profile(bytes).map_err(|reason| {
+            FormatError::BadSpeedscope {
+                path: display(),
+                reason,
+            }
+        }),
+        Kind::Perfetto => {
+            crate::perfetto::trace_to_profile(bytes).map_err(|source| FormatError::BadPerfetto {
+                path: display(),
+                source,
+            })
         }
         Kind::PerfScript => {
             return fold_perf_script(bytes).map_err(|reason| FormatError::BadPerfScript {
@@ -181,20 +189,9 @@ pub fn decode_as(bytes: &[u8], kind: Kind, path: &Path) -> Result<Input, FormatE
                 reason,
             });
         }
-        Kind::Perfetto => {
-            return crate::perfetto::trace_to_profile(bytes)
-                .map(|p| Input::Pprof(Box::new(p)))
-                .map_err(|source| FormatError::BadPerfetto {
-                    path: display(),
-                    source,
-                });
-        }
-        Kind::Folded => decode(bytes),
+        Kind::Folded => return decode(bytes).map_err(unknown),
     };
-    decoded.map_err(|pprof| FormatError::UnknownFormat {
-        path: display(),
-        pprof,
-    })
+    profile.map(|p| Input::Pprof(Box::new(p)))
 }
 
 /// Folds `perf script` text as `ember collapse` does with default options.

@@ -52,27 +52,17 @@ fn total(p: &Profile, index: usize) -> i64 {
     p.sample.iter().map(|s| s.value[index]).sum()
 }
 
-/// The string labels `key` of every sample.
-fn str_labels(p: &Profile, key: &str) -> Vec<String> {
+/// The distinct values of label `key` (numbers as text).
+fn labels(p: &Profile, key: &str) -> Vec<String> {
     let mut out: Vec<String> = p
         .sample
         .iter()
         .flat_map(|s| &s.label)
         .filter(|l| p.string_table[l.key as usize] == key)
-        .map(|l| p.string_table[l.str as usize].clone())
-        .collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
-fn num_labels(p: &Profile, key: &str) -> Vec<i64> {
-    let mut out: Vec<i64> = p
-        .sample
-        .iter()
-        .flat_map(|s| &s.label)
-        .filter(|l| p.string_table[l.key as usize] == key)
-        .map(|l| l.num)
+        .map(|l| match l.str {
+            0 => l.num.to_string(),
+            s => p.string_table[s as usize].clone(),
+        })
         .collect();
     out.sort();
     out.dedup();
@@ -102,7 +92,7 @@ fn heapprofd_dump_max_matches_perfettos_expected_rows() {
         folded(&p, "inuse_objects"),
         expect(&[("f1;f2;f3", 6), ("f1;f2", 1)])
     );
-    assert_eq!(num_labels(&p, "pid"), vec![2]);
+    assert_eq!(labels(&p, "pid"), vec!["2"]);
     assert_eq!(p.period, 1024, "sampling_interval_bytes");
 }
 
@@ -133,7 +123,7 @@ fn heapprofd_callstacks_match_perfettos_annotate_tests() {
 #[test]
 fn heapprofd_two_heaps_are_labelled_and_totalled() {
     let p = trace_to_profile(&data("heap_profile_tracker_twoheaps.pftrace")).unwrap();
-    assert_eq!(str_labels(&p, "heap"), vec!["custom", "libc.malloc"]);
+    assert_eq!(labels(&p, "heap"), vec!["custom", "libc.malloc"]);
     assert_eq!(total(&p, type_index(&p, "alloc_space")), 2);
     assert_eq!(total(&p, type_index(&p, "alloc_objects")), 2);
     assert_eq!(total(&p, type_index(&p, "inuse_space")), 0);
@@ -157,8 +147,8 @@ fn perf_sample_with_timebase_defaults_gives_count_and_time() {
     assert_eq!(total(&p, type_index(&p, "samples")), 1);
     assert_eq!(total(&p, type_index(&p, "cpu")), 10_000_000);
     assert_eq!(p.period, 10_000_000);
-    assert_eq!(num_labels(&p, "pid"), vec![0]);
-    assert_eq!(num_labels(&p, "tid"), vec![0]);
+    assert_eq!(labels(&p, "pid"), vec!["0"]);
+    assert_eq!(labels(&p, "tid"), vec!["0"]);
     assert!(p.sample[0].location_id.is_empty());
     assert_eq!(p.time_nanos, 106_208_800_213_886);
 }

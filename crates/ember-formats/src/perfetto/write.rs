@@ -1,6 +1,7 @@
 //! pprof → Perfetto trace, and the interning tables every Perfetto writer in Ember uses
 //! (`ember-export`'s daemon builds its traces of recordings with [`Interner`] too).
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 use ember_pprof::Profile;
@@ -19,28 +20,38 @@ const SEQUENCE_ID: u32 = 1;
 #[derive(Debug, Default)]
 pub struct Interner {
     data: InternedData,
-    names: HashMap<String, u64>,
-    paths: HashMap<String, u64>,
+    names: HashMap<Vec<u8>, u64>,
+    paths: HashMap<Vec<u8>, u64>,
     build_ids: HashMap<Vec<u8>, u64>,
     mappings: HashMap<[u64; 5], u64>,
     frames: HashMap<[u64; 3], u64>,
     stacks: HashMap<Vec<u64>, u64>,
 }
 
-/// The iid of `s` in `map`, adding it to `out` when new.
-fn intern<K: std::hash::Hash + Eq + Clone>(
+/// The iid of `key` in `map` (iids count from 1); a new key's entry, `make(iid)`, is
+/// appended to `out`, the table sent in `InternedData`.
+fn interned<K: std::hash::Hash + Eq, T>(
     map: &mut HashMap<K, u64>,
-    out: &mut Vec<InternedString>,
-    key: &K,
-    bytes: impl FnOnce() -> Vec<u8>,
+    key: K,
+    out: &mut Vec<T>,
+    make: impl FnOnce(u64) -> T,
 ) -> u64 {
-    if let Some(&iid) = map.get(key) {
-        return iid;
+    let next = map.len() as u64 + 1;
+    match map.entry(key) {
+        Entry::Occupied(e) => *e.get(),
+        Entry::Vacant(e) => {
+            out.push(make(next));
+            *e.insert(next)
+        }
     }
-    let iid = map.len() as u64 + 1;
-    map.insert(key.clone(), iid);
-    out.push(InternedString { iid, str: bytes() });
-    iid
+}
+
+/// The iid of the string `bytes` in `map`.
+fn intern(map: &mut HashMap<Vec<u8>, u64>, out: &mut Vec<InternedString>, bytes: &[u8]) -> u64 {
+    interned(map, bytes.to_vec(), out, |iid| InternedString {
+        iid,
+        str: bytes.to_vec(),
+    })
 }
 
 impl Interner {
@@ -58,78 +69,54 @@ impl Interner {
         let path_ids: Vec<u64> = path
             .split('/')
             .filter(|c| !c.is_empty())
-            .map(|c| {
-                let c = c.to_owned();
-                intern(&mut self.paths, &mut self.data.mapping_paths, &c, || {
-                    c.clone().into_bytes()
-                })
-            })
+            .map(|c| intern(&mut self.paths, &mut self.data.mapping_paths, c.as_bytes()))
             .collect();
         let build = if build_id.is_empty() {
             0
         } else {
             let raw = unhex(build_id).unwrap_or_else(|| build_id.as_bytes().to_vec());
-            intern(&mut self.build_ids, &mut self.data.build_ids, &raw, || {
-                raw.clone()
-            })
+            intern(&mut self.build_ids, &mut self.data.build_ids, &raw)
         };
         let path_key = path_ids
             .iter()
             .fold(0u64, |h, &id| h.wrapping_mul(1_000_003) ^ id);
         let key = [path_key, build, start, end, offset];
-        if let Some(&iid) = self.mappings.get(&key) {
-            return iid;
-        }
-        let iid = self.mappings.len() as u64 + 1;
-        self.mappings.insert(key, iid);
-        self.data.mappings.push(Mapping {
-            iid,
-            build_id: build,
-            start_offset: offset,
-            start,
-            end,
-            path_string_ids: path_ids,
-        });
-        iid
+        interned(&mut self.mappings, key, &mut self.data.mappings, |iid| {
+            Mapping {
+                iid,
+                build_id: build,
+                start_offset: offset,
+                start,
+                end,
+                path_string_ids: path_ids,
+            }
+        })
     }
 
     /// A frame of `function` (empty: unnamed) in mapping `mapping` (0: none) at `rel_pc`.
     pub fn frame(&mut self, function: &str, mapping: u64, rel_pc: u64) -> u64 {
-        let name = if function.is_empty() {
-            0
-        } else {
-            let f = function.to_owned();
-            intern(&mut self.names, &mut self.data.function_names, &f, || {
-                f.clone().into_bytes()
-            })
+        let name = match function {
+            "" => 0,
+            f => intern(&mut self.names, &mut self.data.function_names, f.as_bytes()),
         };
         let key = [name, mapping, rel_pc];
-        if let Some(&iid) = self.frames.get(&key) {
-            return iid;
-        }
-        let iid = self.frames.len() as u64 + 1;
-        self.frames.insert(key, iid);
-        self.data.frames.push(Frame {
+        interned(&mut self.frames, key, &mut self.data.frames, |iid| Frame {
             iid,
             function_name_id: name,
             mapping_id: mapping,
             rel_pc,
-        });
-        iid
+        })
     }
 
     /// A callstack of frame iids, outermost (root) first.
     pub fn callstack(&mut self, frames_root_first: Vec<u64>) -> u64 {
-        if let Some(&iid) = self.stacks.get(&frames_root_first) {
-            return iid;
-        }
-        let iid = self.stacks.len() as u64 + 1;
-        self.data.callstacks.push(Callstack {
-            iid,
-            frame_ids: frames_root_first.clone(),
-        });
-        self.stacks.insert(frames_root_first, iid);
-        iid
+        let key = frames_root_first.clone();
+        interned(&mut self.stacks, key, &mut self.data.callstacks, |iid| {
+            Callstack {
+                iid,
+                frame_ids: frames_root_first,
+            }
+        })
     }
 
     /// Distinct callstacks so far.
@@ -278,6 +265,14 @@ impl<'a> Stacks<'a> {
     }
 }
 
+/// String `i` of `profile`'s table (`""` when out of range).
+fn text(profile: &Profile, i: i64) -> &str {
+    profile
+        .string_table
+        .get(i as usize)
+        .map_or("", String::as_str)
+}
+
 /// Nanoseconds in one `unit` of time, `None` for other units.
 fn nanos_per(unit: &str) -> Option<f64> {
     Some(match unit {
@@ -292,12 +287,7 @@ fn nanos_per(unit: &str) -> Option<f64> {
 /// Whether `profile` is a heap profile (a `*_space` or `*_objects` sample type, or a
 /// `bytes` unit), which becomes a heapprofd dump rather than perf samples.
 pub fn is_heap_profile(profile: &Profile) -> bool {
-    let string = |i: i64| {
-        profile
-            .string_table
-            .get(i as usize)
-            .map_or("", String::as_str)
-    };
+    let string = |i: i64| text(profile, i);
     profile.sample_type.iter().any(|t| {
         let (ty, unit) = (string(t.r#type), string(t.unit));
         ty.ends_with("_space") || ty.ends_with("_objects") || unit == "bytes"
@@ -306,12 +296,7 @@ pub fn is_heap_profile(profile: &Profile) -> bool {
 
 /// A numeric `pid`/`tid` sample label (or a string one that parses).
 fn label_u32(profile: &Profile, sample: &ember_pprof::Sample, key: &str) -> u32 {
-    let string = |i: i64| {
-        profile
-            .string_table
-            .get(i as usize)
-            .map_or("", String::as_str)
-    };
+    let string = |i: i64| text(profile, i);
     sample
         .label
         .iter()
@@ -338,12 +323,7 @@ pub fn profile_to_trace(profile: &Profile) -> (Vec<u8>, WriteSummary) {
 
 /// A CPU profile as perf samples: one packet per counted sample.
 fn cpu_trace(profile: &Profile) -> (Vec<u8>, WriteSummary) {
-    let string = |i: i64| {
-        profile
-            .string_table
-            .get(i as usize)
-            .map_or("", String::as_str)
-    };
+    let string = |i: i64| text(profile, i);
     let types: Vec<(&str, &str)> = profile
         .sample_type
         .iter()
@@ -451,12 +431,7 @@ fn cpu_trace(profile: &Profile) -> (Vec<u8>, WriteSummary) {
 
 /// A heap profile as one heapprofd dump per `pid` label (and `heap` label).
 fn heap_trace(profile: &Profile) -> (Vec<u8>, WriteSummary) {
-    let string = |i: i64| {
-        profile
-            .string_table
-            .get(i as usize)
-            .map_or("", String::as_str)
-    };
+    let string = |i: i64| text(profile, i);
     let index = |name: &str| {
         profile
             .sample_type
