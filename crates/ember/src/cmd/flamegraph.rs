@@ -392,8 +392,8 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
                 PprofStacks::Merged(_) => out.text.push((path.as_path(), bytes)),
             },
             // Read by the one detector (perf script folded like `ember collapse`, speedscope
-            // into a profile), then merged like the other inputs.
-            Kind::PerfScript | Kind::Speedscope => {
+            // and Perfetto traces into a profile), then merged like the other inputs.
+            Kind::PerfScript | Kind::Speedscope | Kind::Perfetto => {
                 let f = match detect::decode_as(&bytes, kind, path)? {
                     ember_formats::Input::Pprof(profile) => {
                         let (f, unit) =
