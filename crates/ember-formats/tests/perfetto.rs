@@ -325,3 +325,164 @@ fn cut_and_corrupt_traces_are_errors_not_panics() {
     let err = read_trace(&[0x0a, 0x05, 0x40]).unwrap_err();
     assert_eq!(err.to_string(), "trace cut short at byte 0");
 }
+
+mod built {
+    //! Traces built here with the proto types, for what Perfetto's test traces above do not
+    //! cover: heapprofd dumps split over packets and repeated over time, Chrome's sampler,
+    //! compressed packets, and a sequence whose interned state is cleared.
+
+    use super::folded;
+    use ember_formats::perfetto::proto::*;
+    use ember_formats::perfetto::{read_trace, trace_to_profile};
+    use prost::Message;
+    use std::collections::BTreeMap;
+
+    fn interned(names: &[&str]) -> InternedData {
+        let n = names.len() as u64;
+        InternedData {
+            function_names: (1..=n)
+                .map(|i| InternedString {
+                    iid: i,
+                    str: names[i as usize - 1].as_bytes().to_vec(),
+                })
+                .collect(),
+            frames: (1..=n)
+                .map(|i| Frame {
+                    iid: i,
+                    function_name_id: i,
+                    ..Default::default()
+                })
+                .collect(),
+            // Callstack k: frames 1..=k, root first.
+            callstacks: (1..=n)
+                .map(|k| Callstack {
+                    iid: k,
+                    frame_ids: (1..=k).collect(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn packet(seq: u32, ts: u64) -> TracePacket {
+        TracePacket {
+            trusted_packet_sequence_id: seq,
+            timestamp: ts,
+            ..Default::default()
+        }
+    }
+
+    fn dump(pid: u64, callstack: u64, allocated: u64, freed: u64) -> ProcessHeapSamples {
+        ProcessHeapSamples {
+            pid,
+            samples: vec![HeapSample {
+                callstack_id: callstack,
+                self_allocated: allocated,
+                self_freed: freed,
+                alloc_count: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn heap(continued: bool, dumps: Vec<ProcessHeapSamples>) -> Option<ProfilePacket> {
+        Some(ProfilePacket {
+            process_dumps: dumps,
+            continued,
+            ..Default::default()
+        })
+    }
+
+    fn expect(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        pairs.iter().map(|&(s, v)| (s.to_owned(), v)).collect()
+    }
+
+    /// A dump split over two packets (`continued`) counts whole; a later dump of the same
+    /// process supersedes it (values are totals since the start); another process's dump
+    /// stays.
+    #[test]
+    fn heapprofd_dumps_chain_and_supersede() {
+        let mut first = packet(1, 5);
+        first.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED;
+        first.interned_data = Some(interned(&["main", "alloc"]));
+        let mut part1 = packet(1, 10);
+        part1.profile_packet = heap(true, vec![dump(7, 2, 100, 0)]);
+        let mut part2 = packet(1, 11);
+        part2.profile_packet = heap(false, vec![dump(7, 1, 50, 0), dump(8, 1, 3, 0)]);
+        let trace = Trace {
+            packet: vec![first, part1, part2],
+        };
+        let p = trace_to_profile(&trace.encode_to_vec()).unwrap();
+        assert_eq!(
+            folded(&p, "alloc_space"),
+            expect(&[("main", 53), ("main;alloc", 100)])
+        );
+        let mut later = packet(1, 30);
+        later.profile_packet = heap(false, vec![dump(7, 2, 400, 150)]);
+        let mut trace = trace;
+        trace.packet.push(later);
+        let p = trace_to_profile(&trace.encode_to_vec()).unwrap();
+        assert_eq!(
+            folded(&p, "alloc_space"),
+            expect(&[("main", 3), ("main;alloc", 400)])
+        );
+        assert_eq!(
+            folded(&p, "inuse_space"),
+            expect(&[("main", 3), ("main;alloc", 250)])
+        );
+    }
+
+    /// Chrome's `StreamingProfilePacket`: one sample per callstack iid, times from the
+    /// deltas; inside `compressed_packets` the same; after the sequence is cleared, an iid
+    /// means what the new interned data says.
+    #[test]
+    fn chrome_samples_compressed_packets_and_cleared_state() {
+        let mut first = packet(3, 1_000);
+        first.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED;
+        first.interned_data = Some(interned(&["a", "b", "c"]));
+        let mut samples = packet(3, 2_000);
+        samples.streaming_profile_packet = Some(StreamingProfilePacket {
+            callstack_iid: vec![3, 3, 2],
+            timestamp_delta_us: vec![1, 10, 10],
+        });
+        let mut cleared = packet(3, 3_000);
+        cleared.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED;
+        cleared.interned_data = Some(interned(&["x", "y"]));
+        let mut again = packet(3, 4_000);
+        again.streaming_profile_packet = Some(StreamingProfilePacket {
+            callstack_iid: vec![2],
+            timestamp_delta_us: vec![0],
+        });
+        let plain = Trace {
+            packet: vec![first, samples, cleared, again],
+        }
+        .encode_to_vec();
+        let want = expect(&[("a;b", 1), ("a;b;c", 2), ("x;y", 1)]);
+        let p = trace_to_profile(&plain).unwrap();
+        assert_eq!(folded(&p, "samples"), want);
+        assert_eq!(p.time_nanos, 3_000);
+        // 2,000 ns + 1 µs, then 10 µs twice: the last sample at 23,000 ns.
+        assert_eq!(p.duration_nanos, 20_000);
+
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut z, &plain).unwrap();
+        let mut wrapper = packet(0, 0);
+        wrapper.compressed_packets = z.finish().unwrap();
+        let compressed = Trace {
+            packet: vec![wrapper],
+        }
+        .encode_to_vec();
+        let read = read_trace(&compressed).unwrap();
+        assert_eq!(read.stats.packets, 4);
+        assert_eq!(folded(read.cpu.as_ref().unwrap(), "samples"), want);
+        // A blob that does not inflate is an error naming the packet.
+        let mut bad = packet(0, 0);
+        bad.compressed_packets = vec![0x78, 0x9c, 1, 2, 3];
+        let err = read_trace(&Trace { packet: vec![bad] }.encode_to_vec()).unwrap_err();
+        assert!(
+            err.to_string().starts_with("compressed packets at byte 0"),
+            "{err}"
+        );
+    }
+}

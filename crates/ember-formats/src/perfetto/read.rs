@@ -53,6 +53,9 @@ struct Sequence {
     callstacks: HashMap<u64, Vec<u64>>,
     /// Nanoseconds one perf sample stands for, when the timebase says.
     period_ns: Option<u64>,
+    /// The time of the heapprofd dump whose last packet said `continued`: the next packet
+    /// on the sequence belongs to the same dump.
+    continuing: Option<u64>,
     /// Resolved callstacks (pprof location ids, leaf first), per target profile.
     cpu_stacks: HashMap<u64, Vec<u64>>,
     heap_stacks: HashMap<u64, Vec<u64>>,
@@ -294,11 +297,14 @@ impl Reader {
         });
         let seq = self.sequences.entry(seq_id).or_default();
         seq.add_profile_packet(p);
+        // The packets of one dump share its time: the first one's.
+        let base = seq.continuing.unwrap_or(ts);
+        seq.continuing = p.continued.then_some(base);
         for dump in &p.process_dumps {
             let when = if dump.timestamp != 0 {
                 dump.timestamp
             } else {
-                ts
+                base
             };
             self.heap_interval = self.heap_interval.max(dump.sampling_interval_bytes);
             let mut samples = Vec::with_capacity(dump.samples.len());

@@ -331,15 +331,16 @@ fn cpu_trace(profile: &Profile) -> (Vec<u8>, WriteSummary) {
         .collect();
     let count_index = types.iter().position(|&(_, u)| u == "count");
     let time_index = types.iter().position(|&(_, u)| nanos_per(u).is_some());
-    // What one sample stands for: the profile's period when it is a time (Go: 10 ms),
-    // else 10 ms (100 Hz) for a time-only profile without one.
+    // What one sample stands for: the profile's period when it is a time (Go: 10 ms); for a
+    // time-only profile without one, 10 ms (100 Hz). A count profile whose period is not a
+    // time (Go's mutex and block profiles) has no timebase: its time values are lost.
     let period_unit = profile
         .period_type
         .as_ref()
         .and_then(|t| nanos_per(string(t.unit)));
-    let period_ns = match (period_unit, time_index) {
-        (Some(n), _) if profile.period > 0 => Some(profile.period as f64 * n),
-        (_, Some(_)) => Some(10_000_000.0),
+    let period_ns = match (period_unit, count_index, time_index) {
+        (Some(n), _, _) if profile.period > 0 => Some(profile.period as f64 * n),
+        (_, None, Some(_)) => Some(10_000_000.0),
         _ => None,
     };
     let mut summary = WriteSummary::default();
