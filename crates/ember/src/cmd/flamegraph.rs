@@ -25,8 +25,8 @@ use ember_formats::{FoldedRef, InputBytes};
                   graph: widths are `after`, red frames grew, blue ones shrank. A pprof profile is \
                   detected by its content (gzip or raw protobuf), or forced with --pprof / --sample-type; \
                   a `pprof -diff_base` profile draws as the differential graph of base → new. \
-                  `perf script` text (folded like `ember collapse`) and speedscope JSON are \
-                  read too.\n\n\
+                  `perf script` text (folded like `ember collapse`), speedscope JSON and \
+                  Perfetto traces (perf samples, else heapprofd dumps) are read too.\n\n\
                   The SVG is self-contained (no external scripts or fonts) and works offline."
 )]
 pub struct Args {
