@@ -182,7 +182,12 @@ fn pprof_corpus_round_trips_through_a_trace() {
         }
         cpu += 1;
         if summary.scaled.is_some() {
+            // Every stack's count was scaled and rounded: what was written reads back, and
+            // no more than the cap (plus one rounding per sample) was written.
             scaled += 1;
+            assert_eq!(total(&back, 0), summary.perf_samples as i64, "{name}");
+            let cap = perfetto::MAX_PERF_SAMPLES + original.sample.len() as u64;
+            assert!(summary.perf_samples <= cap, "{name}");
             continue;
         }
         let string = |i: i64| original.string_table[i as usize].as_str();
@@ -206,6 +211,7 @@ fn pprof_corpus_round_trips_through_a_trace() {
             assert_eq!(total(&back, 0), summary.perf_samples as i64, "{name}");
         }
     }
+    eprintln!("round trip: {cpu} CPU profiles ({scaled} scaled down), {heap} heap profiles");
     assert!(
         cpu >= 40 && heap >= 10,
         "cpu {cpu}, heap {heap}, scaled {scaled}"
