@@ -48,6 +48,11 @@ fn folded(p: &Profile, name: &str) -> BTreeMap<String, i64> {
         .collect()
 }
 
+/// Folded stacks as written in a test.
+fn expect(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+    pairs.iter().map(|&(s, v)| (s.to_owned(), v)).collect()
+}
+
 fn total(p: &Profile, index: usize) -> i64 {
     p.sample.iter().map(|s| s.value[index]).sum()
 }
@@ -78,12 +83,6 @@ fn heapprofd_dump_max_matches_perfettos_expected_rows() {
     assert_eq!(classify(&bytes), Kind::Perfetto);
     let p = trace_to_profile(&bytes).unwrap();
     ember_pprof::validate(&p).unwrap();
-    let expect = |pairs: &[(&str, i64)]| {
-        pairs
-            .iter()
-            .map(|&(s, v)| (s.to_owned(), v))
-            .collect::<BTreeMap<_, _>>()
-    };
     assert_eq!(
         folded(&p, "inuse_space"),
         expect(&[("f1;f2;f3", 1000), ("f1;f2", 90)])
@@ -337,11 +336,10 @@ mod built {
     //! cover: heapprofd dumps split over packets and repeated over time, Chrome's sampler,
     //! compressed packets, and a sequence whose interned state is cleared.
 
-    use super::folded;
+    use super::{expect, folded};
     use ember_formats::perfetto::proto::*;
     use ember_formats::perfetto::{read_trace, trace_to_profile};
     use prost::Message;
-    use std::collections::BTreeMap;
 
     fn interned(names: &[&str]) -> InternedData {
         let n = names.len() as u64;
@@ -398,10 +396,6 @@ mod built {
             continued,
             ..Default::default()
         })
-    }
-
-    fn expect(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
-        pairs.iter().map(|&(s, v)| (s.to_owned(), v)).collect()
     }
 
     /// A dump split over two packets (`continued`) counts whole; a later dump of the same

@@ -19,14 +19,18 @@ fn run(args: &[&str]) -> Output {
         .expect("run ember")
 }
 
-fn ember(args: &[&str]) -> Vec<u8> {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "ember {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// Runs `cmd`, which must succeed, and returns its stdout.
+fn checked(mut cmd: Command) -> Vec<u8> {
+    let out = cmd.output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{cmd:?}: {stderr}");
     out.stdout
+}
+
+fn ember(args: &[&str]) -> Vec<u8> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ember"));
+    cmd.args(args);
+    checked(cmd)
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -39,14 +43,22 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn sorted_lines(path: &Path) -> Vec<String> {
-    let mut lines: Vec<String> = std::fs::read_to_string(path)
-        .unwrap()
+fn sorted(text: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(text)
         .lines()
         .map(str::to_owned)
         .collect();
     lines.sort();
     lines
+}
+
+/// `ember convert INPUT -o DIR/out.folded EXTRA...`: the folded lines, sorted.
+fn folded_of(dir: &Path, input: &Path, extra: &[&str]) -> Vec<String> {
+    let out = dir.join("out.folded");
+    let mut args = vec!["convert", s(input), "-o", s(&out)];
+    args.extend_from_slice(extra);
+    ember(&args);
+    sorted(&std::fs::read(&out).unwrap())
 }
 
 /// Whether Perfetto's Python schema can be imported here.
@@ -74,24 +86,9 @@ fn cpu_profiles_round_trip_through_a_trace() {
         let input = repo(rel);
         let trace = dir.join("cpu.perfetto-trace");
         ember(&["convert", s(&input), "-o", s(&trace)]);
-        let (from_trace, original) = (dir.join("t.folded"), dir.join("o.folded"));
-        ember(&[
-            "convert",
-            s(&trace),
-            "-o",
-            s(&from_trace),
-            "--sample-index",
-            "samples",
-        ]);
-        ember(&[
-            "convert",
-            s(&input),
-            "-o",
-            s(&original),
-            "--sample-index",
-            "samples",
-        ]);
-        assert_eq!(sorted_lines(&from_trace), sorted_lines(&original), "{rel}");
+        let samples = ["--sample-index", "samples"];
+        let original = folded_of(&dir, &input, &samples);
+        assert_eq!(folded_of(&dir, &trace, &samples), original, "{rel}");
         // The time type comes back as count × period: the same top table totals.
         let top = |p: &Path| {
             String::from_utf8(ember(&["top", s(p), "--sample-index", "cpu"]))
@@ -105,22 +102,9 @@ fn cpu_profiles_round_trip_through_a_trace() {
         let svg = ember(&["flamegraph", s(&trace)]);
         assert!(svg.starts_with(b"<?xml"), "{rel}");
         if python {
-            let out = Command::new("python3")
-                .arg(repo("tests/data/perfetto/fold.py"))
-                .arg(&trace)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let folded: Vec<String> = String::from_utf8(out.stdout)
-                .unwrap()
-                .lines()
-                .map(str::to_owned)
-                .collect();
-            assert_eq!(folded, sorted_lines(&original), "{rel}: Perfetto's schema");
+            let mut fold = Command::new("python3");
+            fold.arg(repo("tests/data/perfetto/fold.py")).arg(&trace);
+            assert_eq!(sorted(&checked(fold)), original, "{rel}: Perfetto's schema");
         }
     }
     std::fs::remove_dir_all(&dir).ok();
@@ -135,20 +119,16 @@ fn heap_and_folded_inputs_and_to_perfetto() {
     let trace = dir.join("heap.bin");
     ember(&["convert", s(&heap), "-o", s(&trace), "--to", "perfetto"]);
     for ty in ["inuse_space", "alloc_objects"] {
-        let (a, b) = (dir.join("a.folded"), dir.join("b.folded"));
-        ember(&["convert", s(&trace), "-o", s(&a), "--sample-index", ty]);
-        ember(&["convert", s(&heap), "-o", s(&b), "--sample-index", ty]);
-        assert_eq!(sorted_lines(&a), sorted_lines(&b), "{ty}");
+        let index = ["--sample-index", ty];
+        let want = folded_of(&dir, &heap, &index);
+        assert_eq!(folded_of(&dir, &trace, &index), want, "{ty}");
     }
     let folded =
         repo("tests/data/corpora/FlameGraph/test/results/perf-java-stacks-01-collapsed-pid.txt");
     let trace = dir.join("f.pftrace");
     ember(&["convert", s(&folded), "-o", s(&trace)]);
-    let back = dir.join("back.folded");
-    ember(&["convert", s(&trace), "-o", s(&back)]);
-    let original = dir.join("orig.folded");
-    ember(&["convert", s(&folded), "-o", s(&original)]);
-    assert_eq!(sorted_lines(&back), sorted_lines(&original));
+    let want = folded_of(&dir, &folded, &[]);
+    assert_eq!(folded_of(&dir, &trace, &[]), want);
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -158,16 +138,8 @@ fn heap_and_folded_inputs_and_to_perfetto() {
 fn perfettos_trace_converts_and_a_cut_one_is_an_error() {
     let dir = temp_dir("bad");
     let trace = repo("tests/data/perfetto/heap_profile_dump_max.pftrace");
-    let out = dir.join("max.folded");
-    ember(&[
-        "convert",
-        s(&trace),
-        "-o",
-        s(&out),
-        "--sample-index",
-        "inuse_space",
-    ]);
-    assert_eq!(sorted_lines(&out), vec!["f1;f2 90", "f1;f2;f3 1000"]);
+    let max = folded_of(&dir, &trace, &["--sample-index", "inuse_space"]);
+    assert_eq!(max, vec!["f1;f2 90", "f1;f2;f3 1000"]);
     let bytes = std::fs::read(&trace).unwrap();
     let cut = dir.join("cut.pftrace");
     std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
