@@ -476,6 +476,27 @@ mod built {
         let read = read_trace(&compressed).unwrap();
         assert_eq!(read.stats.packets, 4);
         assert_eq!(folded(read.cpu.as_ref().unwrap(), "samples"), want);
+        // A sample naming a callstack its sequence never interned is dropped, and said so.
+        let mut dangling = packet(3, 5_000);
+        dangling.streaming_profile_packet = Some(StreamingProfilePacket {
+            callstack_iid: vec![2, 9],
+            timestamp_delta_us: vec![0, 0],
+        });
+        let mut trace = Trace::decode(plain.as_slice()).unwrap();
+        trace.packet.push(dangling);
+        let p = trace_to_profile(&trace.encode_to_vec()).unwrap();
+        assert_eq!(folded(&p, "samples")["x;y"], 2);
+        let comments: Vec<&str> = p
+            .comment
+            .iter()
+            .map(|&i| p.string_table[i as usize].as_str())
+            .collect();
+        assert_eq!(
+            comments,
+            [
+                "perfetto: 1 samples dropped: their callstack or frames were never interned on their sequence"
+            ]
+        );
         // A blob that does not inflate is an error naming the packet.
         let mut bad = packet(0, 0);
         bad.compressed_packets = vec![0x78, 0x9c, 1, 2, 3];

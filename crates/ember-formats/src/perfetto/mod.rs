@@ -109,25 +109,41 @@ pub enum PerfettoError {
 
 /// Reads a trace into one profile: its CPU samples, else its heap dumps (see the module
 /// documentation). A trace with both keeps the CPU profile and notes in a pprof comment how
-/// many heap samples it left out.
+/// many heap samples it left out; samples dropped for callstacks never interned are noted
+/// the same way.
 pub fn trace_to_profile(bytes: &[u8]) -> Result<Profile, PerfettoError> {
     let read = read_trace(bytes)?;
-    let packets = read.stats.packets;
-    match (read.cpu, read.heap) {
-        (Some(mut cpu), heap) if read.stats.cpu_samples > 0 => {
-            if heap.is_some() && read.stats.heap_samples > 0 {
-                let note = format!(
+    let stats = read.stats;
+    let mut notes = Vec::new();
+    let mut profile = match (read.cpu, read.heap) {
+        (Some(cpu), heap) if stats.cpu_samples > 0 => {
+            if heap.is_some() && stats.heap_samples > 0 {
+                notes.push(format!(
                     "perfetto: {} heapprofd samples not converted (the trace also has CPU samples)",
-                    read.stats.heap_samples
-                );
-                cpu.comment.push(cpu.string_table.len() as i64);
-                cpu.string_table.push(note);
+                    stats.heap_samples
+                ));
             }
-            Ok(cpu)
+            cpu
         }
-        (_, Some(heap)) if read.stats.heap_samples > 0 => Ok(heap),
-        _ => Err(PerfettoError::NoSamples { packets }),
+        (_, Some(heap)) if stats.heap_samples > 0 => heap,
+        _ => {
+            return Err(PerfettoError::NoSamples {
+                packets: stats.packets,
+            });
+        }
+    };
+    if stats.unresolved > 0 {
+        notes.push(format!(
+            "perfetto: {} samples dropped: their callstack or frames were never interned on their sequence",
+            stats.unresolved
+        ));
     }
+    // Said where every reader of the profile sees it: `go tool pprof -comments`.
+    for note in notes {
+        profile.comment.push(profile.string_table.len() as i64);
+        profile.string_table.push(note);
+    }
+    Ok(profile)
 }
 
 /// Whether bytes (already gunzipped) start like a Perfetto trace rather than a pprof
