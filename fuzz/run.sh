@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the fuzz targets and runs one of them for a fixed time, single job, with an RSS limit.
 #
-# Usage: fuzz/run.sh TARGET [SECONDS]       (TARGET: pprof_decode | perf_script | folded |
+# Usage: fuzz/run.sh TARGET [SECONDS]       (TARGET: pprof_decode | perf_script | folded | perfetto_decode |
 #                                           ingest_legacy | ingest_push | ingest_grpc)
 #
 # Works on stable Rust: `-s none` skips AddressSanitizer (which needs -Zsanitizer); the code under

@@ -66,10 +66,17 @@ for path in "$corpora"/inferno/tests/data/flamegraph/*/*.txt \
     if [[ -f "$path" ]]; then add_seed "$path" "$dir"; fi
 done
 
+# perfetto_decode: Perfetto's own test traces (tests/data/perfetto, encoded from its textprotos).
+dir="$here/corpus/perfetto_decode"
+mkdir -p "$dir"
+for path in "$repo"/tests/data/perfetto/*.pftrace; do
+    cp "$path" "$dir/"
+done
+
 # ingest_legacy, ingest_push, ingest_grpc: requests built around the small pprof files and
 # folded stacks above, with nested compressed payloads and bombs (see seed_ingest.py).
 python3 "$here/seed_ingest.py" "$corpora" "$here/corpus" >/dev/null
 
-for target in pprof_decode perf_script folded ingest_legacy ingest_push ingest_grpc; do
+for target in pprof_decode perf_script folded perfetto_decode ingest_legacy ingest_push ingest_grpc; do
     printf '%-13s %4d seeds\n' "$target" "$(find "$here/corpus/$target" -type f | wc -l)"
 done

@@ -119,6 +119,45 @@ fn trace_decodes_with_perfettos_own_schema() {
     });
 }
 
+/// The daemon's trace, read back by ember-formats' Perfetto reader (the one `ember convert`
+/// uses), gives every sample's stack and pid.
+#[test]
+fn trace_reads_back_with_the_perfetto_reader() {
+    let samples = iperf_samples();
+    let events = events_of(&samples);
+    let (bytes, summary) = build_trace(&events);
+    let read = ember_formats::perfetto::read_trace(&bytes).expect("reads");
+    assert_eq!(read.stats.cpu_samples as usize, summary.samples);
+    assert_eq!(read.stats.unresolved, 0);
+    let profile = read.cpu.expect("a CPU profile");
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for (key, n) in expected_stacks(&samples) {
+        let stack = key.split_once(';').map_or("", |(_, s)| s).to_owned();
+        *want.entry(stack).or_insert(0) += n;
+    }
+    let got: BTreeMap<String, u64> = ember_pprof::folded_stacks(&profile, 0)
+        .into_iter()
+        .map(|(s, v)| (s, v as u64))
+        .collect();
+    assert_eq!(got, want);
+    let key = profile
+        .string_table
+        .iter()
+        .position(|s| s == "pid")
+        .unwrap() as i64;
+    let mut pids: Vec<i64> = profile
+        .sample
+        .iter()
+        .flat_map(|s| s.label.iter().filter(|l| l.key == key).map(|l| l.num))
+        .collect();
+    pids.sort();
+    pids.dedup();
+    let mut want_pids: Vec<i64> = samples.iter().map(|s| i64::from(s.pid)).collect();
+    want_pids.sort();
+    want_pids.dedup();
+    assert_eq!(pids, want_pids);
+}
+
 fn http_config(root: &Path, size_kb: u64, max_runs: usize) -> PerfettoDaemonConfig {
     PerfettoDaemonConfig {
         config_text: format!(

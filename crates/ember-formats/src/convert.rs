@@ -1,7 +1,11 @@
-//! Conversions between pprof profiles, folded stacks, speedscope JSON and (in) perf script.
+//! Conversions between pprof profiles, folded stacks, speedscope JSON, Perfetto traces and
+//! perf script.
 //!
 //! Every Ember command that takes a profile accepts pprof (gzip'd or raw), folded stacks,
-//! speedscope JSON or perf script text, decided by content ([`crate::detect`]). The conversions (rows: input, columns: output):
+//! speedscope JSON, perf script text or a Perfetto trace, decided by content
+//! ([`crate::detect`]). The conversions (rows: input, columns: output; perf script output is
+//! [`crate::perf_script`]'s, Perfetto output [`crate::perfetto::profile_to_trace`], both from a
+//! profile, folded input becoming one first):
 //!
 //! | from \\ to  | pprof | folded | speedscope |
 //! |-------------|-------|--------|------------|
@@ -9,6 +13,11 @@
 //! | folded      | [`folded_to_profile`] (one `type/unit`, counts truncated) | rewritten (counts truncated) | [`crate::folded_to_speedscope`] |
 //! | perf script | folded by `ember-collapse` ([`crate::read_input`]), then folded → pprof | `ember-collapse` | folded, then folded → speedscope |
 //! | speedscope  | [`crate::speedscope_to_profile`] | through pprof | through pprof |
+//! | Perfetto trace | [`crate::perfetto::trace_to_profile`] (perf samples: `samples/count`, and `cpu/nanoseconds` with a known timebase; else heapprofd: `alloc_*`/`inuse_*`) | through pprof | through pprof |
+//!
+//! pprof or folded → Perfetto: a CPU-type profile becomes `PerfSample` packets (one per
+//! counted sample, at most [`crate::perfetto::MAX_PERF_SAMPLES`]), a heap profile one
+//! heapprofd dump; the field mapping and what is lost are in [`crate::perfetto`].
 //!
 //! pprof → folded exists once, as `ember_pprof::folded_stacks` (the pprof model's folded
 //! view); everything here builds on it.
@@ -29,15 +38,23 @@ pub enum Format {
     Speedscope,
     /// `perf script` text (written from a profile: [`crate::perf_script`]).
     PerfScript,
+    /// A Perfetto trace, native protobuf (written from a profile: [`crate::perfetto`]).
+    Perfetto,
 }
 
 impl Format {
     /// Guesses an output format from a file name: `.json` → speedscope, `.perf`/
-    /// `.perf-script`/`.perf.txt` → perf script, `.folded`/`.txt`/`.collapsed` → folded,
-    /// `.pb`/`.pb.gz`/`.pprof`/`.prof` → pprof.
+    /// `.perf-script`/`.perf.txt` → perf script, `.perfetto-trace`/`.pftrace`/`.perfetto` →
+    /// Perfetto trace, `.folded`/`.txt`/`.collapsed` → folded, `.pb`/`.pb.gz`/`.pprof`/
+    /// `.prof` → pprof.
     pub fn from_path(path: &Path) -> Option<Format> {
         let name = path.file_name()?.to_str()?.to_ascii_lowercase();
-        if [".perf", ".perf-script", ".perf.txt"]
+        if [".perfetto-trace", ".pftrace", ".perfetto"]
+            .iter()
+            .any(|e| name.ends_with(e))
+        {
+            Some(Format::Perfetto)
+        } else if [".perf", ".perf-script", ".perf.txt"]
             .iter()
             .any(|e| name.ends_with(e))
         {
@@ -59,9 +76,10 @@ impl Format {
         }
     }
 
-    /// Parses a `--to` value (`pprof`, `folded`, `speedscope`, `perf-script`).
+    /// Parses a `--to` value (`pprof`, `folded`, `speedscope`, `perf-script`, `perfetto`).
     pub fn from_name(name: &str) -> Option<Format> {
         match name.to_ascii_lowercase().as_str() {
+            "perfetto" | "perfetto-trace" | "pftrace" => Some(Format::Perfetto),
             "perf-script" | "perf" | "perfscript" => Some(Format::PerfScript),
             "pprof" | "proto" | "pb" => Some(Format::Pprof),
             "folded" | "collapsed" => Some(Format::Folded),

@@ -26,6 +26,8 @@ pub enum Kind {
     PerfScript,
     /// Speedscope JSON.
     Speedscope,
+    /// A Perfetto trace (native protobuf), read for its CPU or heap samples.
+    Perfetto,
 }
 
 impl fmt::Display for Kind {
@@ -35,6 +37,7 @@ impl fmt::Display for Kind {
             Kind::Folded => "folded stacks",
             Kind::PerfScript => "perf script output",
             Kind::Speedscope => "speedscope JSON",
+            Kind::Perfetto => "a Perfetto trace",
         })
     }
 }
@@ -46,14 +49,22 @@ const HEAD: usize = 64 * 1024;
 /// by looking at their start:
 ///
 /// - binary content (control bytes other than tab and line breaks in the first 512 bytes, or
-///   a first byte of `0x0a`, the tag that starts most profile.proto messages) is pprof;
+///   a first byte of `0x0a`, the tag that starts most profile.proto messages) is a Perfetto
+///   trace when its first fields are trace packets ([`crate::perfetto::looks_like_trace`]),
+///   else pprof;
 /// - text whose first non-blank character is `{` is speedscope JSON;
 /// - text with `hexaddress symbol (module)` frame lines among its first lines, and fewer
 ///   folded lines than not, is `perf script` output;
 /// - any other text is folded stacks (legacy pprof text formats included: their lines do not
 ///   parse as folded, and [`decode`] reports them through the pprof decoder).
 pub fn classify(bytes: &[u8]) -> Kind {
-    if is_gzip(bytes) || looks_binary(bytes) {
+    if is_gzip(bytes) {
+        return Kind::Pprof;
+    }
+    if looks_binary(bytes) {
+        if crate::perfetto::looks_like_trace(bytes) {
+            return Kind::Perfetto;
+        }
         return Kind::Pprof;
     }
     let head = &bytes[..bytes.len().min(HEAD)];
@@ -141,7 +152,8 @@ pub fn decode(bytes: &[u8]) -> Result<Input, PprofError> {
 
 /// Reads `path` (`-`: stdin; gzip undone, see [`crate::input::read_bytes`]) and decodes it
 /// by content: pprof and folded stacks with [`decode`], speedscope JSON into a profile
-/// ([`crate::speedscope::speedscope_to_profile`]), `perf script` output into folded stacks
+/// ([`crate::speedscope::speedscope_to_profile`]), a Perfetto trace into its CPU (else heap)
+/// profile ([`crate::perfetto::trace_to_profile`]), `perf script` output into folded stacks
 /// (folded by `ember-collapse` with `stackcollapse-perf.pl`'s defaults).
 pub fn read_input(path: &Path) -> Result<Input, FormatError> {
     let bytes = read_bytes(path)?;
@@ -152,16 +164,24 @@ pub fn read_input(path: &Path) -> Result<Input, FormatError> {
 /// [`read_input`] does.
 pub fn decode_as(bytes: &[u8], kind: Kind, path: &Path) -> Result<Input, FormatError> {
     let display = || path.display().to_string();
-    let decoded = match kind {
+    let unknown = |pprof| FormatError::UnknownFormat {
+        path: display(),
+        pprof,
+    };
+    let profile = match kind {
         // Binary input is never folded text: report why it is not a valid profile.
-        Kind::Pprof => ember_pprof::decode(bytes).map(|p| Input::Pprof(Box::new(p))),
-        Kind::Speedscope => {
-            return crate::speedscope::speedscope_to_profile(bytes)
-                .map(|p| Input::Pprof(Box::new(p)))
-                .map_err(|reason| FormatError::BadSpeedscope {
-                    path: display(),
-                    reason,
-                });
+        Kind::Pprof => ember_pprof::decode(bytes).map_err(unknown),
+        Kind::Speedscope => crate::speedscope::speedscope_to_profile(bytes).map_err(|reason| {
+            FormatError::BadSpeedscope {
+                path: display(),
+                reason,
+            }
+        }),
+        Kind::Perfetto => {
+            crate::perfetto::trace_to_profile(bytes).map_err(|source| FormatError::BadPerfetto {
+                path: display(),
+                source,
+            })
         }
         Kind::PerfScript => {
             return fold_perf_script(bytes).map_err(|reason| FormatError::BadPerfScript {
@@ -169,12 +189,9 @@ pub fn decode_as(bytes: &[u8], kind: Kind, path: &Path) -> Result<Input, FormatE
                 reason,
             });
         }
-        Kind::Folded => decode(bytes),
+        Kind::Folded => return decode(bytes).map_err(unknown),
     };
-    decoded.map_err(|pprof| FormatError::UnknownFormat {
-        path: display(),
-        pprof,
-    })
+    profile.map(|p| Input::Pprof(Box::new(p)))
 }
 
 /// Folds `perf script` text as `ember collapse` does with default options.
@@ -203,7 +220,9 @@ pub fn unsupported_hint(kind: Kind) -> Option<&'static str> {
     match kind {
         Kind::Pprof | Kind::Folded => None,
         Kind::PerfScript => Some("fold it first with `ember collapse`"),
-        Kind::Speedscope => Some("convert it first with `ember convert --to pprof`"),
+        Kind::Speedscope | Kind::Perfetto => {
+            Some("convert it first with `ember convert --to pprof`")
+        }
     }
 }
 

@@ -5,11 +5,13 @@
 //! - [`diff_folded`]: two folded inputs → `stack before after` lines (`difffolded.pl`).
 //! - [`speedscope`]: speedscope JSON output.
 //! - [`mod@top`]: the `go tool pprof -top` table, byte for byte; [`units`] its value formatting.
-//! - [`convert`]: conversions between pprof, folded stacks and speedscope (the matrix is in
-//!   that module's documentation).
+//! - [`convert`]: conversions between pprof, folded stacks, speedscope, perf script and
+//!   Perfetto traces (the matrix is in that module's documentation).
+//! - [`perfetto`]: Perfetto traces (native protobuf): CPU and heap samples in, a profile out
+//!   as perf samples or a heapprofd dump, with the mapping table in its documentation.
 //! - [`input`] and [`detect`]: reading a path or stdin (memory-mapping large files,
 //!   gunzipping under a size cap) and deciding by content whether the bytes are a pprof
-//!   profile, folded stacks, `perf script` output or speedscope JSON.
+//!   profile, folded stacks, `perf script` output, speedscope JSON or a Perfetto trace.
 //!
 //! The pprof model itself (decoding, validation, and THE pprof → folded view,
 //! [`ember_pprof::folded_stacks`]) belongs to `ember-pprof`; `perf script` → folded belongs to
@@ -27,6 +29,7 @@ pub mod folded;
 pub mod input;
 mod mmap;
 pub mod perf_script;
+pub mod perfetto;
 pub mod speedscope;
 pub mod top;
 pub mod units;
@@ -90,6 +93,15 @@ pub enum FormatError {
         path: String,
         /// What does not follow the format.
         reason: String,
+    },
+    /// The input is a Perfetto trace that could not be read.
+    #[error("{path}: Perfetto trace: {source}")]
+    BadPerfetto {
+        /// The file involved.
+        path: String,
+        /// Why.
+        #[source]
+        source: perfetto::PerfettoError,
     },
     /// The input is `perf script` text that could not be folded.
     #[error("{path}: perf script output: {reason}")]

@@ -42,7 +42,7 @@ enum Command {
     Diff(cmd::diff::Args),
     /// Print the pprof "top" table: the heaviest functions by flat or cumulative value.
     Top(cmd::top::Args),
-    /// Convert between pprof, folded stacks, speedscope JSON and perf script.
+    /// Convert between pprof, folded stacks, speedscope JSON, perf script and Perfetto traces.
     Convert(cmd::convert::Args),
     #[cfg(feature = "record")]
     /// Sample a command, processes or the whole host with perf_event and write a profile.

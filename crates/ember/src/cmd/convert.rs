@@ -1,6 +1,7 @@
-//! `ember convert`: pprof, folded stacks, speedscope JSON or `perf script` text in (one input
-//! detector), pprof, folded stacks, speedscope JSON or `perf script` text out; several inputs
-//! are merged into one profile first.
+//! `ember convert`: pprof, folded stacks, speedscope JSON, `perf script` text or a Perfetto
+//! trace in (one input detector), the same five out; several inputs are merged into one
+//! profile first. The conversion table is `ember_formats::convert`'s; Perfetto's field mapping
+//! is `ember_formats::perfetto`'s. (OTLP profiles do not exist in Ember yet.)
 
 use anyhow::{Context, bail};
 use ember_formats::{Format, Input, folded_to_profile, read_input, select_sample_index};
@@ -9,18 +10,27 @@ use std::path::{Path, PathBuf};
 
 use super::merge_inputs::{inputs_name, read_merged};
 
-/// Convert a profile between formats (pprof, folded stacks, speedscope JSON, perf script).
+/// Convert a profile between formats (pprof, folded stacks, speedscope JSON, perf script,
+/// Perfetto trace).
 #[derive(clap::Args)]
 #[command(
     long_about = "Convert a profile between formats. The input (pprof, gzip'd or raw; folded \
                   stacks; speedscope JSON, sampled or evented, from any program; `perf script` \
-                  text from Linux perf or Android simpleperf, folded like `ember collapse`) is \
-                  detected by content; the output format comes from --to or the \
+                  text from Linux perf or Android simpleperf, folded like `ember collapse`; a \
+                  Perfetto trace, native protobuf, whose perf samples (traced_perf, Chrome's \
+                  sampler) become a samples/count profile, plus cpu/nanoseconds when its \
+                  timebase says what a sample is, or else whose heapprofd dumps become an \
+                  alloc/inuse heap profile; pid and tid become labels) is detected by content; \
+                  the output format comes from --to or the \
                   output file's extension: .pb.gz/.pprof/.pb → pprof (gzip'd), \
                   .folded/.txt/.collapsed → folded stacks, .json → speedscope, \
                   .perf/.perf-script/.perf.txt → perf script (one block per sample: a count \
                   sample type as it is, a time through the profile's period; --sample-index \
-                  picks the type, default the first count type).\n\n\
+                  picks the type, default the first count type), .perfetto-trace/.pftrace → \
+                  Perfetto trace (a CPU profile as one PerfSample packet per counted sample, \
+                  spread over the profile's time range, at most 1,000,000 of them: a larger \
+                  profile is scaled down and a warning says by how much; a heap profile as one \
+                  heapprofd dump; open it in ui.perfetto.dev or trace_processor).\n\n\
                   Several inputs (any mix of these; folded and perf script ones become \
                   profiles of --sample-type) are merged into one profile, like `go tool pprof \
                   -proto a.pb.gz b.pb.gz`: identical mappings, functions and locations are \
@@ -38,8 +48,8 @@ pub struct Args {
     /// Output file.
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
-    /// Output format (`pprof`, `folded`, `speedscope`, `perf-script`). Default: from the
-    /// output's extension.
+    /// Output format (`pprof`, `folded`, `speedscope`, `perf-script`, `perfetto`). Default:
+    /// from the output's extension.
     #[arg(long, value_name = "FORMAT")]
     to: Option<String>,
     /// pprof input: the sample type to convert, by index or name. Default for folded output:
@@ -55,7 +65,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let format = match &args.to {
         Some(name) => Format::from_name(name).with_context(|| {
-            format!("unknown format {name:?} (pprof, folded, speedscope, perf-script)")
+            format!("unknown format {name:?} (pprof, folded, speedscope, perf-script, perfetto)")
         })?,
         None => Format::from_path(&args.output).with_context(|| {
             format!(
@@ -170,7 +180,34 @@ fn convert(args: &Args, input: Input, format: Format, out: &mut impl Write) -> a
             warn_fractional(fractional);
             ember_formats::perf_script::profile_to_perf_script(&profile, None, out)?;
         }
+        (Input::Pprof(profile), Format::Perfetto) => write_trace(&profile, out)?,
+        // Folded counts are samples: each line becomes that many perf samples.
+        (Input::Folded(folded), Format::Perfetto) => {
+            let (profile, fractional) = folded_to_profile(&folded, ("samples", "count"));
+            warn_fractional(fractional);
+            write_trace(&profile, out)?;
+        }
     }
+    Ok(())
+}
+
+/// Writes `profile` as a Perfetto trace, saying what the trace could not hold.
+fn write_trace(profile: &ember_pprof::Profile, out: &mut impl Write) -> anyhow::Result<()> {
+    let (bytes, summary) = ember_formats::perfetto::profile_to_trace(profile);
+    if summary.negative > 0 {
+        eprintln!(
+            "ember: warning: {} samples with negative values left out (a trace cannot hold them)",
+            summary.negative
+        );
+    }
+    if let Some(factor) = summary.scaled {
+        eprintln!(
+            "ember: warning: more than {} samples: every stack's count scaled by {factor:.6} \
+             (the timebase period by its inverse, so CPU time stays about the same)",
+            ember_formats::perfetto::MAX_PERF_SAMPLES
+        );
+    }
+    out.write_all(&bytes)?;
     Ok(())
 }
 

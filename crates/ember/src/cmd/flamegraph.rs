@@ -25,8 +25,8 @@ use ember_formats::{FoldedRef, InputBytes};
                   graph: widths are `after`, red frames grew, blue ones shrank. A pprof profile is \
                   detected by its content (gzip or raw protobuf), or forced with --pprof / --sample-type; \
                   a `pprof -diff_base` profile draws as the differential graph of base → new. \
-                  `perf script` text (folded like `ember collapse`) and speedscope JSON are \
-                  read too.\n\n\
+                  `perf script` text (folded like `ember collapse`), speedscope JSON and \
+                  Perfetto traces (perf samples, else heapprofd dumps) are read too.\n\n\
                   The SVG is self-contained (no external scripts or fonts) and works offline."
 )]
 pub struct Args {
@@ -392,8 +392,8 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
                 PprofStacks::Merged(_) => out.text.push((path.as_path(), bytes)),
             },
             // Read by the one detector (perf script folded like `ember collapse`, speedscope
-            // into a profile), then merged like the other inputs.
-            Kind::PerfScript | Kind::Speedscope => {
+            // and Perfetto traces into a profile), then merged like the other inputs.
+            Kind::PerfScript | Kind::Speedscope | Kind::Perfetto => {
                 let f = match detect::decode_as(&bytes, kind, path)? {
                     ember_formats::Input::Pprof(profile) => {
                         let (f, unit) =

@@ -34,7 +34,8 @@ enum Sort {
                   the inputs."
 )]
 pub struct Args {
-    /// Profiles to summarise (pprof or folded stacks, detected by content); several are merged.
+    /// Profiles to summarise (pprof, folded stacks, speedscope, perf script or a Perfetto trace,
+    /// detected by content); several are merged.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
     /// Row order.
