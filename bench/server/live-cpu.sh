@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A quick probe of one build's ingest CPU over HTTP: live-cpu.sh BIN [COUNT] [PERF_OUT]
+# Starts `BIN server` on a fresh data directory (retention off, default flush settings),
+# pushes 1,000 warm-up profiles of the realistic workload (seed 1001, not measured), then
+# COUNT (2000) high-churn profiles (seed 1) from 20 services over CONC (4) connections with
+# ember-loadgen, and prints the server's CPU (user+sys from /proc/PID/stat) per accepted
+# profile over those pushes. With PERF_OUT, `perf record -g` samples the server meanwhile.
+# Alternate two builds yourself (old, new, old, new) to compare them: see BENCHMARKS.md.
+# Environment: LOADGEN (default: this tree's release ember-loadgen), CONC (4).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+bin=${1:?usage: live-cpu.sh BIN [COUNT] [PERF_OUT]}
+count=${2:-2000}
+perf=${3:-}
+LOADGEN="${LOADGEN:-${CARGO_TARGET_DIR:-$root/target}/release/ember-loadgen}"
+work=$(mktemp -d "${TMPDIR:-/tmp}/ember-live.XXXX")
+log=$work/log
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+echo '{"retention_days": 0}' > "$work/config.json"
+"$bin" server --listen 127.0.0.1:0 --data-dir "$work/data" --config "$work/config.json" 2> "$log" &
+pid=$!
+for _ in $(seq 600); do grep -q "listening on" "$log" 2>/dev/null && break; sleep 0.05; done
+url="http://$(sed -n 's/.*listening on http:\/\/\([^,]*\),.*/\1/p' "$log" | head -1)"
+clk=$(getconf CLK_TCK)
+cpu() { awk -v t="$clk" '{print ($14+$15)/t}' "/proc/$pid/stat"; }
+"$LOADGEN" --server "$url" --workload realistic --services 20 --seed 1001 -n 1000 -c 4 --json > /dev/null
+c0=$(cpu)
+if [[ -n "$perf" ]]; then
+  perf record -F 499 -g -p "$pid" -o "$perf" 2>/dev/null &
+  ppid=$!
+  sleep 0.5
+fi
+out=$("$LOADGEN" --server "$url" --workload realistic --services 20 --seed 1 --churn high \
+  -n "$count" -c "${CONC:-4}" --json)
+c1=$(cpu)
+if [[ -n "$perf" ]]; then kill -INT "$ppid"; wait "$ppid" || true; fi
+ok=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['ok'])" "$out")
+python3 -c "print(f'$bin: {1000*($c1-$c0)/$ok:.3f} ms server CPU per profile ({$ok} ok)')"
+kill -TERM "$pid"; wait "$pid" || true
