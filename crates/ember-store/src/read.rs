@@ -364,8 +364,8 @@ impl Store {
     /// labels and profile counts; every other tier goes to `from_head`. `tiers` first learns
     /// how many tiers at most will be visited.
     ///
-    /// Rollups are read and decoded on a second thread, one ahead of the one being merged,
-    /// so decoding (inflate and varints) overlaps the merge.
+    /// Rollups are read and decoded on two threads ([`Store::decode_rollups`]), each one
+    /// ahead of the one being merged, so decoding (zstd and varints) overlaps the merge.
     fn for_each_tier(
         &self,
         tenant: &str,

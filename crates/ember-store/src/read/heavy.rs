@@ -14,12 +14,15 @@
 //!    some tier reaches `L / k` is a candidate, with its ancestors (`k` is the number of
 //!    tiers the query may read, known before the first). `L` grows as tiers arrive, so
 //!    early tiers offer a few more candidates than needed. This pass runs as each tier
-//!    arrives, while the next rollup is decoded on another thread.
+//!    arrives, while the next rollups are decoded on two other threads.
 //! 2. *Exact values.* Every tier is read again, on two threads, and each frame under a
 //!    candidate is looked up in the candidates' table: candidates get their exact merged
-//!    total and the total of their children, hence their self value. Rollups the cache does
-//!    not hold are let go between the passes (beyond a quarter of the cache's budget) and
-//!    read again, so memory stays bounded by the cache.
+//!    total and the total of their children, hence their self value. Pass 1 keeps what this
+//!    pass needs of each rollup packed (`read/packed.rs`: parent, shared name id and total
+//!    in about 6 bytes a frame, against 20 and more decoded) within half of the cache's
+//!    budget, and lets the rollup go; only rollups beyond that share are read again (from
+//!    the cache when it still has them), so a cold week is decoded once (28 of its 32
+//!    rollups packed, 65 MB) and memory stays bounded by the cache and a half.
 //!
 //! The result holds the candidates with exact self values and, per candidate, the total of
 //! what lies below it outside the candidates (`Merged::rest`), so a heaviest-first cut of it
@@ -417,8 +420,9 @@ impl HeavyMerge {
         }
     }
 
-    /// Pass 1 on one part: raise the bound, offer the part's frames above `bound / tiers`.
-    fn offer(&mut self, part: &Part) {
+    /// Pass 1 on one part: raise the bound, offer the part's frames above `bound / tiers`;
+    /// a rollup is packed for pass 2 if `pack` (see [`Store::merge_stacks_heavy`]).
+    fn offer(&mut self, part: &Part, pack: bool) {
         let names = self.cands.name_ids(part.names());
         self.part_names.push(names);
         self.part_frames.push(part.frames().len());
@@ -439,7 +443,8 @@ impl HeavyMerge {
             .offer(part.frames(), names, &totals, threshold, ids);
         // A rollup's frames are packed for pass 2 while the budget allows (about 6 bytes a
         // frame, checked before packing); a head's merge is held anyway.
-        if matches!(part, Part::Rollup { .. })
+        if pack
+            && matches!(part, Part::Rollup { .. })
             && self.packed_bytes + part.frames().len() * 6 <= self.pack_budget
         {
             let packed = Packed::new(part.frames(), names, &totals);
@@ -603,8 +608,14 @@ impl Store {
             query,
             |tiers| heavy.borrow_mut().tiers = tiers.max(1) as i64,
             |mut p| {
+                // A rollup the cache protects (read before: a warm read) is read again from
+                // there in pass 2 as it is; packing it would only cost time.
+                let pack = match &p {
+                    Part::Rollup { section, .. } => !self.cache.holds_protected_rollup(section),
+                    Part::Merged(_) => false,
+                };
                 let mut heavy = heavy.borrow_mut();
-                heavy.offer(&p);
+                heavy.offer(&p, pack);
                 if heavy.last_packed() {
                     p.forget_rollup();
                 } else {
@@ -614,6 +625,13 @@ impl Store {
             },
         );
         let heavy = heavy.into_inner();
+        tracing::debug!(
+            parts = parts.len(),
+            packed = heavy.packed.iter().flatten().count(),
+            packed_bytes = heavy.packed_bytes,
+            candidates = heavy.cands.frames.len(),
+            "node-limited merge: pass 1 done"
+        );
         let merged = match parts.len() {
             0 => return Merged::default(),
             1 => parts
