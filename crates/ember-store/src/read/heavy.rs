@@ -603,16 +603,31 @@ impl Store {
         let share = self.cache.budget() / 2;
         let heavy = std::cell::RefCell::new(HeavyMerge::new(max_nodes, share));
         let mut held = 0;
+        // Bytes and count of the decoded rollups seen so far.
+        let mut rolled = (0usize, 0usize);
         self.for_each_part(
             tenant,
             query,
             |tiers| heavy.borrow_mut().tiers = tiers.max(1) as i64,
             |mut p| {
-                // A rollup the cache protects (read before: a warm read) is read again from
-                // there in pass 2 as it is; packing it would only cost time.
+                // Packing costs about half of decoding again, and reading packed frames more
+                // than reading a decoded rollup: worth it only for a rollup pass 2 would not
+                // find in the cache. That is a read whose rollups (estimated from those seen
+                // so far, times the tiers) outgrow the cache, and a rollup the cache does not
+                // protect (a protected one, read before, stays for pass 2).
                 let pack = match &p {
-                    Part::Rollup { section, .. } => !self.cache.holds_protected_rollup(section),
-                    Part::Merged(_) => false,
+                    Part::Rollup {
+                        section,
+                        rollup: Some(r),
+                        ..
+                    } => {
+                        rolled.0 += r.approx_bytes();
+                        rolled.1 += 1;
+                        let tiers = heavy.borrow().tiers.max(1) as usize;
+                        rolled.0 / rolled.1 * tiers > self.cache.budget()
+                            && !self.cache.holds_protected_rollup(section)
+                    }
+                    _ => false,
                 };
                 let mut heavy = heavy.borrow_mut();
                 heavy.offer(&p, pack);
