@@ -206,6 +206,15 @@ impl BlockCache {
         }
     }
 
+    /// Whether the cache holds `section`'s rollup as read more than once (protected: it is
+    /// likely still there when the same query reads it again).
+    pub(crate) fn holds_protected_rollup(&self, section: &Section) -> bool {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.entries
+            .get(&key(section, true))
+            .is_some_and(|e| e.protected)
+    }
+
     /// The budget in bytes.
     pub(crate) fn budget(&self) -> usize {
         self.budget

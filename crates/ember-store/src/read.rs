@@ -20,6 +20,7 @@ use crate::{
 };
 
 mod heavy;
+mod packed;
 mod profiles;
 mod samples;
 mod sums;
@@ -248,6 +249,14 @@ pub struct TimeSeries {
     pub points: Vec<(i64, i64)>,
 }
 
+/// Threads decoding a wide read's rollups ahead of the merge (the machine this was measured
+/// on has two cores; the merge of a decoded rollup is far cheaper than its decoding).
+const ROLLUP_DECODERS: usize = 2;
+
+/// Decoded rollups, in order, from one decoder thread.
+type DecodedRollups =
+    std::sync::mpsc::Receiver<Result<Option<Arc<crate::rollup::Rollup>>, crate::StoreError>>;
+
 /// A series a rollup answers for: its position in the section's index, its labels and its
 /// profile count.
 type RolledSeries<'a> = (usize, &'a Labels, usize);
@@ -355,8 +364,8 @@ impl Store {
     /// labels and profile counts; every other tier goes to `from_head`. `tiers` first learns
     /// how many tiers at most will be visited.
     ///
-    /// Rollups are read and decoded on a second thread, one ahead of the one being merged,
-    /// so decoding (inflate and varints) overlaps the merge.
+    /// Rollups are read and decoded on two threads ([`Store::decode_rollups`]), each one
+    /// ahead of the one being merged, so decoding (zstd and varints) overlaps the merge.
     fn for_each_tier(
         &self,
         tenant: &str,
@@ -405,16 +414,7 @@ impl Store {
                     .collect();
                 let rolled: Vec<Arc<Section>> =
                     picked.iter().filter(|p| p.2).map(|p| p.0.clone()).collect();
-                let (tx, rx) = std::sync::mpsc::sync_channel(1);
-                if !rolled.is_empty() {
-                    scope.spawn(move || {
-                        for s in rolled {
-                            if tx.send(self.cache.rollup(&self.objects, &s)).is_err() {
-                                break;
-                            }
-                        }
-                    });
-                }
+                let rx = self.decode_rollups(scope, rolled);
                 tiers(1 + t.frozen.len() + picked.len());
                 from_head(&t.head);
                 for (_, h) in &t.frozen {
@@ -422,9 +422,13 @@ impl Store {
                 }
                 (picked, rx)
             };
+            let mut next_rollup = 0usize;
             for (s, selected, whole) in picked {
                 if whole {
-                    match rollups.recv() {
+                    // Rollups come in `picked`'s order, from the decoders in turn.
+                    let received = rollups[next_rollup % rollups.len()].recv();
+                    next_rollup += 1;
+                    match received {
                         Ok(Ok(Some(r))) if selected.iter().all(|i| r.has(*i)) => {
                             let series: Vec<RolledSeries<'_>> = selected
                                 .iter()
@@ -447,6 +451,39 @@ impl Store {
                 }
             }
         });
+    }
+
+    /// Reads and decodes the rollups of `sections` on [`ROLLUP_DECODERS`] threads of `scope`,
+    /// section `i` on thread `i % n`: receiving from the returned channels in turn gives
+    /// them in order. Each thread holds at most one decoded rollup waiting and decodes the
+    /// next, so memory stays a few rollups whatever the range. Decoding (zstd and varints)
+    /// is most of a cold wide read, and one thread left the second core idle.
+    fn decode_rollups<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        sections: Vec<Arc<Section>>,
+    ) -> Vec<DecodedRollups> {
+        let n = ROLLUP_DECODERS.min(sections.len()).max(1);
+        let mut shares: Vec<Vec<Arc<Section>>> = vec![Vec::new(); n];
+        for (i, s) in sections.into_iter().enumerate() {
+            shares[i % n].push(s);
+        }
+        shares
+            .into_iter()
+            .map(|share| {
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                if !share.is_empty() {
+                    scope.spawn(move || {
+                        for s in share {
+                            if tx.send(self.cache.rollup(&self.objects, &s)).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                rx
+            })
+            .collect()
     }
 
     /// Profile counts in range of the averaged series the query selects, over every tier

@@ -35,9 +35,15 @@ pub(crate) fn compress_into(raw: &[u8], out: &mut Vec<u8>) -> std::io::Result<()
 pub(crate) fn decompress(compressed: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     if compressed.starts_with(&ZSTD_MAGIC) {
-        // The frame header holds the content size: one allocation of the right size.
-        if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(compressed) {
-            bytes.reserve(usize::try_from(size).unwrap_or(0).min(1 << 30));
+        // The frame header holds the content size: decompressed in one call into one
+        // allocation of that size (the streaming reader copied every byte once more, through
+        // its own buffer: ~5 % of a cold week's flame graph). The frame's checksum is checked
+        // either way.
+        if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(compressed)
+            && let Ok(size) = usize::try_from(size)
+            && size <= 1 << 30
+        {
+            return zstd::bulk::decompress(compressed, size);
         }
         zstd::stream::read::Decoder::with_buffer(compressed)?.read_to_end(&mut bytes)?;
     } else if compressed.starts_with(&GZIP_MAGIC) {

@@ -541,3 +541,52 @@ fn repeated_wide_reads_beyond_the_cache_budget_hit() {
         );
     }
 }
+
+/// A node-limited merge over more rollups than the cache holds reads each rollup once: pass 2
+/// reads the frames pass 1 packed (a few bytes a frame) instead of decoding the rollups
+/// again, which made up a third of a cold week's flame graph. Its answer is the full merge's
+/// (ember-query's `tests/heavy.rs` compares the cut trees).
+#[test]
+fn a_node_limited_wide_read_decodes_each_rollup_once() {
+    let dir = temp_dir("once");
+    let hour = 3_600_000_000_000i64;
+    let start = 1_700_000_000_000_000_000i64;
+    let blocks = 12;
+    {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let mut rng = Rng(11);
+        for b in 0..blocks {
+            for h in 0..4 {
+                let t = start + (b * 4 + h) * hour;
+                for pod in ["p0", "p1", "p2"] {
+                    let p = profile(&mut rng);
+                    store.ingest("t", batch(p, "api", pod, t)).unwrap();
+                }
+            }
+            store.flush().unwrap();
+        }
+        store.close();
+    }
+    let all = query("{}", start, start + blocks * 4 * hour);
+    let bytes = {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        store.merge_stacks("t", &all);
+        store.cache_stats().1
+    };
+    // The cache holds half of the rollups: the others leave it during pass 1.
+    let options = StoreOptions {
+        cache_bytes: bytes / 2,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(&dir, options).unwrap();
+    let heavy = store.merge_stacks_heavy("t", &all, 4);
+    let missed = store.cache_stats().3;
+    assert_eq!(
+        missed, blocks as u64,
+        "each of {blocks} rollups decoded once, not {missed} times"
+    );
+    let full = store.merge_stacks("t", &all);
+    assert_eq!(heavy.total, full.total);
+    assert_eq!(heavy.profiles, full.profiles);
+    let _ = std::fs::remove_dir_all(&dir);
+}

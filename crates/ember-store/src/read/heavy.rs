@@ -14,12 +14,15 @@
 //!    some tier reaches `L / k` is a candidate, with its ancestors (`k` is the number of
 //!    tiers the query may read, known before the first). `L` grows as tiers arrive, so
 //!    early tiers offer a few more candidates than needed. This pass runs as each tier
-//!    arrives, while the next rollup is decoded on another thread.
+//!    arrives, while the next rollups are decoded on two other threads.
 //! 2. *Exact values.* Every tier is read again, on two threads, and each frame under a
 //!    candidate is looked up in the candidates' table: candidates get their exact merged
-//!    total and the total of their children, hence their self value. Rollups the cache does
-//!    not hold are let go between the passes (beyond a quarter of the cache's budget) and
-//!    read again, so memory stays bounded by the cache.
+//!    total and the total of their children, hence their self value. Pass 1 keeps what this
+//!    pass needs of each rollup packed (`read/packed.rs`: parent, shared name id and total
+//!    in about 6 bytes a frame, against 20 and more decoded) within half of the cache's
+//!    budget, and lets the rollup go; only rollups beyond that share are read again (from
+//!    the cache when it still has them), so a cold week is decoded once (28 of its 32
+//!    rollups packed, 65 MB) and memory stays bounded by the cache and a half.
 //!
 //! The result holds the candidates with exact self values and, per candidate, the total of
 //! what lies below it outside the candidates (`Merged::rest`), so a heaviest-first cut of it
@@ -32,6 +35,7 @@ use std::sync::Arc;
 
 use crate::block::Section;
 use crate::head::FastMap;
+use crate::read::packed::Packed;
 use crate::read::sums::{NodeSums, SPARSE_RATIO, compact_frames, sum_nodes};
 use crate::read::{Merged, Query, RolledSeries};
 use crate::rollup::Rollup;
@@ -162,22 +166,29 @@ impl Part {
 
 impl Part {
     /// Lets go of the rollup unless `held` (bytes of rollups the parts hold so far) stays
-    /// within a quarter of the cache's budget (32 MiB by default). Beyond, rollups are read
-    /// again in pass 2 (from the cache when it still has them), so a week's query (two
-    /// dozen rollups of some 15 MB each) holds at most the cache's budget and a quarter
-    /// more. A rollup the cache holds now is let go too: the cache may drop it for the next
-    /// tier's, and a part holding it would then keep it alive outside the cache's budget
-    /// (which let a week's query hold every rollup of the week at once).
-    fn release(&mut self, store: &Store, held: &mut usize) {
+    /// within `limit` (what half of the cache's budget leaves beside the packed parts, see
+    /// [`Packed`]). Beyond, rollups are read again in pass 2 (from the cache when it still
+    /// has them), so a week's query holds at most the cache's budget and a half more. A
+    /// rollup the cache holds now is let go too: the cache may drop it for the next tier's,
+    /// and a part holding it would then keep it alive outside the cache's budget (which let
+    /// a week's query hold every rollup of the week at once).
+    fn release(&mut self, held: &mut usize, limit: usize) {
         if let Part::Rollup { rollup, .. } = self
             && let Some(r) = rollup
         {
             let bytes = r.approx_bytes();
-            if *held + bytes > store.cache.budget() / 4 {
+            if *held + bytes > limit {
                 *rollup = None;
             } else {
                 *held += bytes;
             }
+        }
+    }
+
+    /// Lets go of the rollup for good: pass 2 reads the part's packed frames instead.
+    fn forget_rollup(&mut self) {
+        if let Part::Rollup { rollup, .. } = self {
+            *rollup = None;
         }
     }
 
@@ -328,6 +339,30 @@ impl Candidates {
     }
 }
 
+impl Candidates {
+    /// [`Candidates::add_exact`] of a part kept packed from pass 1.
+    fn add_exact_packed(&self, part: &Packed, exact: &mut [Exact], ids: &mut Vec<u32>) {
+        ids.clear();
+        ids.resize(part.frames, NONE);
+        ids[0] = 0;
+        exact[0].total = exact[0].total.saturating_add(part.root);
+        part.for_each(|f, parent, name, total| {
+            let p = ids[parent];
+            if p == NONE {
+                return;
+            }
+            let c = &mut exact[p as usize].children;
+            *c = c.saturating_add(total);
+            let key = u64::from(p) << 32 | u64::from(name);
+            if let Some(&id) = self.ids.get(&key) {
+                ids[f] = id;
+                let e = &mut exact[id as usize].total;
+                *e = e.saturating_add(total);
+            }
+        });
+    }
+}
+
 /// What pass 2 reads of one part: frames, their names' shared ids, their totals.
 #[derive(Clone, Copy)]
 struct PartFrames<'a> {
@@ -354,6 +389,11 @@ struct HeavyMerge {
     part_names: Vec<Vec<u32>>,
     /// Per part received, its frame count.
     part_frames: Vec<usize>,
+    /// Per part received, its frames packed for pass 2 (rollups, while `packed_bytes` stays
+    /// within `pack_budget`); `None` for a part pass 2 reads as it is or reads again.
+    packed: Vec<Option<Packed>>,
+    packed_bytes: usize,
+    pack_budget: usize,
     /// Buffers pass 1 reuses from part to part.
     totals: Vec<i64>,
     ids: Vec<u32>,
@@ -362,7 +402,8 @@ struct HeavyMerge {
 }
 
 impl HeavyMerge {
-    fn new(max_nodes: usize) -> Self {
+    /// A merge for a cut to `max_nodes`, keeping at most `pack_budget` bytes of packed parts.
+    fn new(max_nodes: usize, pack_budget: usize) -> Self {
         HeavyMerge {
             max_nodes,
             tiers: 1,
@@ -370,17 +411,22 @@ impl HeavyMerge {
             cands: Candidates::new(),
             part_names: Vec::new(),
             part_frames: Vec::new(),
+            packed: Vec::new(),
+            packed_bytes: 0,
+            pack_budget,
             totals: Vec::new(),
             ids: Vec::new(),
             negative: false,
         }
     }
 
-    /// Pass 1 on one part: raise the bound, offer the part's frames above `bound / tiers`.
-    fn offer(&mut self, part: &Part) {
+    /// Pass 1 on one part: raise the bound, offer the part's frames above `bound / tiers`;
+    /// a rollup is packed for pass 2 if `pack` (see [`Store::merge_stacks_heavy`]).
+    fn offer(&mut self, part: &Part, pack: bool) {
         let names = self.cands.name_ids(part.names());
         self.part_names.push(names);
         self.part_frames.push(part.frames().len());
+        self.packed.push(None);
         if self.negative {
             return;
         }
@@ -395,7 +441,24 @@ impl HeavyMerge {
         let ids = &mut self.ids;
         self.cands
             .offer(part.frames(), names, &totals, threshold, ids);
+        // A rollup's frames are packed for pass 2 while the budget allows (about 6 bytes a
+        // frame, checked before packing); a head's merge is held anyway.
+        if pack
+            && matches!(part, Part::Rollup { .. })
+            && self.packed_bytes + part.frames().len() * 6 <= self.pack_budget
+        {
+            let packed = Packed::new(part.frames(), names, &totals);
+            self.packed_bytes += packed.held();
+            if let Some(slot) = self.packed.last_mut() {
+                *slot = Some(packed);
+            }
+        }
         self.totals = totals;
+    }
+
+    /// Whether the last part offered was packed (pass 2 no longer needs its rollup).
+    fn last_packed(&self) -> bool {
+        matches!(self.packed.last(), Some(Some(_)))
     }
 
     /// Pass 2 over `parts` (those offered, in order), on two threads, rollups let go after
@@ -411,6 +474,10 @@ impl HeavyMerge {
             let mut exact = vec![Exact::default(); cands.frames.len()];
             let (mut totals, mut ids) = (Vec::new(), Vec::new());
             for i in range {
+                if let Some(packed) = &self.packed[i] {
+                    cands.add_exact_packed(packed, &mut exact, &mut ids);
+                    continue;
+                }
                 let part = parts[i].reloaded(store)?;
                 if !part.totals_into(&mut totals) {
                     return None;
@@ -532,19 +599,54 @@ impl Store {
         }
         let query = &self.within_retention(query);
         let mut parts = Vec::new();
-        let heavy = std::cell::RefCell::new(HeavyMerge::new(max_nodes));
+        // Packed parts and held rollups share half of the cache's budget (see `Packed`).
+        let share = self.cache.budget() / 2;
+        let heavy = std::cell::RefCell::new(HeavyMerge::new(max_nodes, share));
         let mut held = 0;
+        // Bytes and count of the decoded rollups seen so far.
+        let mut rolled = (0usize, 0usize);
         self.for_each_part(
             tenant,
             query,
             |tiers| heavy.borrow_mut().tiers = tiers.max(1) as i64,
             |mut p| {
-                heavy.borrow_mut().offer(&p);
-                p.release(self, &mut held);
+                // Packing costs about half of decoding again, and reading packed frames more
+                // than reading a decoded rollup: worth it only for a rollup pass 2 would not
+                // find in the cache. That is a read whose rollups (estimated from those seen
+                // so far, times the tiers) outgrow the cache, and a rollup the cache does not
+                // protect (a protected one, read before, stays for pass 2).
+                let pack = match &p {
+                    Part::Rollup {
+                        section,
+                        rollup: Some(r),
+                        ..
+                    } => {
+                        rolled.0 += r.approx_bytes();
+                        rolled.1 += 1;
+                        let tiers = heavy.borrow().tiers.max(1) as usize;
+                        rolled.0 / rolled.1 * tiers > self.cache.budget()
+                            && !self.cache.holds_protected_rollup(section)
+                    }
+                    _ => false,
+                };
+                let mut heavy = heavy.borrow_mut();
+                heavy.offer(&p, pack);
+                if heavy.last_packed() {
+                    p.forget_rollup();
+                } else {
+                    p.release(&mut held, share.saturating_sub(heavy.packed_bytes));
+                }
                 parts.push(p);
             },
         );
         let heavy = heavy.into_inner();
+        tracing::debug!(
+            parts = parts.len(),
+            packed = heavy.packed.iter().flatten().count(),
+            packed_bytes = heavy.packed_bytes,
+            candidates = heavy.cands.frames.len(),
+            "node-limited merge: pass 1 done"
+        );
         let merged = match parts.len() {
             0 => return Merged::default(),
             1 => parts
