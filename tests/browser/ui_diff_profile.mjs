@@ -48,7 +48,7 @@ await runChecks(browser, async () => {
     const graphs = [];
     page.on("request", (r) => { if (r.url().includes("format=flamebearer-bin")) graphs.push(r.url()); });
     await page.goto(link(want.diff, extra));
-    await page.waitForFunction(() => window.__ember?.ready && window.__ember.loading === 0 && window.__ember.view.diff, null, { timeout: 60000 });
+    await page.waitForFunction(() => window.__ember?.ready && window.__ember.loading === 0 && window.__ember.view.nodes > 0, null, { timeout: 60000 });
     const g = await page.evaluate(drawn);
     check(g.double, `${what}: the drawn model is the double (diff) flame graph`);
     check(g.leftTicks === want.baseTotal && g.view.diff.leftTicks === want.baseTotal,

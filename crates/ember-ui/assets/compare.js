@@ -15,6 +15,10 @@ import { compareSides, toMs } from "./state.js";
 
 const $ = (id) => document.getElementById(id);
 
+// The diff's colours live in diffcolour.js (Explore paints a pushed diff profile with them);
+// still exported here, where the contrast checks (tests/browser/ui_states.mjs) take them.
+export { diffColour };
+
 // A frame's baseline and comparison figures in `mode`: values ("abs") or shares of each
 // side's total ("norm").
 function sides(model, lv, i, mode) {
