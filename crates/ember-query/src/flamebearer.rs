@@ -40,6 +40,15 @@ pub(crate) struct Timeline {
     pub(crate) samples: Vec<i64>,
 }
 
+/// Pyroscope's `timeline` object of `timeline` (whole seconds).
+pub(crate) fn timeline_json(timeline: &Timeline) -> Value {
+    json!({
+        "startTime": timeline.start_nanos / 1_000_000_000,
+        "samples": timeline.samples,
+        "durationDelta": timeline.step_nanos / 1_000_000_000,
+    })
+}
+
 /// The `single` flamebearer of `tree` (already truncated), typed by `merged`.
 pub(crate) fn single(tree: &Tree, merged: &Merged, timeline: &Timeline, title: &str) -> Value {
     let (levels, max_self) = tree.levels();
@@ -60,11 +69,7 @@ pub(crate) fn single(tree: &Tree, merged: &Merged, timeline: &Timeline, title: &
             "units": units,
             "name": title,
         },
-        "timeline": {
-            "startTime": timeline.start_nanos / 1_000_000_000,
-            "samples": timeline.samples,
-            "durationDelta": timeline.step_nanos / 1_000_000_000,
-        },
+        "timeline": timeline_json(timeline),
         "groups": null,
         "heatmap": null,
     })

@@ -66,7 +66,9 @@ impl<'s> Querier<'s> {
     /// The flamebearer JSON of the selection (`single` format) with its timeline (totals per
     /// step); titled `title`. An empty selection is an empty flame graph, not an error.
     /// With `req.focus`, only the stacks through that call path (the timeline stays the
-    /// selection's).
+    /// selection's). Always `single`, even for a selection holding a pushed `pprof
+    /// -diff_base` profile (then the net values: what Pyroscope's `/render` answers and
+    /// Grafana draws); [`Querier::flame_graph`] answers such a selection as the diff.
     pub fn flamebearer(
         &self,
         tenant: &str,
@@ -76,10 +78,38 @@ impl<'s> Querier<'s> {
         let q = req.store_query()?;
         let merged = self.merge_for_tree(tenant, &q, req);
         let tree = Tree::from_merged_cut(&merged, req.max_nodes);
+        let timeline = self.timeline(tenant, &q, req);
+        Ok(flamebearer::single(&tree, &merged, &timeline, title))
+    }
+
+    /// Ember's own flame graph of the selection (`/api/v1/query`'s `flamebearer`): the
+    /// [`Querier::flamebearer`], except for a selection holding a pushed `pprof -diff_base`
+    /// profile, which is the `double` flamebearer of base → new (cut at `req.max_nodes` like
+    /// a diff's) with the selection's timeline, so a reader draws the diff it is and reads
+    /// shares against the base's total (`leftTicks`) as `go tool pprof` does.
+    pub fn flame_graph(
+        &self,
+        tenant: &str,
+        req: &QueryRequest,
+        title: &str,
+    ) -> Result<Value, QueryError> {
+        let Some(diff) = self.stored_diff(tenant, req)? else {
+            return self.flamebearer(tenant, req, title);
+        };
+        let tree = diff.tree().truncate(req.max_nodes);
+        let mut fb = flamebearer::double(&tree, &diff.left, &diff.right, title);
+        let timeline = self.timeline(tenant, &req.store_query()?, req);
+        fb["timeline"] = flamebearer::timeline_json(&timeline);
+        Ok(fb)
+    }
+
+    /// The totals of the selection per `req.step_nanos()` bucket from its start (every
+    /// bucket, empty ones 0): a flame graph's timeline.
+    fn timeline(&self, tenant: &str, q: &ember_store::Query, req: &QueryRequest) -> Timeline {
         let step = req.step_nanos();
         let buckets = ((q.end_nanos - q.start_nanos) / step + 1).clamp(1, MAX_TIMELINE_BUCKETS);
         let mut samples = vec![0i64; buckets as usize];
-        for ts in self.store.series_totals(tenant, &q, step, &[]) {
+        for ts in self.store.series_totals(tenant, q, step, &[]) {
             for (t, v) in ts.points {
                 let i = ((t - q.start_nanos) / step) as usize;
                 if let Some(b) = samples.get_mut(i) {
@@ -87,17 +117,18 @@ impl<'s> Querier<'s> {
                 }
             }
         }
-        let timeline = Timeline {
+        Timeline {
             start_nanos: q.start_nanos,
             step_nanos: step,
             samples,
-        };
-        Ok(flamebearer::single(&tree, &merged, &timeline, title))
+        }
     }
 
     /// The selection in `format`, titled `title`. A flamebearer of an empty selection is an
     /// empty flame graph; every other format of it is [`QueryError::NotFound`] (an empty file
-    /// would look like a broken one).
+    /// would look like a broken one). A selection holding a pushed `pprof -diff_base` profile
+    /// is the diff in every format but the call graph: the flamebearers (JSON and binary)
+    /// `double`, the binary one whole whatever `req.min_share`.
     pub fn render(
         &self,
         tenant: &str,
@@ -106,9 +137,14 @@ impl<'s> Querier<'s> {
         title: &str,
     ) -> Result<Output, QueryError> {
         if format == Format::Flamebearer {
-            return self.flamebearer(tenant, req, title).map(Output::Json);
+            return self.flame_graph(tenant, req, title).map(Output::Json);
         }
         if format == Format::FlamebearerBin {
+            // A pushed diff is the whole `double` graph, `min_share` or not: a first paint of
+            // it is the whole answer (a diff's frames are as wide as both sides together).
+            if let Some(diff) = self.stored_diff(tenant, req)? {
+                return diff.render_limited(format, title, req.max_nodes);
+            }
             // The flamebearer's tree without its timeline (the web UI draws its own chart).
             let merged = self.merge_for_tree(tenant, &req.store_query()?, req);
             let tree = Tree::from_merged_cut(&merged, req.max_nodes);

@@ -19,7 +19,9 @@ use crate::query::{Params, Tenant, max_nodes, output_response, read, request};
 use crate::{ApiError, AppState};
 
 /// `GET /api/v1/query`: the merged selection in `format` (flamebearer by default), only the
-/// stacks through the call path `focus` (a JSON array of frame names) when it is given.
+/// stacks through the call path `focus` (a JSON array of frame names) when it is given. A
+/// selection holding a pushed `pprof -diff_base` profile is the diff in every format, its
+/// flamebearers `double` (the web UI draws it so), unlike `/pyroscope/render`'s `single`.
 pub(crate) async fn query(
     State(s): State<Arc<AppState>>,
     Tenant(tenant): Tenant,

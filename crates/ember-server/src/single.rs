@@ -98,7 +98,7 @@ pub(crate) async fn profile(
         match format {
             Format::Flamebearer => {
                 req.max_nodes = nodes;
-                let mut fb = q.flamebearer(t, &req, &title)?;
+                let mut fb = q.flame_graph(t, &req, &title)?;
                 let total = q
                     .profiles(t, &req, 1)?
                     .profiles

@@ -31,7 +31,7 @@
   // after another: for a plain view once the first view is drawn (compiling them would take
   // the page's thread, and a busy machine's CPU, from the drawing; they are in by the time
   // the page's code is asked for, two frames later), at once for any other view.
-  const MODULES = ["explore", "api", "state", "selector", "timeseries", "top", "filters", "keys", "theme",
+  const MODULES = ["explore", "diffcolour", "api", "state", "selector", "timeseries", "top", "filters", "keys", "theme",
     "hints", "sandwich", "compare", "movers", "export", "callgraph", "profile"];
   let preloaded = false;
   const preload = () => {
@@ -133,20 +133,25 @@
     const firstCtl = new AbortController();
     const first = fetch(`${whole}&minShare=${share}`, { headers, signal: firstCtl.signal });
     const drawn = drawAnswer(first, type, firstCtl).catch(() => null);
-    // The whole tree once the first view is drawn (or could not be): what `api.js` takes.
+    // The whole tree once the first view is drawn (or could not be): what `api.js` takes. A
+    // `double` first answer (the selection holds a pushed diff profile, which the server
+    // answers whole, `minShare` or not) is the whole tree already: nothing more is asked.
     let send;
-    const e = ask(whole, new Promise((resolve) => { send = resolve; }).then(() => fetch(whole, { headers, signal: e.ctl.signal })));
-    e.model = e.promise.then((res) => (res.ok ? res.arrayBuffer() : null)).then(async (bytes) => {
+    const e = ask(whole, new Promise((resolve) => { send = resolve; }).then((skip) => skip
+      ? Promise.reject(new DOMException("the first answer was the whole diff", "AbortError"))
+      : fetch(whole, { headers, signal: e.ctl.signal })));
+    const rest = e.promise.then((res) => (res.ok ? res.arrayBuffer() : null)).then(async (bytes) => {
       if (!bytes) return null;
       const [{ FlameModel }] = await drawing;
       return FlameModel.decode(bytes);
     }).catch(() => null);
+    e.model = drawn.then((m) => (m?.double ? m : rest));
     // The whole tree, the module preloads and the page's code wait for the frame that shows
     // the first view: started at once, their download and parsing held that frame back
     // (~80 ms between the draw and its paint in the quiet bench).
-    drawn.then(() => {
+    drawn.then((m) => {
       requestAnimationFrame(() => requestAnimationFrame(() => {
-        send();
+        send(Boolean(m?.double));
         preload();
         setTimeout(loadPage, 0);
       }));

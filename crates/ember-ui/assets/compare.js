@@ -4,6 +4,7 @@
 // normalised (share of each side's total) change, a legend, and the table of biggest movers.
 // Everything it shows comes from `/api/v1/diff`; everything chosen lives in the URL.
 
+import { diffColour } from "./diffcolour.js";
 import { linkExports, wireExports } from "./export.js";
 import { FlameModel } from "./flame.js";
 import { FlameView } from "./flamedraw.js";
@@ -14,20 +15,9 @@ import { compareSides, toMs } from "./state.js";
 
 const $ = (id) => document.getElementById(id);
 
-// Below this relative change a frame counts as unchanged (grey).
-const SAME = 0.05;
-
-// The fill of a frame whose figure went from `a` (baseline) to `b` (comparison): red when the
-// comparison has more, blue-green when less, grey when about the same; the larger the change
-// relative to the larger side, the stronger the colour.
-export function diffColour(a, b) {
-  const top = Math.max(Math.abs(a), Math.abs(b));
-  const r = top ? (b - a) / top : 0;
-  if (Math.abs(r) < SAME) return "hsl(0 0% 80%)";
-  // At most this dark, so the labels' near-black text keeps WCAG AA contrast (4.5:1) on red.
-  const light = Math.round(86 - 29 * Math.min(1, Math.abs(r)));
-  return r > 0 ? `hsl(0 85% ${light}%)` : `hsl(190 75% ${light}%)`;
-}
+// The diff's colours live in diffcolour.js (Explore paints a pushed diff profile with them);
+// still exported here, where the contrast checks (tests/browser/ui_states.mjs) take them.
+export { diffColour };
 
 // A frame's baseline and comparison figures in `mode`: values ("abs") or shares of each
 // side's total ("norm").

@@ -4,6 +4,7 @@
 import { Api } from "./api.js";
 import { CallGraphTab } from "./callgraph.js";
 import { CompareView } from "./compare.js";
+import { baseShare, diffColour, netShare } from "./diffcolour.js";
 import { FILE_EXPORTS, linkExports, wireExports } from "./export.js";
 import { filterParams, wireFilters } from "./filters.js";
 import { FlameModel } from "./flame.js";
@@ -222,6 +223,8 @@ function showZoom(path, focused) {
   const unit = unitOf(state.type);
   if (focused) {
     flame.setData(focused, unit, full.total);
+    // A pushed diff's shares and colours stay of the whole base, not of the subtree.
+    if (focused.double) Object.assign(flame.model, { leftTicks: full.leftTicks, rightTicks: full.rightTicks });
   } else if (flame.model !== fullModel) {
     flame.setData(full, unit);
     fullModel = flame.model;
@@ -231,6 +234,41 @@ function showZoom(path, focused) {
   flame.setFunction(state.fn);
   showCrumbs();
   showSearch();
+}
+
+// The note over the flame graph when the selection holds a pushed `pprof -diff_base` profile
+// (the server answers it as a `double` graph: base → new): what is drawn, and against what
+// its shares are (the base's total, as `go tool pprof` reads the file).
+function showDiffNote(model, unit) {
+  const note = $("diff-note");
+  hook.view.diff = null;
+  note.hidden = !model?.double;
+  if (note.hidden) return;
+  const { leftTicks: base, rightTicks: now } = model;
+  note.replaceChildren();
+  const scale = document.createElement("span");
+  scale.className = "scale";
+  scale.setAttribute("aria-hidden", "true");
+  for (const [a, b] of [[1, 0], [1, 1], [0, 1]]) {
+    const s = document.createElement("span");
+    s.className = "swatch";
+    s.style.background = diffColour(a, b);
+    scale.append(s);
+  }
+  // The widest frame under the root, and its change as a share of the base (Go's cum%).
+  const top = model.topFrame(), [d, i] = model.find([top]);
+  const share = d ? netShare(model, model.levels[d], i) : 0;
+  note.append(
+    "This selection holds a pushed diff profile (pprof -diff_base): base " +
+    `${formatValue(base, unit)} → new ${formatValue(now, unit)}, drawn as a differential flame graph`,
+    scale,
+    ` (less ← change → more in the new profile). Shares are of the base's total, as go tool pprof reads it: ` +
+    `${top} ${baseShare(share, 1)}.`,
+  );
+  hook.view.diff = {
+    double: true, leftTicks: base, rightTicks: now, topFrame: top,
+    topShare: 100 * share, text: note.textContent,
+  };
 }
 
 function pickFunction(name) {
@@ -445,8 +483,12 @@ async function loadView(types) {
   if (fullTruncated && path.length) await applyZoom(path);
   if (gen !== generation) return;
   showSandwich();
-  $("total").textContent = empty ? "" : `total ${formatValue(model.total, unit)}, ` +
+  const totals = empty ? "" : model.double
+    ? `base ${formatValue(model.leftTicks, unit)}, new ${formatValue(model.rightTicks, unit)}, `
+    : `total ${formatValue(model.total, unit)}, `;
+  $("total").textContent = empty ? "" : totals +
     `${fullModel.nodeCount} nodes` + (fullTruncated ? " (the server's node limit: zoom to see every frame below)" : "");
+  showDiffNote(empty ? null : fullModel, unit);
   hook.view.topFrame = fullModel ? fullModel.topFrame() : "";
   hook.view.nodes = fullModel ? fullModel.nodeCount : 0;
   hook.view.truncated = fullTruncated;

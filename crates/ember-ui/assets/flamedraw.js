@@ -2,6 +2,7 @@
 // a spacer gives the box its scroll height), redrawn with only the rows and frames in sight.
 // Click zooms, hover shows a tooltip, search and the top table's function are highlighted.
 
+import { diffColour, pushedDiffRows } from "./diffcolour.js";
 import { FlameModel, searchRegex } from "./flame.js";
 import { formatValue, packageColour, percent } from "./format.js";
 
@@ -12,7 +13,9 @@ export class FlameView {
   // `wrap` is the scroll box holding `canvas`, `spacer` and `tooltip`; `onZoom(path)` is
   // called with the path of names when the user zooms (empty path = reset). A diff's view
   // passes `paint(level, i)` (a frame's fill in place of its package colour) and
-  // `tipRows(level, i)` (the tooltip's `[label, text]` rows).
+  // `tipRows(level, i)` (the tooltip's `[label, text]` rows). Without them, a `double` model
+  // (a pushed `pprof -diff_base` profile in Explore) is painted by its change, base → new,
+  // and its tooltip gives shares of the base's total (diffcolour.js).
   constructor({ wrap, canvas, spacer, tooltip, onZoom, paint = null, tipRows = null }) {
     Object.assign(this, { wrap, canvas, spacer, tooltip, onZoom, paint, tipRows });
     this.ctx = canvas.getContext("2d");
@@ -107,6 +110,13 @@ export class FlameView {
     this.fnMarks = this.fn ? m.mark((n) => n === this.fn, ...this.zoom) : null;
   }
 
+  // The fill of frame `i` of depth `lv` in place of its package colour, or null: the view's
+  // `paint`, else a diff's colour for a `double` model.
+  painter() {
+    if (this.paint) return this.paint;
+    return this.model?.double ? (lv, i) => diffColour(lv.leftTotal[i], lv.rightTotal[i]) : null;
+  }
+
   // The fill of frame name `name` (its package's colour).
   colourOf(name) {
     return this.colours[name] ??= packageColour(this.model.names[name]);
@@ -164,6 +174,7 @@ export class FlameView {
     const zx = m.levels[zd].x[zi], zw = m.levels[zd].total[zi] || 1;
     const scale = w / zw;
     const top = wrap.scrollTop;
+    const paint = this.painter();
     for (let d = 0; d < m.depth; d++) {
       const y = this.rowY(d) - top;
       if (y + ROW < 0 || y > h) continue;
@@ -176,10 +187,10 @@ export class FlameView {
         x1 = Math.min(w, x1);
         const name = lv.name[i];
         let fill = this.colours[name] ?? this.colourOf(name);
-        if (this.paint) {
+        if (paint) {
           // A diff keeps its colours; what the search or the chosen function leaves out dims.
           const out = d < zd || (marks ? !marks[i] : fnMarks ? !fnMarks[i] : false);
-          fill = out ? dim : this.paint(lv, i);
+          fill = out ? dim : paint(lv, i);
         } else if (fnMarks && fnMarks[i]) fill = "hsl(210 85% 62%)";
         else if (marks) fill = marks[i] ? "hsl(300 75% 62%)" : dim;
         else if (fnMarks || d < zd) fill = dim;
@@ -217,7 +228,7 @@ export class FlameView {
     if (!hit) { tip.hidden = true; return; }
     const [d, i] = hit;
     const m = this.model, lv = m.levels[d];
-    const rows = this.tipRows ? this.tipRows(lv, i) : [
+    const rows = this.tipRows ? this.tipRows(lv, i) : m.double ? pushedDiffRows(m, lv, i, this.unit) : [
       ["self", formatValue(lv.self[i], this.unit) + " (" + percent(lv.self[i], this.allTotal) + ")"],
       ["total", formatValue(lv.total[i], this.unit) + " (" + percent(lv.total[i], this.allTotal) + " of all)"],
     ];
@@ -266,7 +277,8 @@ export class FlameView {
     if (!best) return null;
     // `fill` is the colour the frame is painted with; `top` the page y of its first row of
     // pixels (above its label), where that colour can be read back from the canvas.
-    const fill = this.paint ? this.paint(m.levels[best.d], best.i) : this.colourOf(m.levels[best.d].name[best.i]);
+    const paint = this.painter();
+    const fill = paint ? paint(m.levels[best.d], best.i) : this.colourOf(m.levels[best.d].name[best.i]);
     return { x: r.left + ((best.x - zx) / zw) * r.width, y: r.top + best.y + ROW / 2, top: r.top + best.y, fill };
   }
 }

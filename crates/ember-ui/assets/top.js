@@ -56,7 +56,9 @@ export class TopTable {
     }
     if (!this.data) return;
     const body = t.createTBody();
-    const total = this.data.total;
+    // A pushed diff profile's table (`leftTotal`: the base's) reads shares against the base's
+    // total, as `go tool pprof -top` does.
+    const total = this.data.total ?? this.data.leftTotal;
     // The table stays light: only the first rows are built (the filter reaches the rest).
     for (const r of this.rows().slice(0, 500)) {
       const tr = body.insertRow();

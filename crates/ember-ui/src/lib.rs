@@ -64,6 +64,7 @@ static ASSETS: &[Asset] = &[
     asset!("timeseries.js", JS),
     asset!("flame.js", JS),
     asset!("flamedraw.js", JS),
+    asset!("diffcolour.js", JS),
     asset!("top.js", JS),
     asset!("sandwich.js", JS),
     asset!("compare.js", JS),
