@@ -489,31 +489,36 @@ fn a_closed_day_compacts_into_one_block_with_the_same_answers() {
     assert_eq!(reopened, before);
 }
 
+/// A store in a fresh directory (`tag`) holding `blocks` blocks of random profiles (seed
+/// `seed`): four hours each, three pods of one service an hour, one flush a block. Returns
+/// the directory, closed, and the query over all of it.
+fn flushed_blocks(tag: &str, seed: u64, blocks: i64) -> (PathBuf, Query) {
+    let dir = temp_dir(tag);
+    let hour = 3_600_000_000_000i64;
+    let start = 1_700_000_000_000_000_000i64;
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let mut rng = Rng(seed);
+    for b in 0..blocks {
+        for h in 0..4 {
+            let t = start + (b * 4 + h) * hour;
+            for pod in ["p0", "p1", "p2"] {
+                let p = profile(&mut rng);
+                store.ingest("t", batch(p, "api", pod, t)).unwrap();
+            }
+        }
+        store.flush().unwrap();
+    }
+    store.close();
+    (dir, query("{}", start, start + blocks * 4 * hour))
+}
+
 /// A week read again and again whose rollups exceed the cache's budget still finds part of
 /// them cached: the scan does not flush out what the next scan needs first (plain LRU
 /// would miss every time).
 #[test]
 fn repeated_wide_reads_beyond_the_cache_budget_hit() {
-    let dir = temp_dir("scan");
-    let hour = 3_600_000_000_000i64;
-    let start = 1_700_000_000_000_000_000i64;
     let blocks = 12;
-    {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
-        let mut rng = Rng(5);
-        for b in 0..blocks {
-            for h in 0..4 {
-                let t = start + (b * 4 + h) * hour;
-                for pod in ["p0", "p1", "p2"] {
-                    let p = profile(&mut rng);
-                    store.ingest("t", batch(p, "api", pod, t)).unwrap();
-                }
-            }
-            store.flush().unwrap();
-        }
-        store.close();
-    }
-    let all = query("{}", start, start + blocks * 4 * hour);
+    let (dir, all) = flushed_blocks("scan", 5, blocks);
     // The rollups' size, from a store that holds them all.
     let bytes = {
         let store = Store::open(&dir, StoreOptions::default()).unwrap();
@@ -548,26 +553,8 @@ fn repeated_wide_reads_beyond_the_cache_budget_hit() {
 /// (ember-query's `tests/heavy.rs` compares the cut trees).
 #[test]
 fn a_node_limited_wide_read_decodes_each_rollup_once() {
-    let dir = temp_dir("once");
-    let hour = 3_600_000_000_000i64;
-    let start = 1_700_000_000_000_000_000i64;
     let blocks = 12;
-    {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
-        let mut rng = Rng(11);
-        for b in 0..blocks {
-            for h in 0..4 {
-                let t = start + (b * 4 + h) * hour;
-                for pod in ["p0", "p1", "p2"] {
-                    let p = profile(&mut rng);
-                    store.ingest("t", batch(p, "api", pod, t)).unwrap();
-                }
-            }
-            store.flush().unwrap();
-        }
-        store.close();
-    }
-    let all = query("{}", start, start + blocks * 4 * hour);
+    let (dir, all) = flushed_blocks("once", 11, blocks);
     let bytes = {
         let store = Store::open(&dir, StoreOptions::default()).unwrap();
         store.merge_stacks("t", &all);
