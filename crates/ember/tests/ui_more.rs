@@ -20,9 +20,7 @@ use std::path::Path;
 use std::process::Command;
 
 use browser_util::{browser_available, repo_root, run_script, screenshots};
-use server_util::{Server, corpus, temp_dir};
-
-const JAVA: &str = "pyroscope/pkg/pprof/testdata/profile_java";
+use server_util::{Server, java_shop_server, temp_dir};
 
 /// The cpu stacks of a corpus profile as the server names frames.
 fn cpu_stacks(path: &Path) -> BTreeMap<String, i64> {
@@ -92,14 +90,7 @@ fn web_ui_exports_speedscope_and_png_and_zooms_into_a_cut_diff() {
     if !browser_available() {
         return;
     }
-    let dir = temp_dir("ui-export");
-    let server = Server::start(&dir.join("data"), &[]);
-    let java = corpus(JAVA);
-    ingest(
-        &server,
-        "/ingest?name=java-shop.cpu&format=pprof",
-        &std::fs::read(&java).unwrap(),
-    );
+    let (dir, server, java) = java_shop_server("ui-export");
     wide_diff(&server);
     let want = cpu_stacks(&java);
     let downloads = dir.join("downloads");
@@ -172,14 +163,7 @@ fn web_ui_states_keys_themes_and_contrast() {
     if !browser_available() {
         return;
     }
-    let dir = temp_dir("ui-states");
-    let server = Server::start(&dir.join("data"), &[]);
-    let java = corpus(JAVA);
-    ingest(
-        &server,
-        "/ingest?name=java-shop.cpu&format=pprof",
-        &std::fs::read(&java).unwrap(),
-    );
+    let (dir, server, java) = java_shop_server("ui-states");
     wide_diff(&server);
     // The frame to zoom into and one of its children (the heaviest of each level).
     let stacks = cpu_stacks(&java);
@@ -252,14 +236,7 @@ fn web_ui_filters_frames_on_the_server() {
     if !browser_available() {
         return;
     }
-    let dir = temp_dir("ui-filters");
-    let server = Server::start(&dir.join("data"), &[]);
-    let java = corpus(JAVA);
-    ingest(
-        &server,
-        "/ingest?name=java-shop.cpu&format=pprof",
-        &std::fs::read(&java).unwrap(),
-    );
+    let (dir, server, java) = java_shop_server("ui-filters");
     let stacks = cpu_stacks(&java);
     // Hide the thread entry frames: the heaviest root frame becomes one of their callees.
     let hide = "^java/lang/Thread";

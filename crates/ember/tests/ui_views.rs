@@ -16,9 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use browser_util::{browser_available, run_script, screenshots};
-use server_util::{Server, corpus, temp_dir};
+use server_util::{Server, corpus, java_shop_server, temp_dir};
 
-const JAVA: &str = "pyroscope/pkg/pprof/testdata/profile_java";
 const GO: &str = "pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof";
 
 /// The cpu stacks of a corpus profile as the server names frames.
@@ -64,14 +63,7 @@ fn web_ui_draws_the_call_graph_in_chromium() {
     if !browser_available() {
         return;
     }
-    let dir = temp_dir("ui-callgraph");
-    let server = Server::start(&dir.join("data"), &[]);
-    let java = corpus(JAVA);
-    ingest(
-        &server,
-        "/ingest?name=java-shop.cpu&format=pprof",
-        &std::fs::read(&java).unwrap(),
-    );
+    let (dir, server, java) = java_shop_server("ui-callgraph");
     ingest(
         &server,
         "/ingest?name=checkout.cpu&format=pprof",
@@ -196,14 +188,7 @@ fn web_ui_draws_the_first_view_early_and_it_is_the_full_view() {
     if !browser_available() {
         return;
     }
-    let dir = temp_dir("ui-first-paint");
-    let server = Server::start(&dir.join("data"), &[]);
-    let java = corpus(JAVA);
-    ingest(
-        &server,
-        "/ingest?name=java-shop.cpu&format=pprof",
-        &std::fs::read(&java).unwrap(),
-    );
+    let (dir, server, java) = java_shop_server("ui-first-paint");
     let stacks = cpu_stacks(&java);
     // The whole call tree's nodes: the root and every distinct call path.
     let paths: BTreeSet<&[String]> = stacks

@@ -94,3 +94,23 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// Pyroscope's Java CPU profile (corpus path): the profile the web UI tests draw.
+pub const JAVA_SHOP: &str = "pyroscope/pkg/pprof/testdata/profile_java";
+
+/// A server in a fresh `temp_dir(tag)` holding [`JAVA_SHOP`] as the application
+/// `java-shop.cpu` (legacy `/ingest`): the directory, the server and the profile's path.
+pub fn java_shop_server(tag: &str) -> (PathBuf, Server, PathBuf) {
+    let dir = temp_dir(tag);
+    let server = Server::start(&dir.join("data"), &[]);
+    let java = corpus(JAVA_SHOP);
+    let body = std::fs::read(&java).unwrap();
+    let (status, answer) = server.request(
+        "POST",
+        "/ingest?name=java-shop.cpu&format=pprof",
+        &[],
+        &body,
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    (dir, server, java)
+}
