@@ -6,9 +6,10 @@ use std::io::{ErrorKind, Write};
 use std::path::Path;
 
 use prost::Message;
+use prost::encoding::{DecodeContext, WireType, decode_key};
 
 use crate::error::PprofError;
-use crate::proto::{Profile, ProfileBytes};
+use crate::proto::Profile;
 use crate::validate::validate;
 
 /// Limits applied while decoding untrusted input.
@@ -120,8 +121,8 @@ pub(crate) fn decode_raw(raw: &[u8]) -> Result<Profile, PprofError> {
     if let Some(kind) = legacy_kind(raw) {
         return Err(PprofError::LegacyFormat { kind });
     }
-    let profile = match ProfileBytes::decode(raw) {
-        Ok(p) => p.into_profile(),
+    let profile = match decode_lossy(raw) {
+        Ok(p) => p,
         Err(e) => {
             // Only once protobuf parsing failed is "starts with a line of
             // text" a safe sign of some other text format.
@@ -134,6 +135,50 @@ pub(crate) fn decode_raw(raw: &[u8]) -> Result<Profile, PprofError> {
     };
     validate(&profile)?;
     Ok(profile)
+}
+
+/// `Profile.string_table`'s field number.
+const STRING_TABLE: u32 = 6;
+
+/// prost's decoder for every field but the string table, whose entries are read here as
+/// bytes and repaired (invalid UTF-8 becomes U+FFFD): prost's `string` fields reject a whole
+/// profile for one such entry, and Go producers write them (Go strings are byte strings).
+///
+/// This is prost's own `Message::merge` loop with that one field taken out, so every other
+/// byte, wire error and error text (which names the field) is prost's. `decode_key`,
+/// `merge_field` and `DecodeContext` are the (doc-hidden) API prost's generated code is
+/// built on; a prost upgrade that changes them fails to compile here, not silently.
+fn decode_lossy(raw: &[u8]) -> Result<Profile, prost::DecodeError> {
+    let mut profile = Profile::default();
+    let mut buf = raw;
+    while !buf.is_empty() {
+        let (tag, wire) = decode_key(&mut buf)?;
+        if tag == STRING_TABLE && wire == WireType::LengthDelimited {
+            let at = buf;
+            if let Some(entry) = length_delimited(&mut buf) {
+                // `from_utf8`'s check is the fast one; the lossy walk only for repairs.
+                let entry = match std::str::from_utf8(entry) {
+                    Ok(s) => s.to_owned(),
+                    Err(_) => String::from_utf8_lossy(entry).into_owned(),
+                };
+                profile.string_table.push(entry);
+                continue;
+            }
+            // A bad length: prost reads the field again and reports it.
+            buf = at;
+        }
+        profile.merge_field(tag, wire, &mut buf, DecodeContext::default())?;
+    }
+    Ok(profile)
+}
+
+/// The payload of a length-delimited field whose length `buf` starts with, or `None` when
+/// the length is malformed or longer than what is left.
+fn length_delimited<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = prost::decode_length_delimiter(&mut *buf).ok()?;
+    let (payload, rest) = buf.split_at_checked(len)?;
+    *buf = rest;
+    Some(payload)
 }
 
 /// Recognises pprof's pre-proto inputs so users get a pointed message instead
