@@ -27,7 +27,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    match ember_flamegraph::render_borrowed(&folded, &ember_flamegraph::Options::default(), out) {
+    match ember_flamegraph::render(&folded, &ember_flamegraph::Options::default(), out) {
         Ok(report) => eprintln!(
             "{} stacks, {} frames drawn; read+parse {:?}, total {:?}",
             folded.lines.len(),

@@ -34,7 +34,7 @@ pub use color::{BackgroundColor, Color, Palette, PaletteMap};
 pub use options::{Direction, Options, TextTruncateDirection};
 
 use color::{ColorMode, Rng};
-use ember_formats::{Folded, FoldedRef};
+use ember_formats::FoldedRef;
 use frame::{Layout, Painter};
 use out::Out;
 use std::io::Write;
@@ -78,28 +78,11 @@ pub enum FlameGraphError {
 pub const FRACTIONAL_WARNING: &str = "The input data has fractional sample counts that will be truncated to integers. \
 If you need to retain the extra precision you can scale up the sample data and use the --factor option to scale it back down.";
 
-/// Renders a flame graph (differential automatically when lines carry second_count).
+/// Renders a flame graph (differential automatically when lines carry second_count), from
+/// folded input owned ([`ember_formats::Folded`]) or borrowing its stacks from the buffer it
+/// was parsed from ([`ember_formats::parse_borrowed`]: no per-line allocation, the fast path
+/// for large files).
 pub fn render(
-    folded: &Folded,
-    options: &Options,
-    out: impl Write,
-) -> Result<RenderReport, FlameGraphError> {
-    let input = folded
-        .lines
-        .iter()
-        .map(|l| (l.stack.as_str(), l.count, l.second_count));
-    render_lines(
-        input,
-        folded.ignored_lines,
-        folded.has_fractional,
-        options,
-        out,
-    )
-}
-
-/// [`render`] for input parsed with [`ember_formats::parse_borrowed`] (no per-line allocation;
-/// the fast path for large files).
-pub fn render_borrowed(
     folded: &FoldedRef<'_>,
     options: &Options,
     out: impl Write,

@@ -259,7 +259,7 @@ mod tests {
             Input::Folded(f) => {
                 assert_eq!(f.lines.len(), 1);
                 assert_eq!(
-                    (f.lines[0].stack.as_str(), f.lines[0].count),
+                    (f.lines[0].stack.as_ref(), f.lines[0].count),
                     ("app;main", 3.0)
                 );
             }

@@ -138,14 +138,15 @@ pub fn write_diff<'a>(
 }
 
 impl Diff {
-    /// The diff as three-column [`crate::folded::Folded`] input, ready for a differential flame graph.
-    pub fn to_folded(&self) -> crate::folded::Folded {
-        crate::folded::Folded {
+    /// The diff as three-column folded input borrowing its stacks, ready for a differential
+    /// flame graph.
+    pub fn to_folded(&self) -> crate::folded::FoldedRef<'_> {
+        crate::folded::FoldedRef {
             lines: self
                 .lines
                 .iter()
-                .map(|l| crate::folded::FoldedLine {
-                    stack: l.stack.clone(),
+                .map(|l| crate::folded::FoldedLineRef {
+                    stack: l.stack.as_str().into(),
                     count: l.before as f64,
                     second_count: Some(l.after as f64),
                 })

@@ -9,41 +9,12 @@
 
 use std::io::{BufRead, Write};
 
-/// One parsed folded line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FoldedLine {
-    /// The stack, root first, frames separated by `;` (the text before the count columns).
-    pub stack: String,
-    /// The sample count (the only count column, or the first of two in differential input).
-    pub count: f64,
-    /// The second count column of three-column differential input (`stack before after`).
-    pub second_count: Option<f64>,
-}
+/// A parsed folded input that owns its stacks: a [`FoldedRef`] borrowing nothing. Both forms
+/// are one type, so every consumer (flame graphs, conversions) takes either.
+pub type Folded = FoldedRef<'static>;
 
-/// A parsed folded input.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Folded {
-    /// The well-formed lines, in input order.
-    pub lines: Vec<FoldedLine>,
-    /// How many non-blank lines were skipped because they did not end in a valid count.
-    pub ignored_lines: usize,
-    /// True when at least one count has a non-zero fractional part (`1.5`; `2.0` and `2.` do not count).
-    pub has_fractional: bool,
-}
-
-impl Folded {
-    /// True when any line carries a second (differential) count column.
-    pub fn is_differential(&self) -> bool {
-        self.lines.iter().any(|l| l.second_count.is_some())
-    }
-
-    /// Appends another parsed input (used to concatenate several files).
-    pub fn extend(&mut self, other: Folded) {
-        self.lines.extend(other.lines);
-        self.ignored_lines += other.ignored_lines;
-        self.has_fractional |= other.has_fractional;
-    }
-}
+/// One parsed folded line that owns its stack.
+pub type FoldedLine = FoldedLineRef<'static>;
 
 /// Errors of folded-stack parsing.
 #[derive(Debug, thiserror::Error)]
@@ -64,44 +35,59 @@ pub fn parse(mut reader: impl BufRead) -> Result<Folded, FoldedError> {
 /// Parses folded stacks from an in-memory buffer. Never fails and never panics: malformed lines are
 /// counted in `ignored_lines`, and non-UTF-8 bytes are replaced by U+FFFD.
 pub fn parse_bytes(bytes: &[u8]) -> Folded {
-    let borrowed = parse_borrowed(bytes);
-    Folded {
-        lines: borrowed
-            .lines
-            .into_iter()
-            .map(|l| FoldedLine {
-                stack: l.stack.into_owned(),
-                count: l.count,
-                second_count: l.second_count,
-            })
-            .collect(),
-        ignored_lines: borrowed.ignored_lines,
-        has_fractional: borrowed.has_fractional,
-    }
+    parse_borrowed(bytes).into_owned()
 }
 
-/// One folded line borrowing its stack from the input buffer (owned only when the bytes were
-/// not UTF-8 and had to be repaired).
+/// One parsed folded line. Parsed with [`parse_borrowed`], its stack borrows from the input
+/// buffer (owned only when the bytes were not UTF-8 and had to be repaired).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FoldedLineRef<'a> {
-    /// The stack, root first, frames separated by `;`.
+    /// The stack, root first, frames separated by `;` (the text before the count columns).
     pub stack: std::borrow::Cow<'a, str>,
-    /// The sample count (the first of two in differential input).
+    /// The sample count (the only count column, or the first of two in differential input).
     pub count: f64,
-    /// The second count column of differential input.
+    /// The second count column of three-column differential input (`stack before after`).
     pub second_count: Option<f64>,
 }
 
-/// A parsed folded input that borrows from the buffer: the allocation-free form of [`Folded`]
-/// for large inputs (one `Vec` for the whole file, no per-line strings).
+/// A parsed folded input. From [`parse_borrowed`] it borrows from the buffer (one `Vec` for the
+/// whole file, no per-line strings: the form for large inputs); [`Folded`] is the owned form.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FoldedRef<'a> {
     /// The well-formed lines, in input order.
     pub lines: Vec<FoldedLineRef<'a>>,
     /// How many non-blank lines were skipped because they did not end in a valid count.
     pub ignored_lines: usize,
-    /// True when at least one count has a non-zero fractional part.
+    /// True when at least one count has a non-zero fractional part (`1.5`; `2.0` and `2.` do not count).
     pub has_fractional: bool,
+}
+
+impl<'a> FoldedRef<'a> {
+    /// True when any line carries a second (differential) count column.
+    pub fn is_differential(&self) -> bool {
+        self.lines.iter().any(|l| l.second_count.is_some())
+    }
+
+    /// Appends another parsed input (used to concatenate several files).
+    pub fn extend(&mut self, other: FoldedRef<'a>) {
+        self.lines.extend(other.lines);
+        self.ignored_lines += other.ignored_lines;
+        self.has_fractional |= other.has_fractional;
+    }
+
+    /// The same input owning its stacks.
+    pub fn into_owned(self) -> Folded {
+        FoldedRef {
+            lines: (self.lines.into_iter())
+                .map(|l| FoldedLineRef {
+                    stack: l.stack.into_owned().into(),
+                    ..l
+                })
+                .collect(),
+            ignored_lines: self.ignored_lines,
+            has_fractional: self.has_fractional,
+        }
+    }
 }
 
 /// Like [`parse_bytes`] but borrowing stacks from `bytes`. Never fails and never panics.

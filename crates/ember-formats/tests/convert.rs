@@ -43,7 +43,7 @@ fn pprof_to_folded_to_pprof_keeps_stacks_and_totals() {
             lines: stacks
                 .iter()
                 .map(|(s, v)| FoldedLine {
-                    stack: s.clone(),
+                    stack: s.clone().into(),
                     count: *v as f64,
                     second_count: None,
                 })

@@ -284,7 +284,7 @@ pub(crate) fn merged_file(
                 .stacks()
                 .iter()
                 .map(|(frames, v)| ember_formats::FoldedLine {
-                    stack: frames.join(";"),
+                    stack: frames.join(";").into(),
                     count: *v as f64,
                     second_count: None,
                 })
@@ -354,7 +354,7 @@ pub(crate) fn diff_output(
             let lines = diff_stacks(&l, &r)
                 .into_iter()
                 .map(|(frames, a, b)| ember_formats::FoldedLine {
-                    stack: frames.join(";"),
+                    stack: frames.join(";").into(),
                     count: a as f64,
                     second_count: Some(b as f64),
                 })

@@ -151,7 +151,7 @@ fn convert(args: &Args, input: Input, format: Format, out: &mut impl Write) -> a
                 folded
                     .lines
                     .iter()
-                    .map(|l| (l.stack.as_str(), l.count, l.second_count.unwrap_or(0.0))),
+                    .map(|l| (l.stack.as_ref(), l.count, l.second_count.unwrap_or(0.0))),
                 out,
             )?
         }
@@ -159,7 +159,7 @@ fn convert(args: &Args, input: Input, format: Format, out: &mut impl Write) -> a
             folded
                 .lines
                 .iter()
-                .map(|l| (l.stack.as_str(), l.count as i64)),
+                .map(|l| (l.stack.as_ref(), l.count as i64)),
             out,
         )?,
         (Input::Folded(folded), Format::Speedscope) => out.write_all(

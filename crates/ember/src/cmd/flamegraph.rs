@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use ember_flamegraph::{
     BackgroundColor, Color, Direction, FrameAttrsMap, Options, Palette, PaletteMap,
-    TextTruncateDirection, render_borrowed,
+    TextTruncateDirection, render,
 };
 use ember_formats::detect::{self, Kind};
 use ember_formats::{FoldedRef, InputBytes};
@@ -401,18 +401,7 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
                         out.unit.get_or_insert(unit);
                         f
                     }
-                    ember_formats::Input::Folded(f) => FoldedRef {
-                        lines: f
-                            .lines
-                            .into_iter()
-                            .map(|l| ember_formats::FoldedLineRef {
-                                stack: l.stack.into(),
-                                count: l.count,
-                                second_count: l.second_count,
-                            })
-                            .collect(),
-                        ..FoldedRef::default()
-                    },
+                    ember_formats::Input::Folded(f) => f,
                 };
                 for line in f.lines {
                     match &mut out.pprof {
@@ -606,7 +595,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => Box::new(io::stdout().lock()),
     };
-    let report = render_borrowed(&folded, &options, BufWriter::with_capacity(1 << 16, sink))?;
+    let report = render(&folded, &options, BufWriter::with_capacity(1 << 16, sink))?;
     for w in &report.warnings {
         warn(w);
     }

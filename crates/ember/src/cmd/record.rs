@@ -318,7 +318,7 @@ fn write_output(
             let lines = ember_pprof::folded_stacks(profile, view_index(recording))
                 .into_iter()
                 .map(|(stack, count)| ember_formats::FoldedLine {
-                    stack,
+                    stack: stack.into(),
                     count: count as f64,
                     second_count: None,
                 })
