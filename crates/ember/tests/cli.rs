@@ -363,3 +363,43 @@ fn the_servers_and_queries_help_opens_with_what_they_do() {
         assert!(help.contains(key), "server --help names {key}");
     }
 }
+
+#[test]
+fn flamechart_keeps_every_input_in_its_order() {
+    // A flame chart merges nothing across inputs: folded text, perf script (folded as `ember
+    // collapse` folds it) and folded text again draw what their folded lines draw as one
+    // input, in that order; malformed lines and fractional counts are reported all the same.
+    let dir = temp_dir("flamechart");
+    let first = dir.join("first.folded");
+    std::fs::write(&first, "main;b 2\nmain;a 1.5\nnot a line\n").unwrap();
+    let last = dir.join("last.folded");
+    std::fs::write(&last, "main;a 3\nmain;b 1\n").unwrap();
+    let perf = corpora().join("FlameGraph/test/perf-cycles-instructions-01.txt");
+    let collapsed = ember(&["collapse", path(&perf)], b"");
+    assert!(collapsed.status.success());
+    let mut expected = std::fs::read(&first).unwrap();
+    expected.extend(&collapsed.stdout);
+    expected.extend(std::fs::read(&last).unwrap());
+    let reference = ember(&["flamegraph", "--flamechart", "-"], &expected);
+    let chart = ember(
+        &[
+            "flamegraph",
+            "--flamechart",
+            path(&first),
+            path(&perf),
+            path(&last),
+        ],
+        b"",
+    );
+    for out in [&reference, &chart] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(stderr.contains("fractional"), "{stderr}");
+        assert!(stderr.contains("Ignored 1 lines"), "{stderr}");
+    }
+    assert_eq!(
+        String::from_utf8(chart.stdout).unwrap(),
+        String::from_utf8(reference.stdout).unwrap()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -364,37 +364,28 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
         } else {
             detect::classify(&bytes)
         };
-        match kind {
+        // Every kind becomes folded lines, merged or kept in order below, but for folded text
+        // to be merged: kept whole, to be parsed in place once every input is read.
+        let f = match kind {
             Kind::Pprof => {
                 let (f, unit) = pprof_folded(&bytes, args.sample_type.as_deref(), path)?;
                 out.unit.get_or_insert(unit);
-                for line in f.lines {
-                    match &mut out.pprof {
-                        PprofStacks::Merged(m) => add_line(m, line),
-                        PprofStacks::InOrder(v) => v.push(line),
-                    }
-                }
+                f
             }
-            Kind::Folded => match &mut out.pprof {
-                PprofStacks::InOrder(v) => {
-                    let part = ember_formats::parse_borrowed(&bytes);
-                    out.ignored_lines += part.ignored_lines;
-                    out.has_fractional |= part.has_fractional;
-                    v.extend(
-                        part.lines
-                            .into_iter()
-                            .map(|l| ember_formats::FoldedLineRef {
-                                stack: l.stack.into_owned().into(),
-                                ..l
-                            }),
-                    );
+            Kind::Folded => {
+                if let PprofStacks::Merged(_) = out.pprof {
+                    out.text.push((path.as_path(), bytes));
+                    continue;
                 }
-                PprofStacks::Merged(_) => out.text.push((path.as_path(), bytes)),
-            },
+                let part = ember_formats::parse_borrowed(&bytes).into_owned();
+                out.ignored_lines += part.ignored_lines;
+                out.has_fractional |= part.has_fractional;
+                part
+            }
             // Read by the one detector (perf script folded like `ember collapse`, speedscope
             // and Perfetto traces into a profile), then merged like the other inputs.
             Kind::PerfScript | Kind::Speedscope | Kind::Perfetto => {
-                let f = match detect::decode_as(&bytes, kind, path)? {
+                match detect::decode_as(&bytes, kind, path)? {
                     ember_formats::Input::Pprof(profile) => {
                         let (f, unit) =
                             profile_folded(&profile, args.sample_type.as_deref(), path)?;
@@ -402,13 +393,13 @@ fn read_inputs<'p>(args: &Args, inputs: &'p [PathBuf]) -> anyhow::Result<Inputs<
                         f
                     }
                     ember_formats::Input::Folded(f) => f,
-                };
-                for line in f.lines {
-                    match &mut out.pprof {
-                        PprofStacks::Merged(m) => add_line(m, line),
-                        PprofStacks::InOrder(v) => v.push(line),
-                    }
                 }
+            }
+        };
+        for line in f.lines {
+            match &mut out.pprof {
+                PprofStacks::Merged(m) => add_line(m, line),
+                PprofStacks::InOrder(v) => v.push(line),
             }
         }
     }
