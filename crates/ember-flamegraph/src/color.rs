@@ -91,10 +91,24 @@ pub enum Palette {
 }
 
 impl Palette {
-    /// Every accepted palette name.
-    pub const NAMES: &'static [&'static str] = &[
-        "hot", "mem", "io", "wakeup", "java", "js", "perl", "python", "rust", "red", "green",
-        "blue", "aqua", "yellow", "purple", "orange",
+    /// Every palette by its accepted name (`--colors`): what [`str::parse`] reads.
+    pub const BY_NAME: &'static [(&'static str, Palette)] = &[
+        ("hot", Palette::Hot),
+        ("mem", Palette::Mem),
+        ("io", Palette::Io),
+        ("wakeup", Palette::Wakeup),
+        ("java", Palette::Java),
+        ("js", Palette::Js),
+        ("perl", Palette::Perl),
+        ("python", Palette::Python),
+        ("rust", Palette::Rust),
+        ("red", Palette::Red),
+        ("green", Palette::Green),
+        ("blue", Palette::Blue),
+        ("aqua", Palette::Aqua),
+        ("yellow", Palette::Yellow),
+        ("purple", Palette::Purple),
+        ("orange", Palette::Orange),
     ];
 
     /// The single-hue palette a (possibly semantic) palette uses for `name`.
@@ -114,30 +128,16 @@ impl Palette {
 impl FromStr for Palette {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "hot" => Palette::Hot,
-            "mem" => Palette::Mem,
-            "io" => Palette::Io,
-            "wakeup" => Palette::Wakeup,
-            "java" => Palette::Java,
-            "js" => Palette::Js,
-            "perl" => Palette::Perl,
-            "python" => Palette::Python,
-            "rust" => Palette::Rust,
-            "red" => Palette::Red,
-            "green" => Palette::Green,
-            "blue" => Palette::Blue,
-            "aqua" => Palette::Aqua,
-            "yellow" => Palette::Yellow,
-            "purple" => Palette::Purple,
-            "orange" => Palette::Orange,
-            _ => {
-                return Err(format!(
+        match Palette::BY_NAME.iter().find(|(name, _)| *name == s) {
+            Some(&(_, palette)) => Ok(palette),
+            None => {
+                let names: Vec<&str> = Palette::BY_NAME.iter().map(|(name, _)| *name).collect();
+                Err(format!(
                     "unknown palette {s:?} (one of {})",
-                    Palette::NAMES.join(", ")
-                ));
+                    names.join(", ")
+                ))
             }
-        })
+        }
     }
 }
 
@@ -532,6 +532,25 @@ mod tests {
     fn module_prefix_is_ignored_by_hash() {
         assert_eq!(namehash("libc`read".bytes()), namehash("read".bytes()));
         assert_ne!(namehash("read".bytes()), namehash("write".bytes()));
+    }
+
+    #[test]
+    fn palette_names_parse_from_the_one_table() {
+        for &(name, palette) in Palette::BY_NAME {
+            assert_eq!(name.parse::<Palette>(), Ok(palette));
+        }
+        let distinct: std::collections::HashSet<String> = (Palette::BY_NAME.iter())
+            .map(|(_, p)| format!("{p:?}"))
+            .collect();
+        assert_eq!(distinct.len(), Palette::BY_NAME.len());
+        assert_eq!(
+            "Hot".parse::<Palette>(),
+            Err(
+                "unknown palette \"Hot\" (one of hot, mem, io, wakeup, java, js, perl, python, \
+                 rust, red, green, blue, aqua, yellow, purple, orange)"
+                    .to_string()
+            )
+        );
     }
 
     #[test]
