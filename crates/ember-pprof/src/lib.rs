@@ -58,4 +58,4 @@ pub use proto::{Function, Label, Line, Location, Mapping, Profile, Sample, Value
 pub use query::{folded_stacks, folded_to_string, sample_index, string, type_name};
 pub use transform::{filter_sample_types, focus, hide, ignore, prune_from, scale};
 pub use validate::validate;
-pub use view::{LocationView, ProfileView, SampleView};
+pub use view::{LocationView, ProfileView, SampleView, ViewTables};

@@ -21,6 +21,10 @@ use crate::error::PprofError;
 use crate::ids::IdIndex;
 use crate::proto::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
 
+mod tables;
+
+pub use tables::ViewTables;
+
 /// Deepest nesting of protobuf groups skipped in unknown fields (prost's recursion limit).
 const MAX_GROUP_DEPTH: u32 = 100;
 
@@ -115,10 +119,19 @@ impl<'a> ProfileView<'a> {
     /// the wire, 16 to 48 bytes each decoded) is what this bounds: under any decompression
     /// limit it would otherwise cost ten to twenty times its size.
     pub fn parse_within(raw: &'a [u8], max_bytes: u64) -> Result<ProfileView<'a>, PprofError> {
+        ProfileView::parse_into(raw, max_bytes, ViewTables::default())
+    }
+
+    /// [`ProfileView::parse_within`] filling `tables` (empty, maybe with capacity).
+    fn parse_into(
+        raw: &'a [u8],
+        max_bytes: u64,
+        tables: ViewTables,
+    ) -> Result<ProfileView<'a>, PprofError> {
         if let Some(kind) = legacy_kind(raw) {
             return Err(PprofError::LegacyFormat { kind });
         }
-        let walked = walk(raw, max_bytes).and_then(|mut v| {
+        let walked = walk(raw, max_bytes, tables).and_then(|mut v| {
             v.index_and_validate()?;
             Ok(v)
         });
@@ -639,18 +652,18 @@ const CHECK_EVERY: u32 = 64;
 /// a message's fields can decode to: a one-byte varint becomes a `u64`.
 const MAX_EXPANSION: u64 = 8;
 
-fn walk(raw: &[u8], max_bytes: u64) -> Walk<ProfileView<'_>> {
+fn walk(raw: &[u8], max_bytes: u64, tables: ViewTables) -> Walk<ProfileView<'_>> {
     let mut v = ProfileView {
         strings: Vec::new(),
         sample_type: Vec::new(),
-        sample: Vec::new(),
-        mapping: Vec::new(),
-        location: Vec::new(),
-        function: Vec::new(),
-        lines: Vec::new(),
-        sample_location_ids: Vec::new(),
-        sample_values: Vec::new(),
-        sample_labels: Vec::new(),
+        sample: tables.sample,
+        mapping: tables.mapping,
+        location: tables.location,
+        function: tables.function,
+        lines: tables.lines,
+        sample_location_ids: tables.sample_location_ids,
+        sample_values: tables.sample_values,
+        sample_labels: tables.sample_labels,
         drop_frames: 0,
         keep_frames: 0,
         time_nanos: 0,

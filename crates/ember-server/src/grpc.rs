@@ -106,7 +106,9 @@ pub(crate) fn frame(message: &[u8]) -> Vec<u8> {
 
 /// Extracts the single message of a unary request body, undoing `grpc-encoding: gzip`
 /// (`encoding` is that header's value).
-fn unframe(s: &AppState, encoding: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+/// An uncompressed message is a slice of `body` (no copy), so a `PushRequest` decoded from
+/// it copies each profile once, into its `Vec`.
+fn unframe(s: &AppState, encoding: &str, body: &Bytes) -> Result<Bytes, ApiError> {
     let bad = |m: String| ApiError::bad_request("bad_request", m);
     if body.len() < 5 {
         return Err(bad(format!(
@@ -116,7 +118,7 @@ fn unframe(s: &AppState, encoding: &str, body: &[u8]) -> Result<Vec<u8>, ApiErro
     }
     let compressed = body[0];
     let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
-    let message = &body[5..];
+    let message = body.slice(5..);
     if message.len() != len {
         return Err(bad(format!(
             "gRPC message prefix announces {len} bytes but the body holds {} (a unary call carries exactly one message)",
@@ -124,7 +126,7 @@ fn unframe(s: &AppState, encoding: &str, body: &[u8]) -> Result<Vec<u8>, ApiErro
         )));
     }
     match compressed {
-        0 => Ok(message.to_vec()),
+        0 => Ok(message),
         1 => {
             if encoding != "gzip" {
                 return Err(ApiError {
@@ -138,7 +140,7 @@ fn unframe(s: &AppState, encoding: &str, body: &[u8]) -> Result<Vec<u8>, ApiErro
                 });
             }
             let max = s.limits.max_decompressed_bytes;
-            ingest::gunzip(message, max, "gzip'd gRPC message", "message")
+            ingest::gunzip(&message, max, "gzip'd gRPC message", "message").map(Bytes::from)
         }
         f => Err(bad(format!("gRPC compressed flag {f} is neither 0 nor 1"))),
     }
@@ -165,7 +167,7 @@ pub(crate) async fn push(s: &Arc<AppState>, request: axum::extract::Request) -> 
             .to_ascii_lowercase();
         ingest::store_batch(s, tenant, move |s, tenant| {
             let message = unframe(s, &encoding, &raw)?;
-            let request = PushRequest::decode(&message[..])
+            let request = PushRequest::decode(message)
                 .map_err(|e| ApiError::bad_request("bad_request", format!("PushRequest: {e}")))?;
             Ok(Converted {
                 batch: crate::push::batch(s, tenant, request)?,

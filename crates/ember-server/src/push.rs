@@ -48,16 +48,20 @@ async fn connect(s: &Arc<AppState>, request: Request) -> Result<Response, ApiErr
         ));
     }
     let body = ingest::read_body(s, &parts.headers, body).await?;
+    let body_bytes = body.len();
     ingest::store_batch(s, tenant, move |s, tenant| {
         let request = if json {
             from_json(&body)?
         } else {
-            PushRequest::decode(&body[..])
+            // From `Bytes` (taking the body's buffer, no copy), each profile is sliced out
+            // of it and copied once into its `Vec`; decoding from `&[u8]` copied every
+            // profile twice (into a `BytesMut`, then into the `Vec`).
+            PushRequest::decode(axum::body::Bytes::from(body))
                 .map_err(|e| ApiError::bad_request("bad_request", format!("PushRequest: {e}")))?
         };
         Ok(Converted {
             batch: batch(s, tenant, request)?,
-            body_bytes: body.len(),
+            body_bytes,
         })
     })
     .await?;

@@ -8,6 +8,7 @@ use ember_pprof::{DecodeLimits, ProfileView};
 use crate::ingest::IngestRecord;
 use crate::{Labels, StoredProfile, TenantHead, head, series_labels};
 
+pub(crate) mod spare;
 mod symbols;
 
 use symbols::ProfileSymbols;
@@ -19,8 +20,10 @@ pub(crate) fn with_view<T>(
     f: impl FnOnce(&ProfileView<'_>) -> T,
 ) -> Result<T, ember_pprof::PprofError> {
     let raw = ember_pprof::decompress(bytes, &DecodeLimits::default())?;
-    let view = ProfileView::parse(&raw)?;
-    Ok(f(&view))
+    let view = spare::parse(&raw, u64::MAX)?;
+    let out = f(&view);
+    spare::give_back(view);
+    Ok(out)
 }
 
 /// Adds one logged record's profile to `head` (replay, flush): one series per sample type.

@@ -399,8 +399,8 @@ impl Store {
                 .saturating_add(DECODED_SLACK),
         };
         for (p, raw) in batch.profiles.iter().zip(raws) {
-            let view = ProfileView::parse_within(raw, decoded_left)
-                .map_err(|e| decode_error(&p.what, e))?;
+            let view =
+                apply::spare::parse(raw, decoded_left).map_err(|e| decode_error(&p.what, e))?;
             decoded_left = decoded_left.saturating_sub(view.decoded_bytes());
             check_shape(limits, &p.what, view.sample_type.len(), view.sample.len())?;
             let time = apply::profile_time(p.time_nanos, view.time_nanos, now);
@@ -441,6 +441,7 @@ impl Store {
             if let Some(head) = t.head_for(record.segment) {
                 receipt.series += apply::apply_to(head, p.time_nanos, received, &view, labels);
             }
+            apply::spare::give_back(view);
         }
         drop(t);
         drop(logged);

@@ -1,0 +1,114 @@
+//! `ProfileView::parse_reusing` (a parse into the emptied tables of an earlier view) against
+//! a fresh `ProfileView::parse`: the same content and the same errors on every corpus
+//! profile, handed tables that held the profile before it, and on truncated and bit-flipped
+//! variants, whatever the tables held.
+
+mod common;
+
+use ember_pprof::{DecodeLimits, ProfileView, ViewTables, decompress};
+
+/// Parses `raw` fresh and into `tables`; asserts both agree; returns the tables to reuse.
+fn agree(raw: &[u8], tables: ViewTables) -> ViewTables {
+    let fresh = ProfileView::parse(raw);
+    let reused = ProfileView::parse_reusing(raw, u64::MAX, tables);
+    match (fresh, reused) {
+        (Ok(f), Ok(r)) => {
+            assert_eq!(
+                r.to_profile(),
+                f.to_profile(),
+                "reused tables changed the content"
+            );
+            assert_eq!(r.decoded_bytes(), f.decoded_bytes());
+            r.into_tables()
+        }
+        (Err(f), Err(r)) => {
+            assert_eq!(r.to_string(), f.to_string());
+            ViewTables::default()
+        }
+        (f, r) => panic!(
+            "fresh parse {:?}, reused {:?}",
+            f.map(|_| ()),
+            r.map(|_| ())
+        ),
+    }
+}
+
+#[test]
+fn every_corpus_profile_parses_the_same_into_reused_tables() {
+    let mut tables = ViewTables::default();
+    let mut reused_nonempty = 0;
+    for case in common::cases() {
+        let bytes = case.bytes();
+        let Ok(raw) = decompress(&bytes, &DecodeLimits::default()) else {
+            continue;
+        };
+        if tables.capacity_bytes() > 0 {
+            reused_nonempty += 1;
+        }
+        tables = agree(&raw, tables);
+    }
+    assert!(
+        reused_nonempty > 10,
+        "only {reused_nonempty} parses reused tables"
+    );
+}
+
+#[test]
+fn damaged_inputs_get_the_same_errors_with_reused_tables() {
+    // Tables of the largest good profile: every damaged parse starts with full columns.
+    let cases = common::good_cases();
+    let raws: Vec<Vec<u8>> = cases
+        .iter()
+        .map(|c| {
+            decompress(&c.bytes(), &DecodeLimits::default())
+                .expect("good case decompresses")
+                .into_owned()
+        })
+        .collect();
+    let largest = raws.iter().max_by_key(|r| r.len()).expect("good cases");
+    for raw in &raws {
+        let step = (raw.len() / 20).max(1);
+        for cut in (0..raw.len()).step_by(step) {
+            let full = ProfileView::parse(largest).unwrap().into_tables();
+            agree(&raw[..cut], full);
+        }
+        let mut flipped = raw.clone();
+        for i in (0..flipped.len()).step_by(61) {
+            flipped[i] ^= 0x5a;
+        }
+        let full = ProfileView::parse(largest).unwrap().into_tables();
+        agree(&flipped, full);
+    }
+}
+
+#[test]
+fn the_decoded_size_limit_counts_content_not_reused_capacity() {
+    let raws: Vec<Vec<u8>> = common::good_cases()
+        .iter()
+        .map(|c| {
+            decompress(&c.bytes(), &DecodeLimits::default())
+                .expect("good case decompresses")
+                .into_owned()
+        })
+        .collect();
+    let largest = raws.iter().max_by_key(|r| r.len()).expect("good cases");
+    for raw in &raws {
+        let need = ProfileView::parse(raw).unwrap().decoded_bytes();
+        // Under, at and over what the content takes: the same answer as a fresh parse,
+        // although the reused tables' capacity is far above every one of these limits.
+        for limit in [need / 2, need, need.saturating_mul(2)] {
+            let big = ProfileView::parse(largest).unwrap().into_tables();
+            let fresh = ProfileView::parse_within(raw, limit).map(|v| v.to_profile());
+            let reused = ProfileView::parse_reusing(raw, limit, big).map(|v| v.to_profile());
+            match (fresh, reused) {
+                (Ok(f), Ok(r)) => assert_eq!(f, r),
+                (Err(f), Err(r)) => assert_eq!(f.to_string(), r.to_string()),
+                (f, r) => panic!(
+                    "limit {limit}: fresh {:?}, reused {:?}",
+                    f.is_ok(),
+                    r.is_ok()
+                ),
+            }
+        }
+    }
+}
