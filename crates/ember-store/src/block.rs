@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use object_store::path::Path as ObjPath;
 
+use crate::chunks::{ChunkRef, ChunkWriter};
 use crate::encoding::{Reader, put_deltas, put_labels, put_signed, put_str, put_varint};
 use crate::head::TenantHead;
 use crate::objects::{Listed, Objects};
@@ -59,7 +60,10 @@ const MAGIC_V1: &[u8] = b"EMBERBLK1\n";
 /// The second format: as this one without the sample label names in the index (its
 /// sections have no sample labels).
 const MAGIC_V2: &[u8] = b"EMBERBLK2\n";
-const MAGIC: &[u8] = b"EMBERBLK3\n";
+/// The third format: as this one without the time chunks in the index (its sections are
+/// read whole for a part of their time range).
+const MAGIC_V3: &[u8] = b"EMBERBLK3\n";
+const MAGIC: &[u8] = b"EMBERBLK4\n";
 const TRAILER: u64 = 16 + 10;
 
 /// Gives every section a process-unique id (the cache's key).
@@ -140,9 +144,63 @@ pub(crate) struct Section {
     /// Byte range of the section's gzip'd rollup ([`crate::rollup`]); `None` in blocks of
     /// the second format.
     pub(crate) rollup: Option<(u64, u64)>,
+    /// The section's time chunks ([`crate::chunks`]), by series then time; empty in blocks
+    /// written before them, and for averaged series.
+    pub(crate) chunks: Vec<ChunkRef>,
 }
 
 impl Section {
+    /// Positions in [`Section::chunks`] of the chunks holding the profiles at positions
+    /// `profiles` of series `series`; `None` when that series has no chunks.
+    pub(crate) fn chunks_of(
+        &self,
+        series: usize,
+        profiles: std::ops::Range<usize>,
+    ) -> Option<std::ops::Range<usize>> {
+        let series = u32::try_from(series).ok()?;
+        let lo = self.chunks.partition_point(|c| c.series < series);
+        let hi = self.chunks.partition_point(|c| c.series <= series);
+        if lo == hi {
+            return None;
+        }
+        let own = &self.chunks[lo..hi];
+        let first = own.partition_point(|c| (c.first + c.count) as usize <= profiles.start);
+        let last = own.partition_point(|c| (c.first as usize) < profiles.end);
+        Some(lo + first..lo + last.max(first))
+    }
+
+    /// Reads and decodes the chunks at positions `wanted` (ascending) of
+    /// [`Section::chunks`] (one series' chunks, adjacent in the block: one ranged read),
+    /// calling `f` with each position and chunk.
+    pub(crate) fn load_chunks(
+        &self,
+        objects: &Objects,
+        wanted: &[usize],
+        mut f: impl FnMut(usize, crate::chunks::Chunk),
+    ) -> Result<(), StoreError> {
+        let (Some(&a), Some(&b)) = (wanted.first(), wanted.last()) else {
+            return Ok(());
+        };
+        let (from, to) = (
+            self.chunks[a].offset,
+            self.chunks[b].offset + self.chunks[b].len,
+        );
+        let bytes = objects.get_range(&self.key, from..to)?;
+        for &i in wanted {
+            let c = self.chunks[i];
+            let at = (c.offset - from) as usize;
+            let raw = bytes
+                .get(at..at + c.len as usize)
+                .ok_or_else(|| corrupt(&self.key, "chunk out of range"))?;
+            let raw = crate::section_codec::decompress(raw)
+                .map_err(|e| corrupt(&self.key, &e.to_string()))?;
+            let chunk = crate::chunks::Chunk::decode(&raw, c.count as usize)
+                .ok_or_else(|| corrupt(&self.key, "bad chunk"))?;
+            f(i, chunk);
+        }
+        Ok(())
+    }
+
     /// Whether some sample of the section carries a label named `name`.
     pub(crate) fn has_sample_label(&self, name: &str) -> bool {
         self.sample_keys
@@ -299,10 +357,12 @@ fn open_one(
         return Ok(Err("too short".into()));
     }
     let trailer = objects.get_range(key, listed.size - TRAILER..listed.size)?;
-    let v3 = &trailer[16..] == MAGIC;
-    if !v3 && &trailer[16..] != MAGIC_V2 {
-        return Ok(Err("no index trailer".into()));
-    }
+    let version = match &trailer[16..] {
+        m if m == MAGIC => 4,
+        m if m == MAGIC_V3 => 3,
+        m if m == MAGIC_V2 => 2,
+        _ => return Ok(Err("no index trailer".into())),
+    };
     let word = |at: usize| u64::from_le_bytes(trailer[at..at + 8].try_into().unwrap_or([0; 8]));
     let (index_at, index_len) = (word(0), word(8));
     let Some(end) = index_at
@@ -312,7 +372,7 @@ fn open_one(
         return Ok(Err("index out of range".into()));
     };
     let index = objects.get_range(key, index_at..end)?;
-    let Some((sections, replaces)) = read_index(&index, key, index_at, v3) else {
+    let Some((sections, replaces)) = read_index(&index, key, index_at, version) else {
         return Ok(Err("bad index".into()));
     };
     Ok(Ok(Block {
@@ -327,8 +387,9 @@ fn open_one(
 /// The sections and the names of replaced blocks an index lists.
 type Index = (Vec<Arc<Section>>, Vec<String>);
 
-/// `v3`: the index lists each section's sample label names (see the module's format).
-fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Option<Index> {
+/// `version` 3 and up: the index lists each section's sample label names and rollup (see the
+/// module's format); 4: and its time chunks.
+fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, version: u32) -> Option<Index> {
     let mut r = Reader::new(bytes);
     let n = r.count()?;
     let mut out = Vec::with_capacity(n);
@@ -358,7 +419,7 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
         }
         let mut sample_keys = Vec::new();
         let mut rollup = None;
-        if v3 {
+        if version >= 3 {
             let n = r.count()?;
             for _ in 0..n {
                 sample_keys.push(r.str()?.to_string());
@@ -370,6 +431,11 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
             }
             rollup = Some((at, len));
         }
+        let chunks = if version >= 4 {
+            read_chunks(&mut r, &series, sections_end)?
+        } else {
+            Vec::new()
+        };
         out.push(Arc::new(Section {
             id: NEXT_SECTION.fetch_add(1, Ordering::Relaxed),
             key: key.clone(),
@@ -381,6 +447,7 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
             series,
             sample_keys,
             rollup,
+            chunks,
         }));
     }
     let n = r.count()?;
@@ -391,6 +458,56 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
     r.at_end().then_some((out, replaces))
 }
 
+/// A section's chunk list (see [`crate::chunks`]): count, then per chunk its series
+/// position, profile count, offset and length; a series' chunks cover its profiles in order,
+/// all of them or none.
+fn read_chunks(
+    r: &mut Reader<'_>,
+    series: &[IndexedSeries],
+    sections_end: u64,
+) -> Option<Vec<ChunkRef>> {
+    let n = r.count()?;
+    let mut chunks: Vec<ChunkRef> = Vec::with_capacity(n);
+    let mut covered = 0u32;
+    for _ in 0..n {
+        let (s, count) = (r.u32()?, r.u32()?);
+        let (offset, len) = (r.varint()?, r.varint()?);
+        if offset < MAGIC.len() as u64 || offset.checked_add(len)? > sections_end || count == 0 {
+            return None;
+        }
+        match chunks.last() {
+            Some(prev) if prev.series == s => {}
+            Some(prev) if prev.series > s => return None,
+            prev => {
+                // A new series: the previous one must be covered whole.
+                if let Some(p) = prev
+                    && series[p.series as usize].times.len() != covered as usize
+                {
+                    return None;
+                }
+                covered = 0;
+            }
+        }
+        if s as usize >= series.len() {
+            return None;
+        }
+        chunks.push(ChunkRef {
+            series: s,
+            first: covered,
+            count,
+            offset,
+            len,
+        });
+        covered = covered.checked_add(count)?;
+    }
+    if let Some(p) = chunks.last()
+        && series[p.series as usize].times.len() != covered as usize
+    {
+        return None;
+    }
+    Some(chunks)
+}
+
 /// Builds a block one tenant head at a time (so compaction holds one merged head, not all).
 pub(crate) struct BlockWriter {
     file: Vec<u8>,
@@ -398,6 +515,7 @@ pub(crate) struct BlockWriter {
     sections: u64,
     range: Option<(i64, i64)>,
     encoded: Vec<u8>,
+    chunk_writer: ChunkWriter,
     /// File names of the blocks this one replaces (compaction).
     replaces: Vec<String>,
 }
@@ -411,6 +529,7 @@ impl BlockWriter {
             sections: 0,
             range: None,
             encoded: Vec::new(),
+            chunk_writer: ChunkWriter::default(),
             replaces: Vec::new(),
         }
     }
@@ -432,6 +551,22 @@ impl BlockWriter {
         self.encoded.clear();
         crate::rollup::encode(head, &series, &mut self.encoded);
         let (rollup_at, rollup_len) = self.append_compressed();
+        // The time chunks, series by series (averaged series have none: see `crate::chunks`).
+        let mut chunks: Vec<(u32, u32, u64, u64)> = Vec::new();
+        let mut writer = std::mem::take(&mut self.chunk_writer);
+        let mut encoded = std::mem::take(&mut self.encoded);
+        for (i, s) in series.iter().enumerate() {
+            if crate::read::averaged_labels(&s.labels) {
+                continue;
+            }
+            writer.encode_series(head, s, &mut encoded, |_, count, bytes| {
+                let at = self.file.len() as u64;
+                append_compressed(bytes, &mut self.file);
+                chunks.push((i as u32, count, at, self.file.len() as u64 - at));
+            });
+        }
+        self.chunk_writer = writer;
+        self.encoded = encoded;
         let index = &mut self.index;
         put_str(index, tenant);
         put_varint(index, offset);
@@ -455,6 +590,13 @@ impl BlockWriter {
         }
         put_varint(index, rollup_at);
         put_varint(index, rollup_len);
+        put_varint(index, chunks.len() as u64);
+        for (s, count, at, len) in chunks {
+            put_varint(index, u64::from(s));
+            put_varint(index, u64::from(count));
+            put_varint(index, at);
+            put_varint(index, len);
+        }
         self.sections += 1;
     }
 
@@ -462,11 +604,7 @@ impl BlockWriter {
     /// it starts and its length.
     fn append_compressed(&mut self) -> (u64, u64) {
         let at = self.file.len() as u64;
-        // zstd fails only on a failed allocation; the section is then stored raw, which
-        // the reader refuses as corrupt (never silently wrong).
-        if crate::section_codec::compress_into(&self.encoded, &mut self.file).is_err() {
-            self.file.extend_from_slice(&self.encoded);
-        }
+        append_compressed(&self.encoded, &mut self.file);
         (at, self.file.len() as u64 - at)
     }
 
@@ -504,7 +642,7 @@ impl BlockWriter {
         file.extend_from_slice(MAGIC);
         let size = file.len() as u64;
         let (sections, replaces) =
-            read_index(&index, &key, index_at, true).ok_or_else(|| corrupt(&key, "index"))?;
+            read_index(&index, &key, index_at, 4).ok_or_else(|| corrupt(&key, "index"))?;
         objects.put(&key, file)?;
         Ok(Some(Block {
             name,
@@ -513,6 +651,15 @@ impl BlockWriter {
             sections,
             replaces,
         }))
+    }
+}
+
+/// Appends `raw`, compressed ([`crate::section_codec`]), to `file`.
+fn append_compressed(raw: &[u8], file: &mut Vec<u8>) {
+    // zstd fails only on a failed allocation; the bytes are then stored raw, which the
+    // reader refuses as corrupt (never silently wrong).
+    if crate::section_codec::compress_into(raw, file).is_err() {
+        file.extend_from_slice(raw);
     }
 }
 

@@ -33,6 +33,7 @@
 mod apply;
 mod block;
 mod cache;
+mod chunks;
 mod encoding;
 pub mod head;
 mod inflight;

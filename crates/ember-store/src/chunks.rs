@@ -1,0 +1,276 @@
+//! Time chunks of a block section: per series and ten-minute window, its profiles folded onto
+//! the frame names they use, each chunk compressed on its own, so a narrow read decodes only
+//! the rows of the series and time range it selects.
+//!
+//! Owns the narrow read of a block. A section of a closed day holds a whole day of a service
+//! (8,640 profiles of ~650 stacks, some 365k distinct stacks on a high-churn day); a flame
+//! graph of one hour inside it used to decode the whole section (its symbol tables, its stack
+//! tree, every profile) and fold it onto frames: 150-300 ms cold, most of it allocating and
+//! zeroing memory for what the hour does not need. The section's rollup ([`crate::rollup`])
+//! answers only for the whole section. A chunk holds one series' profiles of one aligned
+//! ten-minute window with its own frame-name tree (only the frames those profiles use) and
+//! names, so an hour reads six or seven chunks of a few hundred kilobytes decoded, whatever
+//! the section's size, and sums the profiles it covers (edges included, profile by profile:
+//! the answer is the raw one exactly, see `tests/tiers.rs`).
+//!
+//! What chunks cannot answer goes to the section: averaged series (a mean is taken per stack
+//! node over the query's profiles, not per frame), sample-label filters (chunks sum every
+//! sample), and pprof output (chunks keep frame names, not locations). Averaged series get no
+//! chunks.
+//!
+//! ```text
+//! chunk = names: count, strings (names[0] = ""); frames after the root: count, each frame's
+//!         distance to its parent (parents come first), each frame's name index;
+//!         profiles: count, then per profile: entry count, frame index deltas (ascending),
+//!         gcd of its values, values / gcd (zigzag)
+//! ```
+//!
+//! The block index lists each section's chunks (series position, profile count, offset,
+//! length), in series order and time order within a series, so a series' chunks lie one after
+//! another in the file and a read of several is one ranged read.
+
+use crate::encoding::{Reader, gcd, put_signed, put_str, put_varint};
+use crate::head::{FastMap, Series, TenantHead};
+
+/// Width of a chunk's window, aligned to the Unix epoch (so to UTC hours and days): a
+/// ten-minute window of a 10 s series is 60 profiles, and an hour reads six or seven chunks.
+pub(crate) const CHUNK_NANOS: i64 = 600 * 1_000_000_000;
+
+/// Where one chunk is: which series' profiles it holds and its bytes in the block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChunkRef {
+    /// Position of the series in the section's index.
+    pub(crate) series: u32,
+    /// Position of the chunk's first profile among the series' profiles.
+    pub(crate) first: u32,
+    /// Profiles in the chunk.
+    pub(crate) count: u32,
+    /// Byte offset of the compressed chunk in the block.
+    pub(crate) offset: u64,
+    /// Its compressed length.
+    pub(crate) len: u64,
+}
+
+/// Buffers the writer reuses from chunk to chunk (sized to the head's frames once).
+#[derive(Default)]
+pub(crate) struct ChunkWriter {
+    /// Per head frame, its id in the chunk being written plus one; 0 when not in it.
+    new_id: Vec<u32>,
+    kept: Vec<u32>,
+    entries: Vec<Vec<(u32, i64)>>,
+    names: FastMap<u32, u32>,
+    name_list: Vec<u32>,
+}
+
+impl ChunkWriter {
+    /// Calls `emit(first, count, encoded)` for each chunk of `series` (profiles in time
+    /// order; a chunk per aligned window that holds some).
+    pub(crate) fn encode_series(
+        &mut self,
+        head: &TenantHead,
+        series: &Series,
+        out: &mut Vec<u8>,
+        mut emit: impl FnMut(u32, u32, &[u8]),
+    ) {
+        if self.new_id.len() < head.frame_count() {
+            self.new_id.resize(head.frame_count(), 0);
+        }
+        let profiles = &series.profiles;
+        let mut first = 0usize;
+        while first < profiles.len() {
+            let window = profiles[first].time_nanos.div_euclid(CHUNK_NANOS);
+            let end = first
+                + profiles[first..]
+                    .partition_point(|p| p.time_nanos.div_euclid(CHUNK_NANOS) == window);
+            out.clear();
+            self.encode_chunk(head, &profiles[first..end], out);
+            emit(first as u32, (end - first) as u32, out);
+            first = end;
+        }
+    }
+
+    fn encode_chunk(
+        &mut self,
+        head: &TenantHead,
+        profiles: &[crate::StoredProfile],
+        out: &mut Vec<u8>,
+    ) {
+        // Each profile's values by frame: nodes of one frame (other addresses of the same
+        // functions, other sample label sets) add up; zero sums go, as a raw read drops them.
+        self.entries
+            .resize_with(profiles.len().max(self.entries.len()), Vec::new);
+        for (p, entries) in profiles.iter().zip(&mut self.entries) {
+            entries.clear();
+            entries.extend(
+                p.nodes
+                    .iter()
+                    .zip(&p.values)
+                    .map(|(n, v)| (head.frame_of(*n), *v)),
+            );
+            entries.sort_unstable_by_key(|e| e.0);
+            entries.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same {
+                    kept.1 = kept.1.saturating_add(later.1);
+                }
+                same
+            });
+            entries.retain(|e| e.1 != 0);
+        }
+        // The frames used and their ancestors, in head order (parents come first there).
+        self.kept.clear();
+        for entries in &self.entries[..profiles.len()] {
+            for &(f, _) in entries {
+                let mut f = f;
+                while f != 0 && self.new_id[f as usize] == 0 {
+                    self.new_id[f as usize] = 1;
+                    self.kept.push(f);
+                    f = head.frame_parent(f);
+                }
+            }
+        }
+        self.kept.sort_unstable();
+        for (i, f) in self.kept.iter().enumerate() {
+            self.new_id[*f as usize] = i as u32 + 2;
+        }
+        // Ids in the chunk: the root 0, kept frames 1.. (`new_id` holds them plus one).
+        let id = |new_id: &[u32], f: u32| if f == 0 { 0 } else { new_id[f as usize] - 1 };
+        self.names.clear();
+        self.name_list.clear();
+        self.name_list.push(0);
+        self.names.insert(0, 0);
+        let mut frame_names = Vec::with_capacity(self.kept.len());
+        for f in &self.kept {
+            let n = head.frame_name(*f);
+            let next = self.name_list.len() as u32;
+            let local = *self.names.entry(n).or_insert(next);
+            if local == next {
+                self.name_list.push(n);
+            }
+            frame_names.push(local);
+        }
+        put_varint(out, self.name_list.len() as u64);
+        for n in &self.name_list {
+            put_str(out, if *n == 0 { "" } else { head.string(*n) });
+        }
+        put_varint(out, self.kept.len() as u64);
+        for (i, f) in self.kept.iter().enumerate() {
+            let parent = id(&self.new_id, head.frame_parent(*f));
+            put_varint(out, u64::from(i as u32 + 1 - parent));
+        }
+        for n in &frame_names {
+            put_varint(out, u64::from(*n));
+        }
+        put_varint(out, profiles.len() as u64);
+        for entries in &self.entries[..profiles.len()] {
+            put_varint(out, entries.len() as u64);
+            let mut last = 0u32;
+            for &(f, _) in entries {
+                let i = id(&self.new_id, f);
+                put_varint(out, u64::from(i - last));
+                last = i;
+            }
+            let g = entries.iter().fold(0u64, |g, e| gcd(g, e.1.unsigned_abs()));
+            // Only i64::MIN alone gives a gcd past i64::MAX; 1 keeps that exact too.
+            let g = i64::try_from(g).unwrap_or(1).max(1);
+            put_varint(out, g as u64);
+            for &(_, v) in entries {
+                put_signed(out, v / g);
+            }
+        }
+        for f in &self.kept {
+            self.new_id[*f as usize] = 0;
+        }
+    }
+}
+
+/// A chunk, decoded.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    /// Frame names; `names[0]` is "".
+    pub(crate) names: Vec<String>,
+    /// `(parent, name)` of each frame, parents first; frame 0 is the root.
+    pub(crate) frames: Vec<(u32, u32)>,
+    /// Where each profile's entries start in `ids` and `values` (one more than profiles).
+    starts: Vec<u32>,
+    /// Frame of each entry, ascending within a profile.
+    ids: Vec<u32>,
+    /// Value of each entry.
+    values: Vec<i64>,
+}
+
+impl Chunk {
+    /// Decodes a chunk of `profiles` profiles; `None` when malformed.
+    pub(crate) fn decode(bytes: &[u8], profiles: usize) -> Option<Chunk> {
+        let mut r = Reader::new(bytes);
+        let n = r.count()?;
+        let names: Vec<String> = r.column(n, |r| Some(r.str()?.to_string()))?;
+        if names.first().is_none_or(|n| !n.is_empty()) {
+            return None;
+        }
+        let n_frames = r.count()?;
+        let mut frames = Vec::with_capacity(n_frames + 1);
+        frames.push((0u32, 0u32));
+        for i in 0..n_frames {
+            let d = r.u32()?;
+            let id = i as u32 + 1;
+            // Parents come first: the distance is at least 1 and reaches at most the root.
+            frames.push((id.checked_sub(d).filter(|_| d >= 1)?, 0));
+        }
+        for f in frames.iter_mut().skip(1) {
+            f.1 = r.u32().filter(|n| (*n as usize) < names.len())?;
+        }
+        if r.count()? != profiles {
+            return None;
+        }
+        let mut starts = Vec::with_capacity(profiles + 1);
+        starts.push(0u32);
+        let (mut ids, mut values) = (Vec::new(), Vec::new());
+        for _ in 0..profiles {
+            let k = r.count()?;
+            let mut last = 0u32;
+            for _ in 0..k {
+                last = last.checked_add(r.u32()?)?;
+                if last as usize >= frames.len() {
+                    return None;
+                }
+                ids.push(last);
+            }
+            let g = i64::try_from(r.varint()?).ok()?;
+            for _ in 0..k {
+                values.push(r.signed()?.saturating_mul(g));
+            }
+            starts.push(u32::try_from(ids.len()).ok()?);
+        }
+        r.at_end().then_some(Chunk {
+            names,
+            frames,
+            starts,
+            ids,
+            values,
+        })
+    }
+
+    /// Approximate heap bytes (for the cache's budget).
+    pub(crate) fn approx_bytes(&self) -> usize {
+        self.names.iter().map(|n| n.len() + 24).sum::<usize>()
+            + self.frames.capacity() * 8
+            + self.starts.capacity() * 4
+            + self.ids.capacity() * 4
+            + self.values.capacity() * 8
+    }
+
+    /// `(frame, value)` entries of the chunk's profiles at positions `range`.
+    pub(crate) fn entries(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (u32, i64)> + '_ {
+        let lo = self.starts.get(range.start).copied().unwrap_or(0) as usize;
+        let hi = self.starts.get(range.end).copied().unwrap_or(0) as usize;
+        let hi = hi.max(lo);
+        self.ids[lo..hi]
+            .iter()
+            .copied()
+            .zip(self.values[lo..hi].iter().copied())
+    }
+}
