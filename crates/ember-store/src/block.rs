@@ -8,15 +8,18 @@
 //! then a fixed-size trailer:
 //!
 //! ```text
-//! "EMBERBLK3\n" section… index trailer
+//! "EMBERBLK4\n" section… index trailer
 //! section = compressed head, then its compressed rollup (`crate::rollup`: per series the sum of
-//!           its profiles as a frame tree)
+//!           its profiles as a frame tree), then its time chunks, each compressed on its own
+//!           (`crate::chunks`: per service and ten-minute window, its profiles on frames)
 //! index   = varint sections, per section: tenant, offset, length, min time, max time,
 //!           profiles, series count, per series: labels, profile count, delta-coded
 //!           times, each profile's total; then the names of the sample labels its
-//!           profiles carry and the rollup's offset and length; then the names of the
-//!           blocks it replaces
-//! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK3\n"
+//!           profiles carry, the rollup's offset and length, and the chunks: count, per
+//!           chunk its offset, length, run count and per run (the profiles of one series
+//!           in it) the series position and profile count; then the names of the blocks it
+//!           replaces
+//! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK4\n"
 //! ```
 //!
 //! Opening a store reads only trailers and indexes (two ranged reads per block, through
@@ -40,8 +43,9 @@
 //! deleting its segments never double-counts); the times let retention delete whole files
 //! without opening them. Blocks of the first format (`EMBERBLK1`: one gzip stream of every
 //! tenant's head, read whole at start) are rewritten in this format the first time a store
-//! opens them; blocks of the second (`EMBERBLK2`, before sample labels were kept) are read
-//! as they are.
+//! opens them; blocks of the second (`EMBERBLK2`, before sample labels were kept) and third
+//! (`EMBERBLK3`, before time chunks: a read of part of a section decodes it whole) are read
+//! as they are, and get chunks when compaction rewrites them.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -50,7 +54,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use object_store::path::Path as ObjPath;
 
-use crate::chunks::{ChunkRef, ChunkWriter};
+use crate::chunks::{ChunkRef, ChunkWriter, Run};
 use crate::encoding::{Reader, put_deltas, put_labels, put_signed, put_str, put_varint};
 use crate::head::TenantHead;
 use crate::objects::{Listed, Objects};
@@ -144,59 +148,60 @@ pub(crate) struct Section {
     /// Byte range of the section's gzip'd rollup ([`crate::rollup`]); `None` in blocks of
     /// the second format.
     pub(crate) rollup: Option<(u64, u64)>,
-    /// The section's time chunks ([`crate::chunks`]), by series then time; empty in blocks
-    /// written before them, and for averaged series.
+    /// The section's time chunks ([`crate::chunks`]), by service then time; empty in blocks
+    /// written before them.
     pub(crate) chunks: Vec<ChunkRef>,
+    /// Per series of `series`, its runs of profiles in `chunks`, in time order; empty for
+    /// an averaged series and in blocks without chunks.
+    pub(crate) runs: Vec<Vec<Run>>,
 }
 
 impl Section {
-    /// Positions in [`Section::chunks`] of the chunks holding the profiles at positions
-    /// `profiles` of series `series`; `None` when that series has no chunks.
-    pub(crate) fn chunks_of(
+    /// The runs of series `series` in the chunks that hold its profiles at positions
+    /// `profiles`; `None` when that series has no chunks.
+    pub(crate) fn runs_of(
         &self,
         series: usize,
         profiles: std::ops::Range<usize>,
-    ) -> Option<std::ops::Range<usize>> {
-        let series = u32::try_from(series).ok()?;
-        let lo = self.chunks.partition_point(|c| c.series < series);
-        let hi = self.chunks.partition_point(|c| c.series <= series);
-        if lo == hi {
-            return None;
-        }
-        let own = &self.chunks[lo..hi];
-        let first = own.partition_point(|c| (c.first + c.count) as usize <= profiles.start);
-        let last = own.partition_point(|c| (c.first as usize) < profiles.end);
-        Some(lo + first..lo + last.max(first))
+    ) -> Option<&[Run]> {
+        let own = self.runs.get(series).filter(|r| !r.is_empty())?;
+        let first = own.partition_point(|r| (r.first + r.count) as usize <= profiles.start);
+        let last = own.partition_point(|r| (r.first as usize) < profiles.end);
+        Some(&own[first..last.max(first)])
     }
 
     /// Reads and decodes the chunks at positions `wanted` (ascending) of
-    /// [`Section::chunks`] (one series' chunks, adjacent in the block: one ranged read),
-    /// calling `f` with each position and chunk.
+    /// [`Section::chunks`], adjacent ones in one ranged read (a service's chunks lie one
+    /// after another), calling `f` with each position and chunk.
     pub(crate) fn load_chunks(
         &self,
         objects: &Objects,
         wanted: &[usize],
         mut f: impl FnMut(usize, crate::chunks::Chunk),
     ) -> Result<(), StoreError> {
-        let (Some(&a), Some(&b)) = (wanted.first(), wanted.last()) else {
-            return Ok(());
-        };
-        let (from, to) = (
-            self.chunks[a].offset,
-            self.chunks[b].offset + self.chunks[b].len,
-        );
-        let bytes = objects.get_range(&self.key, from..to)?;
-        for &i in wanted {
-            let c = self.chunks[i];
-            let at = (c.offset - from) as usize;
-            let raw = bytes
-                .get(at..at + c.len as usize)
-                .ok_or_else(|| corrupt(&self.key, "chunk out of range"))?;
-            let raw = crate::section_codec::decompress(raw)
-                .map_err(|e| corrupt(&self.key, &e.to_string()))?;
-            let chunk = crate::chunks::Chunk::decode(&raw, c.count as usize)
-                .ok_or_else(|| corrupt(&self.key, "bad chunk"))?;
-            f(i, chunk);
+        let mut rest = wanted;
+        while let Some(&a) = rest.first() {
+            let adjacent = 1 + rest.windows(2).take_while(|w| w[1] == w[0] + 1).count();
+            let (run, next) = rest.split_at(adjacent);
+            rest = next;
+            let b = run[run.len() - 1];
+            let (from, to) = (
+                self.chunks[a].offset,
+                self.chunks[b].offset + self.chunks[b].len,
+            );
+            let bytes = objects.get_range(&self.key, from..to)?;
+            for &i in run {
+                let c = &self.chunks[i];
+                let at = (c.offset - from) as usize;
+                let raw = bytes
+                    .get(at..at + c.len as usize)
+                    .ok_or_else(|| corrupt(&self.key, "chunk out of range"))?;
+                let raw = crate::section_codec::decompress(raw)
+                    .map_err(|e| corrupt(&self.key, &e.to_string()))?;
+                let chunk = crate::chunks::Chunk::decode(&raw, c.profiles as usize)
+                    .ok_or_else(|| corrupt(&self.key, "bad chunk"))?;
+                f(i, chunk);
+            }
         }
         Ok(())
     }
@@ -431,10 +436,10 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, version: u32) -> O
             }
             rollup = Some((at, len));
         }
-        let chunks = if version >= 4 {
+        let (chunks, runs) = if version >= 4 {
             read_chunks(&mut r, &series, sections_end)?
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
         out.push(Arc::new(Section {
             id: NEXT_SECTION.fetch_add(1, Ordering::Relaxed),
@@ -448,6 +453,7 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, version: u32) -> O
             sample_keys,
             rollup,
             chunks,
+            runs,
         }));
     }
     let n = r.count()?;
@@ -458,54 +464,51 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, version: u32) -> O
     r.at_end().then_some((out, replaces))
 }
 
-/// A section's chunk list (see [`crate::chunks`]): count, then per chunk its series
-/// position, profile count, offset and length; a series' chunks cover its profiles in order,
-/// all of them or none.
+/// A section's chunk list (see [`crate::chunks`]): count, then per chunk its offset, length,
+/// run count and per run the series position and profile count; and the runs per series
+/// (each series' runs cover its profiles in order, all of them or none).
 fn read_chunks(
     r: &mut Reader<'_>,
     series: &[IndexedSeries],
     sections_end: u64,
-) -> Option<Vec<ChunkRef>> {
+) -> Option<(Vec<ChunkRef>, Vec<Vec<Run>>)> {
     let n = r.count()?;
     let mut chunks: Vec<ChunkRef> = Vec::with_capacity(n);
-    let mut covered = 0u32;
-    for _ in 0..n {
-        let (s, count) = (r.u32()?, r.u32()?);
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); series.len()];
+    let mut covered = vec![0u32; series.len()];
+    for c in 0..n {
         let (offset, len) = (r.varint()?, r.varint()?);
-        if offset < MAGIC.len() as u64 || offset.checked_add(len)? > sections_end || count == 0 {
+        if offset < MAGIC.len() as u64 || offset.checked_add(len)? > sections_end {
             return None;
         }
-        match chunks.last() {
-            Some(prev) if prev.series == s => {}
-            Some(prev) if prev.series > s => return None,
-            prev => {
-                // A new series: the previous one must be covered whole.
-                if let Some(p) = prev
-                    && series[p.series as usize].times.len() != covered as usize
-                {
-                    return None;
-                }
-                covered = 0;
-            }
-        }
-        if s as usize >= series.len() {
-            return None;
+        let k = r.count()?;
+        let mut at = 0u32;
+        for _ in 0..k {
+            let (s, count) = (r.u32()? as usize, r.u32()?);
+            let done = covered.get_mut(s)?;
+            let first = *done;
+            *done = done
+                .checked_add(count)
+                .filter(|d| count > 0 && *d as usize <= series[s].times.len())?;
+            runs[s].push(Run {
+                chunk: c as u32,
+                first,
+                count,
+                at,
+            });
+            at = at.checked_add(count)?;
         }
         chunks.push(ChunkRef {
-            series: s,
-            first: covered,
-            count,
             offset,
             len,
+            profiles: at,
         });
-        covered = covered.checked_add(count)?;
     }
-    if let Some(p) = chunks.last()
-        && series[p.series as usize].times.len() != covered as usize
-    {
-        return None;
-    }
-    Some(chunks)
+    let whole = covered
+        .iter()
+        .zip(series)
+        .all(|(c, s)| *c == 0 || *c as usize == s.times.len());
+    whole.then_some((chunks, runs))
 }
 
 /// Builds a block one tenant head at a time (so compaction holds one merged head, not all).
@@ -551,22 +554,15 @@ impl BlockWriter {
         self.encoded.clear();
         crate::rollup::encode(head, &series, &mut self.encoded);
         let (rollup_at, rollup_len) = self.append_compressed();
-        // The time chunks, series by series (averaged series have none: see `crate::chunks`).
-        let mut chunks: Vec<(u32, u32, u64, u64)> = Vec::new();
-        let mut writer = std::mem::take(&mut self.chunk_writer);
-        let mut encoded = std::mem::take(&mut self.encoded);
-        for (i, s) in series.iter().enumerate() {
-            if crate::read::averaged_labels(&s.labels) {
-                continue;
-            }
-            writer.encode_series(head, s, &mut encoded, |_, count, bytes| {
-                let at = self.file.len() as u64;
-                append_compressed(bytes, &mut self.file);
-                chunks.push((i as u32, count, at, self.file.len() as u64 - at));
-            });
+        // The time chunks, service by service (averaged series have none: `crate::chunks`).
+        let planned = crate::chunks::plan(&series);
+        let mut chunks: Vec<(u64, u64)> = Vec::with_capacity(planned.len());
+        for chunk in &planned {
+            self.chunk_writer.encode(head, chunk, &mut self.encoded);
+            let at = self.file.len() as u64;
+            append_compressed(&self.encoded, &mut self.file);
+            chunks.push((at, self.file.len() as u64 - at));
         }
-        self.chunk_writer = writer;
-        self.encoded = encoded;
         let index = &mut self.index;
         put_str(index, tenant);
         put_varint(index, offset);
@@ -591,11 +587,14 @@ impl BlockWriter {
         put_varint(index, rollup_at);
         put_varint(index, rollup_len);
         put_varint(index, chunks.len() as u64);
-        for (s, count, at, len) in chunks {
-            put_varint(index, u64::from(s));
-            put_varint(index, u64::from(count));
+        for ((at, len), chunk) in chunks.into_iter().zip(&planned) {
             put_varint(index, at);
             put_varint(index, len);
+            put_varint(index, chunk.runs.len() as u64);
+            for (s, _, profiles) in &chunk.runs {
+                put_varint(index, u64::from(*s));
+                put_varint(index, profiles.len() as u64);
+            }
         }
         self.sections += 1;
     }

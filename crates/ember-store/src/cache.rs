@@ -138,33 +138,35 @@ impl BlockCache {
         Ok(Some(r))
     }
 
-    /// Calls `f` with each chunk at positions `range` of `section`'s chunks (one series'),
-    /// in order, from the cache or read now (the missing ones in one ranged read).
+    /// The chunks at positions `wanted` (ascending) of `section`'s chunks, in order, from
+    /// the cache or read now (adjacent missing ones in one ranged read).
     pub(crate) fn chunks(
         &self,
         objects: &Objects,
         section: &Section,
-        range: std::ops::Range<usize>,
-        mut f: impl FnMut(&Chunk),
-    ) -> Result<(), StoreError> {
-        let mut got: Vec<Option<Arc<Chunk>>> = range
-            .clone()
-            .map(|i| match self.lookup((section.id, chunk(i))) {
+        wanted: &[usize],
+    ) -> Result<Vec<Arc<Chunk>>, StoreError> {
+        let mut got: Vec<Option<Arc<Chunk>>> = wanted
+            .iter()
+            .map(|i| match self.lookup((section.id, chunk(*i))) {
                 Some(Decoded::Chunk(c)) => Some(c),
                 _ => None,
             })
             .collect();
-        let start = range.start;
-        let missing: Vec<usize> = range.filter(|i| got[i - start].is_none()).collect();
+        let missing: Vec<usize> = wanted
+            .iter()
+            .zip(&got)
+            .filter(|(_, g)| g.is_none())
+            .map(|(i, _)| *i)
+            .collect();
         section.load_chunks(objects, &missing, |i, c| {
             let c = Arc::new(c);
             self.keep((section.id, chunk(i)), Decoded::Chunk(c.clone()));
-            got[i - start] = Some(c);
+            if let Ok(p) = wanted.binary_search(&i) {
+                got[p] = Some(c);
+            }
         })?;
-        for c in got.iter().flatten() {
-            f(c);
-        }
-        Ok(())
+        Ok(got.into_iter().flatten().collect())
     }
 
     /// Caches `head` as the decoded `section` (a flush hands over the head it just wrote).

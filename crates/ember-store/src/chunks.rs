@@ -1,17 +1,21 @@
-//! Time chunks of a block section: per series and ten-minute window, its profiles folded onto
-//! the frame names they use, each chunk compressed on its own, so a narrow read decodes only
-//! the rows of the series and time range it selects.
+//! Time chunks of a block section: per service and ten-minute window, the profiles of its
+//! series folded onto the frame names they use, each chunk compressed on its own, so a narrow
+//! read decodes only the rows of the service and time range it selects.
 //!
 //! Owns the narrow read of a block. A section of a closed day holds a whole day of a service
 //! (8,640 profiles of ~650 stacks, some 365k distinct stacks on a high-churn day); a flame
 //! graph of one hour inside it used to decode the whole section (its symbol tables, its stack
 //! tree, every profile) and fold it onto frames: 150-300 ms cold, most of it allocating and
 //! zeroing memory for what the hour does not need. The section's rollup ([`crate::rollup`])
-//! answers only for the whole section. A chunk holds one series' profiles of one aligned
-//! ten-minute window with its own frame-name tree (only the frames those profiles use) and
-//! names, so an hour reads six or seven chunks of a few hundred kilobytes decoded, whatever
-//! the section's size, and sums the profiles it covers (edges included, profile by profile:
-//! the answer is the raw one exactly, see `tests/tiers.rs`).
+//! answers only for the whole section. A chunk holds the profiles of one aligned ten-minute
+//! window of the series of one service (`service_name`) with its own frame-name tree (only
+//! the frames those profiles use) and names, so an hour reads six or seven chunks, whatever
+//! the section's size, and sums the profiles of the selected series it covers (edges
+//! included, profile by profile: the answer is the raw one exactly, see `tests/tiers.rs`).
+//! Series of one service share their frames (its pods, and the sample types of one profile),
+//! so they share a chunk's tree: chunks per series held the same tree up to ten times over
+//! on the realistic workload (5 pods, 2 sample types), and the tree and names are nearly all
+//! of a chunk.
 //!
 //! What chunks cannot answer goes to the section: averaged series (a mean is taken per stack
 //! node over the query's profiles, not per frame), sample-label filters (chunks sum every
@@ -21,13 +25,15 @@
 //! ```text
 //! chunk = names: count, strings (names[0] = ""); frames after the root: count, each frame's
 //!         distance to its parent (parents come first), each frame's name index;
-//!         profiles: count, then per profile: entry count, frame index deltas (ascending),
-//!         gcd of its values, values / gcd (zigzag)
+//!         profiles: count, then per profile (series by series as the index lists them):
+//!         entry count, frame index deltas (ascending), gcd of its values, values / gcd
+//!         (zigzag)
 //! ```
 //!
-//! The block index lists each section's chunks (series position, profile count, offset,
-//! length), in series order and time order within a series, so a series' chunks lie one after
-//! another in the file and a read of several is one ranged read.
+//! The block index lists each section's chunks (offset, length, and per series it holds:
+//! series position and profile count), service by service and in time order within a
+//! service, so a service's chunks lie one after another in the file and a read of several is
+//! one ranged read.
 
 use crate::encoding::{Reader, gcd, put_signed, put_str, put_varint};
 use crate::head::{FastMap, Series, TenantHead};
@@ -36,19 +42,78 @@ use crate::head::{FastMap, Series, TenantHead};
 /// ten-minute window of a 10 s series is 60 profiles, and an hour reads six or seven chunks.
 pub(crate) const CHUNK_NANOS: i64 = 600 * 1_000_000_000;
 
-/// Where one chunk is: which series' profiles it holds and its bytes in the block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where one chunk is: its bytes in the block and the profiles it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ChunkRef {
-    /// Position of the series in the section's index.
-    pub(crate) series: u32,
-    /// Position of the chunk's first profile among the series' profiles.
-    pub(crate) first: u32,
-    /// Profiles in the chunk.
-    pub(crate) count: u32,
     /// Byte offset of the compressed chunk in the block.
     pub(crate) offset: u64,
     /// Its compressed length.
     pub(crate) len: u64,
+    /// Profiles in the chunk.
+    pub(crate) profiles: u32,
+}
+
+/// One series' run of profiles in a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    /// Position of the chunk in the section's chunk list.
+    pub(crate) chunk: u32,
+    /// Position of the run's first profile among the series' profiles.
+    pub(crate) first: u32,
+    /// Profiles in the run.
+    pub(crate) count: u32,
+    /// Position of the run's first profile among the chunk's profiles.
+    pub(crate) at: u32,
+}
+
+/// A chunk about to be written: which profiles of which series it holds.
+pub(crate) struct Pending<'a> {
+    /// `(series position, first profile position, profiles)` per series it holds.
+    pub(crate) runs: Vec<(u32, u32, &'a [crate::StoredProfile])>,
+}
+
+/// The chunks of `series` (the section's, in index order): per service, the profiles of
+/// each aligned window, in time order. Averaged series get none.
+pub(crate) fn plan<'a>(series: &[&'a Series]) -> Vec<Pending<'a>> {
+    let mut services: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, s) in series.iter().enumerate() {
+        if crate::read::averaged_labels(&s.labels) || s.profiles.is_empty() {
+            continue;
+        }
+        let service = s
+            .labels
+            .iter()
+            .find(|(n, _)| n == crate::SERVICE_LABEL)
+            .map_or("", |(_, v)| v.as_str());
+        services.entry(service).or_default().push(i);
+    }
+    let window = |p: &crate::StoredProfile| p.time_nanos.div_euclid(CHUNK_NANOS);
+    let mut out = Vec::new();
+    for members in services.values() {
+        // Next profile position of each member series.
+        let mut next = vec![0usize; members.len()];
+        loop {
+            let Some(w) = members
+                .iter()
+                .zip(&next)
+                .filter_map(|(i, n)| series[*i].profiles.get(*n).map(window))
+                .min()
+            else {
+                break;
+            };
+            let mut runs = Vec::new();
+            for (i, n) in members.iter().zip(&mut next) {
+                let profiles = &series[*i].profiles;
+                let end = *n + profiles[*n..].partition_point(|p| window(p) == w);
+                if end > *n {
+                    runs.push((*i as u32, *n as u32, &profiles[*n..end]));
+                }
+                *n = end;
+            }
+            out.push(Pending { runs });
+        }
+    }
+    out
 }
 
 /// Buffers the writer reuses from chunk to chunk (sized to the head's frames once).
@@ -63,38 +128,14 @@ pub(crate) struct ChunkWriter {
 }
 
 impl ChunkWriter {
-    /// Calls `emit(first, count, encoded)` for each chunk of `series` (profiles in time
-    /// order; a chunk per aligned window that holds some).
-    pub(crate) fn encode_series(
-        &mut self,
-        head: &TenantHead,
-        series: &Series,
-        out: &mut Vec<u8>,
-        mut emit: impl FnMut(u32, u32, &[u8]),
-    ) {
+    /// Encodes `chunk` into `out` (cleared first).
+    pub(crate) fn encode(&mut self, head: &TenantHead, chunk: &Pending<'_>, out: &mut Vec<u8>) {
         if self.new_id.len() < head.frame_count() {
             self.new_id.resize(head.frame_count(), 0);
         }
-        let profiles = &series.profiles;
-        let mut first = 0usize;
-        while first < profiles.len() {
-            let window = profiles[first].time_nanos.div_euclid(CHUNK_NANOS);
-            let end = first
-                + profiles[first..]
-                    .partition_point(|p| p.time_nanos.div_euclid(CHUNK_NANOS) == window);
-            out.clear();
-            self.encode_chunk(head, &profiles[first..end], out);
-            emit(first as u32, (end - first) as u32, out);
-            first = end;
-        }
-    }
-
-    fn encode_chunk(
-        &mut self,
-        head: &TenantHead,
-        profiles: &[crate::StoredProfile],
-        out: &mut Vec<u8>,
-    ) {
+        out.clear();
+        let profiles: Vec<&crate::StoredProfile> =
+            chunk.runs.iter().flat_map(|r| r.2.iter()).collect();
         // Each profile's values by frame: nodes of one frame (other addresses of the same
         // functions, other sample label sets) add up; zero sums go, as a raw read drops them.
         self.entries

@@ -431,7 +431,7 @@ impl Store {
                         });
                         let chunked = selected.iter().all(|i| {
                             let range = s.series[*i].in_range(start, end);
-                            s.chunks_of(*i, range).is_some()
+                            s.runs_of(*i, range).is_some()
                         });
                         let by = match (plain, whole) {
                             (true, true) if s.rollup.is_some() => ReadBy::Rollup,

@@ -2,6 +2,7 @@
 //! the chunks holding the selected series' profiles in range, summed onto one frame tree by
 //! `(parent, name)`. What the section holds outside the range is never decoded.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::block::Section;
@@ -33,8 +34,8 @@ impl ChunkSum {
         }
     }
 
-    /// Adds the profiles at positions `profiles` of `chunk`.
-    fn add(&mut self, chunk: &crate::chunks::Chunk, profiles: std::ops::Range<usize>) {
+    /// Adds the profiles at positions `ranges` of `chunk`.
+    fn add(&mut self, chunk: &crate::chunks::Chunk, ranges: &[std::ops::Range<usize>]) {
         let out = &mut self.out;
         self.names.clear();
         for n in &chunk.names {
@@ -65,9 +66,11 @@ impl ChunkSum {
             }
             self.ids.push(id);
         }
-        for (f, v) in chunk.entries(profiles) {
-            let e = &mut out.self_values[self.ids[f as usize] as usize];
-            *e = e.saturating_add(v);
+        for range in ranges {
+            for (f, v) in chunk.entries(range.clone()) {
+                let e = &mut out.self_values[self.ids[f as usize] as usize];
+                *e = e.saturating_add(v);
+            }
         }
     }
 
@@ -120,16 +123,17 @@ impl Store {
         start: i64,
         end: i64,
     ) -> Result<Merged, StoreError> {
-        let mut sum = ChunkSum::new();
         let (mut profiles, mut series) = (0usize, 0usize);
         let mut types = std::collections::BTreeSet::new();
+        // Per chunk to read, the ranges of its profiles to add.
+        let mut wanted: BTreeMap<usize, Vec<std::ops::Range<usize>>> = BTreeMap::new();
         for &i in selected {
             let s = &section.series[i];
             let range = s.in_range(start, end);
             if range.is_empty() {
                 continue;
             }
-            let Some(chunks) = section.chunks_of(i, range.clone()) else {
+            let Some(runs) = section.runs_of(i, range.clone()) else {
                 continue;
             };
             profiles += range.len();
@@ -137,16 +141,23 @@ impl Store {
             if let Some((_, v)) = s.labels.iter().find(|(n, _)| n == PROFILE_TYPE_LABEL) {
                 types.insert(v.clone());
             }
-            let mut at = chunks.start;
-            self.cache.chunks(&self.objects, section, chunks, |chunk| {
-                let c = section.chunks[at];
-                at += 1;
-                // The range's profiles within this chunk.
-                let first = c.first as usize;
+            for run in runs {
+                // The range's profiles within this run, as positions in its chunk.
+                let first = run.first as usize;
                 let lo = range.start.max(first) - first;
-                let hi = range.end.min(first + c.count as usize) - first;
-                sum.add(chunk, lo..hi.max(lo));
-            })?;
+                let hi = range.end.min(first + run.count as usize) - first;
+                let at = run.at as usize;
+                wanted
+                    .entry(run.chunk as usize)
+                    .or_default()
+                    .push(at + lo..at + hi.max(lo));
+            }
+        }
+        let positions: Vec<usize> = wanted.keys().copied().collect();
+        let chunks = self.cache.chunks(&self.objects, section, &positions)?;
+        let mut sum = ChunkSum::new();
+        for (chunk, ranges) in chunks.iter().zip(wanted.values()) {
+            sum.add(chunk, ranges);
         }
         let mut m = sum.finish();
         m.profiles = profiles;
