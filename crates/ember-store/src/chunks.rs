@@ -92,15 +92,15 @@ pub(crate) fn plan<'a>(series: &[&'a Series]) -> Vec<Pending<'a>> {
     for members in services.values() {
         // Next profile position of each member series.
         let mut next = vec![0usize; members.len()];
-        loop {
-            let Some(w) = members
+        // The earliest window some member has profiles left in.
+        let earliest = |next: &[usize]| {
+            members
                 .iter()
-                .zip(&next)
+                .zip(next)
                 .filter_map(|(i, n)| series[*i].profiles.get(*n).map(window))
                 .min()
-            else {
-                break;
-            };
+        };
+        while let Some(w) = earliest(&next) {
             let mut runs = Vec::new();
             for (i, n) in members.iter().zip(&mut next) {
                 let profiles = &series[*i].profiles;
