@@ -13,7 +13,8 @@
 # run with the server's RSS and peak RSS. Run two builds alternately (A B A B): the machine
 # may be shared.
 # Usage: bench/server/hour-query.sh restart|backfill DIR BIN LABEL
-#   Environment: DROP=1 (restart: drop the page cache), LOADGEN (backfill: ember-loadgen).
+#   Environment: DROP=1 (restart: drop the page cache), HOUR_ONLY=1 (restart: no 24 h and 7 d),
+#   LOADGEN (backfill: ember-loadgen).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 mode="${1:?usage: hour-query.sh restart|backfill DIR BIN LABEL}" dir="${2:?}" bin="${3:?}" label="${4:?}"
@@ -40,17 +41,21 @@ fi
 q='query=process_cpu%3Acpu%3Ananoseconds%3Acpu%3Ananoseconds%7Bservice_name%3D%22checkout%22%7D'
 get() { curl -s -o run.out -w '%{time_total}' "$url/pyroscope/render?$q&$1&maxNodes=1024" | awk '{printf "%.0f", $1*1000}'; }
 series() { local first best=999999 t; first=$(get "$1"); for _ in 1 2 3 4 5; do t=$(get "$1"); (( t < best )) && best=$t; done; echo "$first/$best"; }
+clk=$(getconf CLK_TCK)
+cpu() { awk -v t="$clk" '{printf "%.0f", 1000*($14+$15)/t}' "/proc/$pid/stat"; }
 hour="from=$((day_start + 41400))&until=$((day_start + 41400 + 3599))"
-h1=$(series "$hour")
+c0=$(cpu); h1=$(get "$hour"); c1=$(cpu)
+best=999999; for _ in 1 2 3 4 5; do t=$(get "$hour"); (( t < best )) && best=$t; done
+h1="$h1/$best"
 cp run.out "hour-$label.json"
 d1=-; w7=-
-if [[ $mode == restart ]]; then
+if [[ $mode == restart && ${HOUR_ONLY:-0} != 1 ]]; then
   d1=$(series "from=$day_start&until=$((day_start + 86399))")
   w7=$(series "from=$((day_start - 6 * 86400))&until=$((day_start + 86399))")
 fi
 rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$pid/status")
 hwm=$(awk '/VmHWM/ {printf "%.0f", $2/1024}' "/proc/$pid/status")
 kill -TERM $pid; wait $pid || true
-printf '%s\t%s%s\t1h first/best %s ms\t24h %s\t7d %s\tRSS %s MiB\tHWM %s MiB\tload %s\n' \
+printf '%s\t%s%s\t1h first/best %s ms (server CPU of the first %s ms)\t24h %s\t7d %s\tRSS %s MiB\tHWM %s MiB\tload %s\n' \
   "$label" "$mode" "$([[ ${DROP:-0} == 1 && $mode == restart ]] && echo ' (page cache dropped)')" \
-  "$h1" "$d1" "$w7" "$rss" "$hwm" "$(cut -d' ' -f1 /proc/loadavg)"
+  "$h1" "$((c1 - c0))" "$d1" "$w7" "$rss" "$hwm" "$(cut -d' ' -f1 /proc/loadavg)"

@@ -198,7 +198,7 @@ impl Section {
                     .ok_or_else(|| corrupt(&self.key, "chunk out of range"))?;
                 let raw = crate::section_codec::decompress(raw)
                     .map_err(|e| corrupt(&self.key, &e.to_string()))?;
-                let chunk = crate::chunks::Chunk::decode(&raw, c.profiles as usize)
+                let chunk = crate::chunks::Chunk::decode(raw, c.profiles as usize)
                     .ok_or_else(|| corrupt(&self.key, "bad chunk"))?;
                 f(i, chunk);
             }

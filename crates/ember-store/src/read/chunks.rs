@@ -38,13 +38,14 @@ impl ChunkSum {
     fn add(&mut self, chunk: &crate::chunks::Chunk, ranges: &[std::ops::Range<usize>]) {
         let out = &mut self.out;
         self.names.clear();
-        for n in &chunk.names {
-            let id = match self.name_ids.get(n.as_str()) {
+        for i in 0..chunk.name_count() {
+            let n = chunk.name(i);
+            let id = match self.name_ids.get(n) {
                 Some(&id) => id,
                 None => {
                     let id = out.names.len() as u32;
-                    out.names.push(n.clone());
-                    self.name_ids.insert(n.clone(), id);
+                    out.names.push(n.to_string());
+                    self.name_ids.insert(n.to_string(), id);
                     id
                 }
             };
@@ -52,7 +53,6 @@ impl ChunkSum {
         }
         self.ids.clear();
         self.ids.push(0);
-        self.frame_ids.reserve(chunk.frames.len());
         for &(parent, name) in &chunk.frames[1..] {
             let key = (self.ids[parent as usize], self.names[name as usize]);
             let next = out.frames.len() as u32;
@@ -66,11 +66,12 @@ impl ChunkSum {
             }
             self.ids.push(id);
         }
+        let ids = &self.ids;
         for range in ranges {
-            for (f, v) in chunk.entries(range.clone()) {
-                let e = &mut out.self_values[self.ids[f as usize] as usize];
+            chunk.for_each_entry(range.clone(), |f, v| {
+                let e = &mut out.self_values[ids[f as usize] as usize];
                 *e = e.saturating_add(v);
-            }
+            });
         }
     }
 
@@ -156,6 +157,12 @@ impl Store {
         let positions: Vec<usize> = wanted.keys().copied().collect();
         let chunks = self.cache.chunks(&self.objects, section, &positions)?;
         let mut sum = ChunkSum::new();
+        // Sized once for every frame of the chunks (consecutive chunks share most of them):
+        // growing the table chunk by chunk rehashed it several times per query.
+        let frames: usize = chunks.iter().map(|c| c.frames.len()).sum();
+        sum.frame_ids.reserve(frames / 2);
+        sum.out.frames.reserve(frames / 2);
+        sum.out.self_values.reserve(frames / 2);
         for (chunk, ranges) in chunks.iter().zip(wanted.values()) {
             sum.add(chunk, ranges);
         }
