@@ -345,3 +345,89 @@ impl Chunk {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_what_it_encodes_and_refuses_corrupt_bytes() {
+        let mut head = TenantHead::new();
+        // Two series of one service (two pods), a third of another service; the first
+        // two share a window, the second's later profile starts a second window.
+        let put = |head: &mut TenantHead, service: &str, pod: &str, t: i64, v: i64| {
+            let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+            b.add_folded_stack(&["main", "work"], &[v]);
+            b.add_folded_stack(&["main", "idle"], &[5]);
+            let bytes = ember_pprof::encode(&b.build());
+            let raw =
+                ember_pprof::decompress(&bytes, &ember_pprof::DecodeLimits::default()).unwrap();
+            let view = ember_pprof::ProfileView::parse(&raw).unwrap();
+            let labels = vec![vec![
+                ("pod".to_string(), pod.to_string()),
+                ("service_name".to_string(), service.to_string()),
+            ]];
+            crate::apply::apply_to(head, t, 0, &view, labels);
+        };
+        put(&mut head, "a", "p1", 1, 10);
+        put(&mut head, "a", "p2", 2, 20);
+        put(&mut head, "a", "p2", CHUNK_NANOS + 3, 30);
+        put(&mut head, "b", "p1", 4, 40);
+        let series: Vec<&Series> = head.all_series().collect();
+        let planned = plan(&series);
+        // Service a: window 0 (two series), window 1; service b: window 0.
+        let shape: Vec<Vec<(u32, u32, usize)>> = planned
+            .iter()
+            .map(|c| c.runs.iter().map(|r| (r.0, r.1, r.2.len())).collect())
+            .collect();
+        let (p1, p2, b) = (0, 1, 2);
+        assert_eq!(
+            shape,
+            vec![
+                vec![(p1, 0, 1), (p2, 0, 1)],
+                vec![(p2, 1, 1)],
+                vec![(b, 0, 1)]
+            ]
+        );
+        let mut w = ChunkWriter::default();
+        let mut bytes = Vec::new();
+        w.encode(&head, &planned[0], &mut bytes);
+        let chunk = Chunk::decode(bytes.clone(), 2).unwrap();
+        let path = |f: u32| {
+            let mut names = Vec::new();
+            let mut f = f;
+            while f != 0 {
+                let (parent, name) = chunk.frames[f as usize];
+                names.push(chunk.name(name as usize).to_string());
+                f = parent;
+            }
+            names.reverse();
+            names.join(";")
+        };
+        for (profile, work) in [(0, 10), (1, 20)] {
+            let mut got = Vec::new();
+            chunk.for_each_entry(profile..profile + 1, |f, v| got.push((path(f), v)));
+            got.sort();
+            assert_eq!(
+                got,
+                vec![
+                    ("main;idle".to_string(), 5),
+                    ("main;work".to_string(), work)
+                ]
+            );
+        }
+        for cut in [0, 1, bytes.len() / 2, bytes.len() - 1] {
+            assert!(Chunk::decode(bytes[..cut].to_vec(), 2).is_none());
+        }
+        assert!(Chunk::decode(bytes.clone(), 3).is_none());
+        // Flipped bytes: refused or read without a panic.
+        for b in crate::encoding::flipped(&bytes, 0x2545_f491_4f6c_dd1d, 3000) {
+            if let Some(c) = Chunk::decode(b, 2) {
+                c.for_each_entry(0..2, |f, _| assert!((f as usize) < c.frames.len()));
+                for i in 0..c.name_count() {
+                    let _ = c.name(i);
+                }
+            }
+        }
+    }
+}

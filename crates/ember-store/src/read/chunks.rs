@@ -75,41 +75,37 @@ impl ChunkSum {
         }
     }
 
-    /// The sum, without the frames that hold no value (profiles outside the range used them),
-    /// and without the names no frame uses.
+    /// The sum, without the frames that hold no value (profiles outside the range used
+    /// them), compacted in place (a copy was a second set of fresh pages for a cold query).
+    /// Names no frame uses stay: harmless to every reader of a merge.
     fn finish(self) -> Merged {
-        let m = self.out;
-        let mut keep: Vec<bool> = m.self_values.iter().map(|v| *v != 0).collect();
-        for f in (1..keep.len()).rev() {
-            if keep[f] {
-                keep[m.frames[f].0 as usize] = true;
+        let mut m = self.out;
+        // Per frame, 1 when it or a descendant holds a value; then its new id plus one.
+        let mut new_id: Vec<u32> = m.self_values.iter().map(|v| u32::from(*v != 0)).collect();
+        for f in (1..new_id.len()).rev() {
+            if new_id[f] != 0 {
+                new_id[m.frames[f].0 as usize] = 1;
             }
         }
-        let mut out = Merged::default();
-        out.self_values[0] = m.self_values[0];
-        out.total = m.self_values[0];
-        let mut new_id = vec![0u32; m.frames.len()];
-        let mut name_ids = vec![u32::MAX; m.names.len()];
-        name_ids[0] = 0;
-        let kept = keep.iter().filter(|k| **k).count();
-        out.frames.reserve(kept);
-        out.self_values.reserve(kept);
+        new_id[0] = 1;
+        m.total = m.self_values[0];
+        let mut next = 1usize;
         for f in 1..m.frames.len() {
-            if !keep[f] {
+            if new_id[f] == 0 {
                 continue;
             }
+            // `next <= f`: frames move only towards the front, parents before children.
             let (parent, name) = m.frames[f];
-            let slot = &mut name_ids[name as usize];
-            if *slot == u32::MAX {
-                *slot = out.names.len() as u32;
-                out.names.push(m.names[name as usize].clone());
-            }
-            new_id[f] = out.frames.len() as u32;
-            out.frames.push((new_id[parent as usize], *slot));
-            out.self_values.push(m.self_values[f]);
-            out.total = out.total.saturating_add(m.self_values[f]);
+            let v = m.self_values[f];
+            m.frames[next] = (new_id[parent as usize] - 1, name);
+            m.self_values[next] = v;
+            m.total = m.total.saturating_add(v);
+            new_id[f] = next as u32 + 1;
+            next += 1;
         }
-        out
+        m.frames.truncate(next);
+        m.self_values.truncate(next);
+        m
     }
 }
 
