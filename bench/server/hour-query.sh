@@ -10,7 +10,8 @@
 #            8,640 profiles at 10 s, as realistic.sh and week-store.sh), and the first hour
 #            is queried right after, as realistic.sh's "flame graph 1h" line; then best of 5.
 # The hour is 11:30-12:30 of the day, as realistic.sh and week-query.sh. Prints one line per
-# run with the server's RSS and peak RSS. Run two builds alternately (A B A B): the machine
+# run with the server's RSS and peak RSS and its shutdown time (SIGTERM to exit: the final
+# flush and compaction). Run two builds alternately (A B A B): the machine
 # may be shared.
 # Usage: bench/server/hour-query.sh restart|backfill DIR BIN LABEL
 #   Environment: DROP=1 (restart: drop the page cache), HOUR_ONLY=1 (restart: no 24 h and 7 d),
@@ -57,7 +58,9 @@ if [[ $mode == restart && ${HOUR_ONLY:-0} != 1 ]]; then
 fi
 rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$pid/status")
 hwm=$(awk '/VmHWM/ {printf "%.0f", $2/1024}' "/proc/$pid/status")
+t0=$(date +%s%N)
 kill -TERM $pid; wait $pid || true
-printf '%s\t%s%s\t1h first/best %s ms (server CPU of the first %s ms)\t24h %s\t7d %s\tRSS %s MiB\tHWM %s MiB\tload %s\n' \
+down=$(( ($(date +%s%N) - t0) / 1000000 ))
+printf '%s\t%s%s\t1h first/best %s ms (server CPU of the first %s ms)\t24h %s\t7d %s\tRSS %s MiB\tHWM %s MiB\tshutdown %s ms\tload %s\n' \
   "$label" "$mode" "$([[ ${DROP:-0} == 1 && $mode == restart ]] && echo ' (page cache dropped)')" \
-  "$h1" "$(( (c1 - c0) / 1000000 ))" "$d1" "$w7" "$rss" "$hwm" "$(cut -d' ' -f1 /proc/loadavg)"
+  "$h1" "$(( (c1 - c0) / 1000000 ))" "$d1" "$w7" "$rss" "$hwm" "$down" "$(cut -d' ' -f1 /proc/loadavg)"
