@@ -8,15 +8,18 @@
 //! then a fixed-size trailer:
 //!
 //! ```text
-//! "EMBERBLK3\n" section… index trailer
+//! "EMBERBLK4\n" section… index trailer
 //! section = compressed head, then its compressed rollup (`crate::rollup`: per series the sum of
-//!           its profiles as a frame tree)
+//!           its profiles as a frame tree), then its time chunks, each compressed on its own
+//!           (`crate::chunks`: per service and ten-minute window, its profiles on frames)
 //! index   = varint sections, per section: tenant, offset, length, min time, max time,
 //!           profiles, series count, per series: labels, profile count, delta-coded
 //!           times, each profile's total; then the names of the sample labels its
-//!           profiles carry and the rollup's offset and length; then the names of the
-//!           blocks it replaces
-//! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK3\n"
+//!           profiles carry, the rollup's offset and length, and the chunks: count, per
+//!           chunk its offset, length, run count and per run (the profiles of one series
+//!           in it) the series position and profile count; then the names of the blocks it
+//!           replaces
+//! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK4\n"
 //! ```
 //!
 //! Opening a store reads only trailers and indexes (two ranged reads per block, through
@@ -40,8 +43,9 @@
 //! deleting its segments never double-counts); the times let retention delete whole files
 //! without opening them. Blocks of the first format (`EMBERBLK1`: one gzip stream of every
 //! tenant's head, read whole at start) are rewritten in this format the first time a store
-//! opens them; blocks of the second (`EMBERBLK2`, before sample labels were kept) are read
-//! as they are.
+//! opens them; blocks of the second (`EMBERBLK2`, before sample labels were kept) and third
+//! (`EMBERBLK3`, before time chunks: a read of part of a section decodes it whole) are read
+//! as they are, and get chunks when compaction rewrites them.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -50,6 +54,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use object_store::path::Path as ObjPath;
 
+use crate::chunks::{ChunkRef, ChunkWriter, Run};
 use crate::encoding::{Reader, put_deltas, put_labels, put_signed, put_str, put_varint};
 use crate::head::TenantHead;
 use crate::objects::{Listed, Objects};
@@ -59,7 +64,10 @@ const MAGIC_V1: &[u8] = b"EMBERBLK1\n";
 /// The second format: as this one without the sample label names in the index (its
 /// sections have no sample labels).
 const MAGIC_V2: &[u8] = b"EMBERBLK2\n";
-const MAGIC: &[u8] = b"EMBERBLK3\n";
+/// The third format: as this one without the time chunks in the index (its sections are
+/// read whole for a part of their time range).
+const MAGIC_V3: &[u8] = b"EMBERBLK3\n";
+const MAGIC: &[u8] = b"EMBERBLK4\n";
 const TRAILER: u64 = 16 + 10;
 
 /// Gives every section a process-unique id (the cache's key).
@@ -140,9 +148,78 @@ pub(crate) struct Section {
     /// Byte range of the section's gzip'd rollup ([`crate::rollup`]); `None` in blocks of
     /// the second format.
     pub(crate) rollup: Option<(u64, u64)>,
+    /// The section's time chunks ([`crate::chunks`]), by service then time; empty in blocks
+    /// written before them.
+    pub(crate) chunks: Vec<ChunkRef>,
+    /// Per series of `series`, its runs of profiles in `chunks`, in time order; empty for
+    /// an averaged series and in blocks without chunks.
+    pub(crate) runs: Vec<Vec<Run>>,
 }
 
 impl Section {
+    /// The runs of series `series` in the chunks that hold its profiles at positions
+    /// `profiles`; `None` when that series has no chunks.
+    pub(crate) fn runs_of(
+        &self,
+        series: usize,
+        profiles: std::ops::Range<usize>,
+    ) -> Option<&[Run]> {
+        let own = self.runs.get(series).filter(|r| !r.is_empty())?;
+        let first = own.partition_point(|r| (r.first + r.count) as usize <= profiles.start);
+        let last = own.partition_point(|r| (r.first as usize) < profiles.end);
+        Some(&own[first..last.max(first)])
+    }
+
+    /// Reads and decodes the chunks at positions `wanted` (ascending) of
+    /// [`Section::chunks`], adjacent ones in one ranged read (a service's chunks lie one
+    /// after another), calling `f` with each position and chunk.
+    pub(crate) fn load_chunks(
+        &self,
+        objects: &Objects,
+        wanted: &[usize],
+        mut f: impl FnMut(usize, crate::chunks::Chunk),
+    ) -> Result<(), StoreError> {
+        let mut rest = wanted;
+        while let Some(&a) = rest.first() {
+            let adjacent = 1 + rest.windows(2).take_while(|w| w[1] == w[0] + 1).count();
+            let (run, next) = rest.split_at(adjacent);
+            rest = next;
+            let b = run[run.len() - 1];
+            let (from, to) = (
+                self.chunks[a].offset,
+                self.chunks[b].offset + self.chunks[b].len,
+            );
+            let bytes = objects.get_range(&self.key, from..to)?;
+            let decode = |i: usize| -> Result<crate::chunks::Chunk, StoreError> {
+                let c = &self.chunks[i];
+                let at = (c.offset - from) as usize;
+                let raw = bytes
+                    .get(at..at + c.len as usize)
+                    .ok_or_else(|| corrupt(&self.key, "chunk out of range"))?;
+                let raw = crate::section_codec::decompress(raw)
+                    .map_err(|e| corrupt(&self.key, &e.to_string()))?;
+                crate::chunks::Chunk::decode(raw, c.profiles as usize)
+                    .ok_or_else(|| corrupt(&self.key, "bad chunk"))
+            };
+            // Half of the chunks decompressed and decoded on a second thread: that is
+            // most of a cold hour's reading, and the machine has a second core.
+            let (mine, theirs) = run.split_at(run.len().div_ceil(2));
+            let (mine, theirs) = std::thread::scope(|scope| {
+                let theirs = (!theirs.is_empty())
+                    .then(|| scope.spawn(|| theirs.iter().map(|&i| decode(i)).collect()));
+                let mine: Vec<_> = mine.iter().map(|&i| decode(i)).collect();
+                let theirs: Vec<_> = theirs.map_or_else(Vec::new, |t| {
+                    t.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+                });
+                (mine, theirs)
+            });
+            for (&i, chunk) in run.iter().zip(mine.into_iter().chain(theirs)) {
+                f(i, chunk?);
+            }
+        }
+        Ok(())
+    }
+
     /// Whether some sample of the section carries a label named `name`.
     pub(crate) fn has_sample_label(&self, name: &str) -> bool {
         self.sample_keys
@@ -299,10 +376,12 @@ fn open_one(
         return Ok(Err("too short".into()));
     }
     let trailer = objects.get_range(key, listed.size - TRAILER..listed.size)?;
-    let v3 = &trailer[16..] == MAGIC;
-    if !v3 && &trailer[16..] != MAGIC_V2 {
-        return Ok(Err("no index trailer".into()));
-    }
+    let version = match &trailer[16..] {
+        m if m == MAGIC => 4,
+        m if m == MAGIC_V3 => 3,
+        m if m == MAGIC_V2 => 2,
+        _ => return Ok(Err("no index trailer".into())),
+    };
     let word = |at: usize| u64::from_le_bytes(trailer[at..at + 8].try_into().unwrap_or([0; 8]));
     let (index_at, index_len) = (word(0), word(8));
     let Some(end) = index_at
@@ -312,7 +391,7 @@ fn open_one(
         return Ok(Err("index out of range".into()));
     };
     let index = objects.get_range(key, index_at..end)?;
-    let Some((sections, replaces)) = read_index(&index, key, index_at, v3) else {
+    let Some((sections, replaces)) = read_index(&index, key, index_at, version) else {
         return Ok(Err("bad index".into()));
     };
     Ok(Ok(Block {
@@ -327,8 +406,9 @@ fn open_one(
 /// The sections and the names of replaced blocks an index lists.
 type Index = (Vec<Arc<Section>>, Vec<String>);
 
-/// `v3`: the index lists each section's sample label names (see the module's format).
-fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Option<Index> {
+/// `version` 3 and up: the index lists each section's sample label names and rollup (see the
+/// module's format); 4: and its time chunks.
+fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, version: u32) -> Option<Index> {
     let mut r = Reader::new(bytes);
     let n = r.count()?;
     let mut out = Vec::with_capacity(n);
@@ -358,7 +438,7 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
         }
         let mut sample_keys = Vec::new();
         let mut rollup = None;
-        if v3 {
+        if version >= 3 {
             let n = r.count()?;
             for _ in 0..n {
                 sample_keys.push(r.str()?.to_string());
@@ -370,6 +450,11 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
             }
             rollup = Some((at, len));
         }
+        let (chunks, runs) = if version >= 4 {
+            read_chunks(&mut r, &series, sections_end)?
+        } else {
+            (Vec::new(), Vec::new())
+        };
         out.push(Arc::new(Section {
             id: NEXT_SECTION.fetch_add(1, Ordering::Relaxed),
             key: key.clone(),
@@ -381,6 +466,8 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
             series,
             sample_keys,
             rollup,
+            chunks,
+            runs,
         }));
     }
     let n = r.count()?;
@@ -391,6 +478,53 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, v3: bool) -> Optio
     r.at_end().then_some((out, replaces))
 }
 
+/// A section's chunk list (see [`crate::chunks`]): count, then per chunk its offset, length,
+/// run count and per run the series position and profile count; and the runs per series
+/// (each series' runs cover its profiles in order, all of them or none).
+fn read_chunks(
+    r: &mut Reader<'_>,
+    series: &[IndexedSeries],
+    sections_end: u64,
+) -> Option<(Vec<ChunkRef>, Vec<Vec<Run>>)> {
+    let n = r.count()?;
+    let mut chunks: Vec<ChunkRef> = Vec::with_capacity(n);
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); series.len()];
+    let mut covered = vec![0u32; series.len()];
+    for c in 0..n {
+        let (offset, len) = (r.varint()?, r.varint()?);
+        if offset < MAGIC.len() as u64 || offset.checked_add(len)? > sections_end {
+            return None;
+        }
+        let k = r.count()?;
+        let mut at = 0u32;
+        for _ in 0..k {
+            let (s, count) = (r.u32()? as usize, r.u32()?);
+            let done = covered.get_mut(s)?;
+            let first = *done;
+            *done = done
+                .checked_add(count)
+                .filter(|d| count > 0 && *d as usize <= series[s].times.len())?;
+            runs[s].push(Run {
+                chunk: c as u32,
+                first,
+                count,
+                at,
+            });
+            at = at.checked_add(count)?;
+        }
+        chunks.push(ChunkRef {
+            offset,
+            len,
+            profiles: at,
+        });
+    }
+    let whole = covered
+        .iter()
+        .zip(series)
+        .all(|(c, s)| *c == 0 || *c as usize == s.times.len());
+    whole.then_some((chunks, runs))
+}
+
 /// Builds a block one tenant head at a time (so compaction holds one merged head, not all).
 pub(crate) struct BlockWriter {
     file: Vec<u8>,
@@ -398,6 +532,7 @@ pub(crate) struct BlockWriter {
     sections: u64,
     range: Option<(i64, i64)>,
     encoded: Vec<u8>,
+    chunk_writer: ChunkWriter,
     /// File names of the blocks this one replaces (compaction).
     replaces: Vec<String>,
 }
@@ -411,6 +546,7 @@ impl BlockWriter {
             sections: 0,
             range: None,
             encoded: Vec::new(),
+            chunk_writer: ChunkWriter::default(),
             replaces: Vec::new(),
         }
     }
@@ -432,6 +568,15 @@ impl BlockWriter {
         self.encoded.clear();
         crate::rollup::encode(head, &series, &mut self.encoded);
         let (rollup_at, rollup_len) = self.append_compressed();
+        // The time chunks, service by service (averaged series have none: `crate::chunks`).
+        let planned = crate::chunks::plan(&series);
+        let mut chunks: Vec<(u64, u64)> = Vec::with_capacity(planned.len());
+        for chunk in &planned {
+            self.chunk_writer.encode(head, chunk, &mut self.encoded);
+            let at = self.file.len() as u64;
+            append_compressed(&self.encoded, &mut self.file);
+            chunks.push((at, self.file.len() as u64 - at));
+        }
         let index = &mut self.index;
         put_str(index, tenant);
         put_varint(index, offset);
@@ -455,6 +600,16 @@ impl BlockWriter {
         }
         put_varint(index, rollup_at);
         put_varint(index, rollup_len);
+        put_varint(index, chunks.len() as u64);
+        for ((at, len), chunk) in chunks.into_iter().zip(&planned) {
+            put_varint(index, at);
+            put_varint(index, len);
+            put_varint(index, chunk.runs.len() as u64);
+            for (s, _, profiles) in &chunk.runs {
+                put_varint(index, u64::from(*s));
+                put_varint(index, profiles.len() as u64);
+            }
+        }
         self.sections += 1;
     }
 
@@ -462,11 +617,7 @@ impl BlockWriter {
     /// it starts and its length.
     fn append_compressed(&mut self) -> (u64, u64) {
         let at = self.file.len() as u64;
-        // zstd fails only on a failed allocation; the section is then stored raw, which
-        // the reader refuses as corrupt (never silently wrong).
-        if crate::section_codec::compress_into(&self.encoded, &mut self.file).is_err() {
-            self.file.extend_from_slice(&self.encoded);
-        }
+        append_compressed(&self.encoded, &mut self.file);
         (at, self.file.len() as u64 - at)
     }
 
@@ -504,7 +655,7 @@ impl BlockWriter {
         file.extend_from_slice(MAGIC);
         let size = file.len() as u64;
         let (sections, replaces) =
-            read_index(&index, &key, index_at, true).ok_or_else(|| corrupt(&key, "index"))?;
+            read_index(&index, &key, index_at, 4).ok_or_else(|| corrupt(&key, "index"))?;
         objects.put(&key, file)?;
         Ok(Some(Block {
             name,
@@ -513,6 +664,15 @@ impl BlockWriter {
             sections,
             replaces,
         }))
+    }
+}
+
+/// Appends `raw`, compressed ([`crate::section_codec`]), to `file`.
+fn append_compressed(raw: &[u8], file: &mut Vec<u8>) {
+    // zstd fails only on a failed allocation; the bytes are then stored raw, which the
+    // reader refuses as corrupt (never silently wrong).
+    if crate::section_codec::compress_into(raw, file).is_err() {
+        file.extend_from_slice(raw);
     }
 }
 

@@ -5,13 +5,15 @@
 //! decoded until the budget ([`crate::StoreOptions::cache_bytes`]) is spent, then the least
 //! recently used go. A section larger than the whole budget is decoded for the query that
 //! needs it and dropped after. Sizes are [`TenantHead::approx_bytes`] estimates. Section
-//! rollups ([`crate::rollup`]) are cached the same way, beside the heads.
+//! rollups ([`crate::rollup`]) and time chunks ([`crate::chunks`]) are cached the same way,
+//! beside the heads.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::StoreError;
 use crate::block::Section;
+use crate::chunks::Chunk;
 use crate::head::TenantHead;
 use crate::objects::Objects;
 use crate::rollup::Rollup;
@@ -21,6 +23,7 @@ use crate::rollup::Rollup;
 enum Decoded {
     Head(Arc<TenantHead>),
     Rollup(Arc<Rollup>),
+    Chunk(Arc<Chunk>),
 }
 
 /// A decoded section or rollup and what it costs.
@@ -33,14 +36,26 @@ struct Entry {
     protected: bool,
 }
 
-/// Cache key of a section's head (`rollup` false) or rollup.
-fn key(section: &Section, rollup: bool) -> u64 {
-    section.id << 1 | u64::from(rollup)
+/// Cache key: a section's id and which of its parts (see [`HEAD`], [`ROLLUP`], [`chunk`]).
+type Key = (u64, u32);
+
+/// The part of a section's key of its decoded head.
+const HEAD: u32 = 0;
+/// The part of a section's key of its rollup.
+const ROLLUP: u32 = 1;
+
+/// The part of a section's key of its chunk at position `i`.
+fn chunk(i: usize) -> u32 {
+    2u32.saturating_add(u32::try_from(i).unwrap_or(u32::MAX - 2))
+}
+
+fn key(section: &Section, rollup: bool) -> Key {
+    (section.id, if rollup { ROLLUP } else { HEAD })
 }
 
 #[derive(Debug, Default)]
 struct State {
-    entries: HashMap<u64, Entry>,
+    entries: HashMap<Key, Entry>,
     bytes: usize,
     /// Bytes of the protected entries.
     protected: usize,
@@ -66,7 +81,7 @@ impl BlockCache {
     }
 
     /// The cached value under `key`, counting a hit or a miss.
-    fn lookup(&self, key: u64) -> Option<Decoded> {
+    fn lookup(&self, key: Key) -> Option<Decoded> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.clock += 1;
         let now = st.clock;
@@ -123,6 +138,37 @@ impl BlockCache {
         Ok(Some(r))
     }
 
+    /// The chunks at positions `wanted` (ascending) of `section`'s chunks, in order, from
+    /// the cache or read now (adjacent missing ones in one ranged read).
+    pub(crate) fn chunks(
+        &self,
+        objects: &Objects,
+        section: &Section,
+        wanted: &[usize],
+    ) -> Result<Vec<Arc<Chunk>>, StoreError> {
+        let mut got: Vec<Option<Arc<Chunk>>> = wanted
+            .iter()
+            .map(|i| match self.lookup((section.id, chunk(*i))) {
+                Some(Decoded::Chunk(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        let missing: Vec<usize> = wanted
+            .iter()
+            .zip(&got)
+            .filter(|(_, g)| g.is_none())
+            .map(|(i, _)| *i)
+            .collect();
+        section.load_chunks(objects, &missing, |i, c| {
+            let c = Arc::new(c);
+            self.keep((section.id, chunk(i)), Decoded::Chunk(c.clone()));
+            if let Ok(p) = wanted.binary_search(&i) {
+                got[p] = Some(c);
+            }
+        })?;
+        Ok(got.into_iter().flatten().collect())
+    }
+
     /// Caches `head` as the decoded `section` (a flush hands over the head it just wrote).
     pub(crate) fn insert(&self, section: &Section, head: TenantHead) {
         self.keep(key(section, false), Decoded::Head(Arc::new(head)));
@@ -130,7 +176,7 @@ impl BlockCache {
 
     /// Keeps the protected entries within 4/5 of the budget: the least recently used of them
     /// (never `keep`, the one just promoted) go back to probation.
-    fn demote(&self, st: &mut State, keep: u64) {
+    fn demote(&self, st: &mut State, keep: Key) {
         while st.protected > self.budget / 5 * 4 {
             let victim = st
                 .entries
@@ -155,10 +201,11 @@ impl BlockCache {
     /// a second time is protected (up to 4/5 of the budget, least recently used first out);
     /// entries read once are evicted most recent first, so a repeated scan finds the
     /// earlier part of its sections still cached, and they become protected.
-    fn keep(&self, key: u64, value: Decoded) {
+    fn keep(&self, key: Key, value: Decoded) {
         let bytes = match &value {
             Decoded::Head(h) => h.approx_bytes(),
             Decoded::Rollup(r) => r.approx_bytes(),
+            Decoded::Chunk(c) => c.approx_bytes(),
         };
         if bytes > self.budget {
             return;
@@ -223,7 +270,13 @@ impl BlockCache {
     /// Forgets `section` (its block was deleted or compacted away).
     pub(crate) fn forget(&self, section: &Section) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        for k in [key(section, false), key(section, true)] {
+        let gone: Vec<Key> = st
+            .entries
+            .keys()
+            .filter(|k| k.0 == section.id)
+            .copied()
+            .collect();
+        for k in gone {
             if let Some(e) = st.entries.remove(&k) {
                 st.bytes -= e.bytes;
                 if e.protected {

@@ -31,6 +31,7 @@ pub(crate) fn gcd(mut a: u64, mut b: u64) -> u64 {
 }
 
 /// Cursor over encoded bytes; every read checks bounds so corrupt blocks are errors.
+#[derive(Clone)]
 pub(crate) struct Reader<'a> {
     b: &'a [u8],
     pos: usize,
@@ -40,6 +41,11 @@ impl<'a> Reader<'a> {
     /// A reader at the start of `b`.
     pub(crate) fn new(b: &'a [u8]) -> Self {
         Reader { b, pos: 0 }
+    }
+
+    /// Bytes read so far.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
     }
 
     /// Whether every byte was read.

@@ -18,8 +18,10 @@
 //!   label names/values, profile types, series);
 //! - `tenant`: a tenant's three tiers (open head, heads frozen by a flush, block sections)
 //!   and which one a newly durable record goes to;
-//! - `block`: immutable blocks, one gzip'd columnar section per tenant plus an index read at
-//!   start; `cache`: decoded sections under a memory budget;
+//! - `block`: immutable blocks, one zstd'd columnar section per tenant with its rollup
+//!   (`rollup`: whole-section flame graphs) and time chunks (`chunks`: per service and
+//!   ten-minute window, what a read of part of a section decodes), plus an index read at
+//!   start; `cache`: decoded sections, rollups and chunks under a memory budget;
 //! - `retention`: [`Store::flush`] cuts the log, writes the frozen heads as one block
 //!   (through `object_store`) and deletes those segments; [`Store::compact`] merges small
 //!   blocks; [`Store::enforce_retention`] deletes blocks past retention.
@@ -33,6 +35,7 @@
 mod apply;
 mod block;
 mod cache;
+mod chunks;
 mod encoding;
 pub mod head;
 mod inflight;

@@ -19,6 +19,7 @@ use crate::{
     TYPE_LABEL, TenantHead, pprof_out,
 };
 
+mod chunks;
 mod heavy;
 mod packed;
 mod profiles;
@@ -261,6 +262,29 @@ type DecodedRollups =
 /// profile count.
 type RolledSeries<'a> = (usize, &'a Labels, usize);
 
+/// What a block section gives a flame graph without being decoded whole.
+pub(crate) enum BlockPart<'a> {
+    /// Its rollup, for the selected series (all their profiles are in range).
+    Rollup(
+        &'a Arc<Section>,
+        &'a Arc<crate::rollup::Rollup>,
+        &'a [RolledSeries<'a>],
+    ),
+    /// Its time chunks holding the range, summed ([`crate::chunks`]).
+    Chunks(Merged),
+}
+
+/// How a picked section is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadBy {
+    /// Decoded whole (through the cache).
+    Head,
+    /// From its rollup.
+    Rollup,
+    /// From the time chunks of the range.
+    Chunks,
+}
+
 /// Whether a series with these labels is averaged over time rather than summed.
 pub(crate) fn averaged_labels(labels: &[(String, String)]) -> bool {
     labels
@@ -348,21 +372,16 @@ impl Store {
     /// released (ingest is not held up by a decode). A section that cannot be read is logged
     /// and skipped.
     fn for_each_head(&self, tenant: &str, query: &Query, f: impl FnMut(&TenantHead)) {
-        self.for_each_tier(
-            tenant,
-            query,
-            |_| {},
-            f,
-            None::<fn(&Arc<Section>, &Arc<crate::rollup::Rollup>, &[RolledSeries<'_>])>,
-        );
+        self.for_each_tier(tenant, query, |_| {}, f, None::<fn(BlockPart<'_>)>);
     }
 
-    /// [`Store::for_each_head`], and with `from_rollup` (flame graphs) a block section whose
-    /// profiles of the selected series all lie in the query's range, with no averaged series
-    /// and no sample-label filter among them, is answered from its rollup
-    /// ([`crate::rollup`]) by `from_rollup`, with the selected series' index positions,
-    /// labels and profile counts; every other tier goes to `from_head`. `tiers` first learns
-    /// how many tiers at most will be visited.
+    /// [`Store::for_each_head`], and with `from_block` (flame graphs) a block section whose
+    /// selected series have no averaged series and no sample-label filter among them is
+    /// answered without decoding it whole: from its rollup ([`crate::rollup`]) when their
+    /// profiles all lie in the query's range (with the selected series' index positions,
+    /// labels and profile counts), else from the time chunks holding the range
+    /// ([`crate::chunks`]) when its block has them. Every other tier goes to `from_head`.
+    /// `tiers` first learns how many tiers at most will be visited.
     ///
     /// Rollups are read and decoded on two threads ([`Store::decode_rollups`]), each one
     /// ahead of the one being merged, so decoding (zstd and varints) overlaps the merge.
@@ -372,9 +391,7 @@ impl Store {
         query: &Query,
         tiers: impl FnOnce(usize),
         mut from_head: impl FnMut(&TenantHead),
-        mut from_rollup: Option<
-            impl FnMut(&Arc<Section>, &Arc<crate::rollup::Rollup>, &[RolledSeries<'_>]),
-        >,
+        mut from_block: Option<impl FnMut(BlockPart<'_>)>,
     ) {
         let Some(t) = self.tenant(tenant) else {
             return;
@@ -382,7 +399,7 @@ impl Store {
         let sel = query.full_selector();
         let (start, end) = (query.start_nanos, query.end_nanos);
         // Per section to read: the selected series in range, and whether the rollup serves.
-        type Picked = (Arc<Section>, Vec<usize>, bool);
+        type Picked = (Arc<Section>, Vec<usize>, ReadBy);
         std::thread::scope(|scope| {
             let (picked, rollups) = {
                 let t = t.read().unwrap_or_else(|e| e.into_inner());
@@ -402,18 +419,33 @@ impl Store {
                         if selected.is_empty() {
                             return None;
                         }
+                        let plain = from_block.is_some()
+                            && selected.iter().all(|i| {
+                                let x = &s.series[*i];
+                                sel.sample_matchers(&x.labels, has).is_empty()
+                                    && !averaged_labels(&x.labels)
+                            });
                         let whole = selected.iter().all(|i| {
                             let x = &s.series[*i];
                             x.in_range(start, end).len() == x.times.len()
-                                && sel.sample_matchers(&x.labels, has).is_empty()
-                                && !averaged_labels(&x.labels)
                         });
-                        let rolled = whole && s.rollup.is_some() && from_rollup.is_some();
-                        Some((s.clone(), selected, rolled))
+                        let chunked = selected.iter().all(|i| {
+                            let range = s.series[*i].in_range(start, end);
+                            s.runs_of(*i, range).is_some()
+                        });
+                        let by = match (plain, whole) {
+                            (true, true) if s.rollup.is_some() => ReadBy::Rollup,
+                            (true, _) if chunked => ReadBy::Chunks,
+                            _ => ReadBy::Head,
+                        };
+                        Some((s.clone(), selected, by))
                     })
                     .collect();
-                let rolled: Vec<Arc<Section>> =
-                    picked.iter().filter(|p| p.2).map(|p| p.0.clone()).collect();
+                let rolled: Vec<Arc<Section>> = picked
+                    .iter()
+                    .filter(|p| p.2 == ReadBy::Rollup)
+                    .map(|p| p.0.clone())
+                    .collect();
                 let rx = self.decode_rollups(scope, rolled);
                 tiers(1 + t.frozen.len() + picked.len());
                 from_head(&t.head);
@@ -423,8 +455,21 @@ impl Store {
                 (picked, rx)
             };
             let mut next_rollup = 0usize;
-            for (s, selected, whole) in picked {
-                if whole {
+            for (s, selected, by) in picked {
+                if by == ReadBy::Chunks
+                    && let Some(f) = from_block.as_mut()
+                {
+                    match self.merge_chunks(&s, &selected, start, end) {
+                        Ok(m) => {
+                            f(BlockPart::Chunks(m));
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "unreadable time chunk; reading the section")
+                        }
+                    }
+                }
+                if by == ReadBy::Rollup {
                     // Rollups come in `picked`'s order, from the decoders in turn.
                     let received = rollups[next_rollup % rollups.len()].recv();
                     next_rollup += 1;
@@ -434,8 +479,8 @@ impl Store {
                                 .iter()
                                 .map(|i| (*i, &s.series[*i].labels, s.series[*i].times.len()))
                                 .collect();
-                            if let Some(f) = from_rollup.as_mut() {
-                                f(&s, &r, &series);
+                            if let Some(f) = from_block.as_mut() {
+                                f(BlockPart::Rollup(&s, &r, &series));
                             }
                             continue;
                         }

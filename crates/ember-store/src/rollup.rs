@@ -8,7 +8,8 @@
 //! of decoding the section: one frame tree and one `(frame, value)` list per series. The
 //! answer is the same sum, added in another order (see `tests/tiers.rs`).
 //!
-//! A rollup is not used for what it cannot answer: part of a section's time range, averaged
+//! A rollup is not used for what it cannot answer: part of a section's time range (the
+//! section's time chunks answer that, [`crate::chunks`]), averaged
 //! series (their value is a mean over the query's profiles), sample-label filters (it sums
 //! every sample), and pprof output (it keeps frame names, not locations).
 //!

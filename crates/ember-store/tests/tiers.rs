@@ -424,7 +424,7 @@ fn first_format_blocks_are_rewritten_and_answer_the_same() {
     }
     let bytes = std::fs::read(dir.join("blocks").join(name)).unwrap();
     assert!(
-        bytes.starts_with(b"EMBERBLK3\n"),
+        bytes.starts_with(b"EMBERBLK4\n"),
         "rewritten in the current format"
     );
 }
@@ -576,4 +576,192 @@ fn a_node_limited_wide_read_decodes_each_rollup_once() {
     assert_eq!(heavy.total, full.total);
     assert_eq!(heavy.profiles, full.profiles);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `(stacks, total, profiles, series)` of a flame graph merge.
+type FlameAnswer = (BTreeMap<String, i64>, i64, usize, usize);
+
+fn flame(store: &Store, q: &Query) -> FlameAnswer {
+    let m = store.merge_stacks("t", q);
+    (
+        m.folded().into_iter().collect(),
+        m.total,
+        m.profiles,
+        m.series,
+    )
+}
+
+/// Flame graphs of any part of the stored time, read from blocks' time chunks (ten-minute
+/// windows of a series) with their edges cut profile by profile, equal one head's: seeded
+/// over profiles spread across three hours, with flushes, compactions and a reopen (the
+/// chunks then come from disk). A node-limited merge keeps the full merge's values.
+#[test]
+fn narrow_reads_from_time_chunks_answer_like_one_head() {
+    let minute = 60_000_000_000i64;
+    // A UTC midnight: compaction keeps the store's one day together.
+    let t0 = 1_700_006_400_000_000_000i64;
+    for seed in 1..=6u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x51_7cc1_b727_220a) | 1);
+        let (one_dir, tiers_dir) = (
+            temp_dir(&format!("chunks-one-{seed}")),
+            temp_dir(&format!("chunks-tiers-{seed}")),
+        );
+        let one = Store::open(&one_dir, StoreOptions::default()).unwrap();
+        let mut tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+        for i in 0..90i64 {
+            let service = ["api", "db"][rng.below(2) as usize];
+            let pod = format!("p{}", rng.below(3));
+            let time = t0 + i * 2 * minute + rng.below(3 * minute as u64) as i64;
+            let pprof = profile(&mut rng);
+            one.ingest("t", batch(pprof.clone(), service, &pod, time))
+                .unwrap();
+            tiers
+                .ingest("t", batch(pprof, service, &pod, time))
+                .unwrap();
+            match rng.below(15) {
+                0 => drop(tiers.flush().unwrap()),
+                1 => drop(tiers.compact().unwrap()),
+                _ => {}
+            }
+        }
+        tiers.flush().unwrap();
+        let mut queries = Vec::new();
+        for _ in 0..20 {
+            let a = t0 - 10 * minute + rng.below(200 * minute as u64) as i64;
+            let b = a + rng.below(100 * minute as u64) as i64;
+            for sel in ["{}", "{service_name=\"api\"}", "{pod=\"p1\"}"] {
+                queries.push(query(sel, a, b));
+            }
+        }
+        for reopened in [false, true] {
+            for q in &queries {
+                let want = flame(&one, q);
+                assert_eq!(flame(&tiers, q), want, "seed {seed}, {q:?}");
+                let heavy = tiers.merge_stacks_heavy("t", q, 5);
+                assert_eq!(heavy.total, want.1, "seed {seed}, {q:?}");
+                for (stack, v) in heavy.folded() {
+                    assert_eq!(want.0.get(&stack), Some(&v), "seed {seed}, {q:?}");
+                }
+            }
+            tiers.close();
+            drop(tiers);
+            tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+            let _ = reopened;
+        }
+        let _ = std::fs::remove_dir_all(&one_dir);
+        let _ = std::fs::remove_dir_all(&tiers_dir);
+    }
+}
+
+/// An hour's flame graph inside a day's section decodes the hour's time chunks, not the
+/// section: what it leaves in the cache is a small part of the decoded section.
+#[test]
+fn an_hour_inside_a_day_section_decodes_only_its_chunks() {
+    let dir = temp_dir("hour-of-day");
+    let minute = 60_000_000_000i64;
+    let t0 = 1_700_006_400_000_000_000i64;
+    {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let mut rng = Rng(5);
+        for i in 0..24 * 12 {
+            store
+                .ingest(
+                    "t",
+                    batch(profile(&mut rng), "api", "p", t0 + i * 5 * minute),
+                )
+                .unwrap();
+        }
+        store.flush().unwrap();
+        store.close();
+    }
+    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    assert_eq!(store.disk_usage().0, 1, "one block for the day");
+    let hour = query("{}", t0 + 12 * 60 * minute, t0 + 13 * 60 * minute - 1);
+    let merged = store.merge_stacks("t", &hour);
+    assert_eq!(merged.profiles, 12);
+    let (held, chunk_bytes, _, _) = store.cache_stats();
+    assert_eq!(held, 6, "the hour's six ten-minute chunks");
+    // The pprof of the hour needs locations: it decodes the section.
+    let (pprof, _) = store.merge_profile("t", &hour).unwrap();
+    let from_head: BTreeMap<String, i64> =
+        ember_pprof::folded_stacks(&pprof, 0).into_iter().collect();
+    let from_chunks: BTreeMap<String, i64> = merged.folded().into_iter().collect();
+    assert_eq!(from_head, from_chunks);
+    let (_, with_head, _, _) = store.cache_stats();
+    assert!(
+        chunk_bytes * 5 < with_head - chunk_bytes,
+        "chunks {chunk_bytes} bytes, the section {} bytes",
+        with_head - chunk_bytes
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A store written by the previous build (`EMBERBLK3`, no time chunks; see
+/// `tests/data/README.md`) answers narrow and whole reads as the same pushes stored now,
+/// and compaction rewrites it with chunks and the same answers.
+#[test]
+fn blocks_without_time_chunks_answer_the_same_and_compact_into_chunks() {
+    let dir = temp_dir("v3-zstd");
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/v3-zstd-store");
+    std::fs::create_dir_all(dir.join("blocks")).unwrap();
+    for e in std::fs::read_dir(fixture.join("blocks")).unwrap().flatten() {
+        std::fs::copy(e.path(), dir.join("blocks").join(e.file_name())).unwrap();
+    }
+    let pprof = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/data/corpora/pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof"),
+    )
+    .unwrap();
+    let now_dir = temp_dir("v3-zstd-now");
+    let now = Store::open(&now_dir, StoreOptions::default()).unwrap();
+    let s = 1_000_000_000i64;
+    let t0 = 1_700_000_000 * s;
+    for (pod, at) in [("a", 0), ("b", 300), ("a", 900), ("b", 1500)] {
+        let b = batch(pprof.clone(), "v3zsvc", pod, t0 + at * s);
+        now.ingest("anonymous", b).unwrap();
+    }
+    now.flush().unwrap();
+    let answers = |store: &Store| -> Vec<(BTreeMap<String, i64>, i64, usize)> {
+        [(0, 2000), (200, 1000), (300, 300), (899, 1600)]
+            .iter()
+            .flat_map(|(a, b)| {
+                let q = Query {
+                    selector: parse_selector("{service_name=\"v3zsvc\"}").unwrap(),
+                    profile_type: Some("cpu".into()),
+                    start_nanos: t0 + a * s,
+                    end_nanos: t0 + b * s,
+                };
+                let m = store.merge_stacks("anonymous", &q);
+                let h = store.merge_stacks_heavy("anonymous", &q, 50);
+                [
+                    (m.folded().into_iter().collect(), m.total, m.profiles),
+                    (h.folded().into_iter().collect(), h.total, h.profiles),
+                ]
+            })
+            .collect()
+    };
+    let want = answers(&now);
+    assert!(want[2].1 > 0 && want[2].2 == 2, "{:?}", want[2]);
+    let old = Store::open(&dir, StoreOptions::default()).unwrap();
+    assert_eq!(answers(&old), want, "read as written by the previous build");
+    // A second block in its day, then the day closes (data two days on): its two blocks
+    // are compacted into one, with chunks.
+    let other = batch(pprof.clone(), "other", "p", t0 + 3000 * s);
+    old.ingest("anonymous", other).unwrap();
+    old.flush().unwrap();
+    let later = batch(pprof.clone(), "later", "p", t0 + 2 * 86_400 * s);
+    old.ingest("anonymous", later).unwrap();
+    old.flush().unwrap();
+    assert_eq!(
+        old.compact().unwrap(),
+        2,
+        "the closed day's two blocks merge"
+    );
+    assert_eq!(answers(&old), want, "compacted");
+    old.close();
+    drop(old);
+    let old = Store::open(&dir, StoreOptions::default()).unwrap();
+    assert_eq!(answers(&old), want, "compacted, reopened");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&now_dir);
 }

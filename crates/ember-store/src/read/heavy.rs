@@ -37,7 +37,7 @@ use crate::block::Section;
 use crate::head::FastMap;
 use crate::read::packed::Packed;
 use crate::read::sums::{NodeSums, SPARSE_RATIO, compact_frames, sum_nodes};
-use crate::read::{Merged, Query, RolledSeries};
+use crate::read::{BlockPart, Merged, Query, RolledSeries};
 use crate::rollup::Rollup;
 use crate::{PROFILE_TYPE_LABEL, Store};
 
@@ -565,16 +565,17 @@ impl Store {
                 compact_frames(head, frames.into_sorted(), &mut out);
                 (f.borrow_mut())(Part::Merged(out));
             },
-            Some(
-                |section: &Arc<Section>,
-                 rollup: &Arc<crate::rollup::Rollup>,
-                 series: &[RolledSeries<'_>]| {
-                    let part = Part::rollup(section, rollup, series);
-                    if part.profiles() > 0 {
-                        (f.borrow_mut())(part);
+            Some(|block: BlockPart<'_>| {
+                let part = match block {
+                    BlockPart::Rollup(section, rollup, series) => {
+                        Part::rollup(section, rollup, series)
                     }
-                },
-            ),
+                    BlockPart::Chunks(m) => Part::Merged(m),
+                };
+                if part.profiles() > 0 {
+                    (f.borrow_mut())(part);
+                }
+            }),
         );
     }
 

@@ -1,0 +1,433 @@
+//! Time chunks of a block section: per service and ten-minute window, the profiles of its
+//! series folded onto the frame names they use, each chunk compressed on its own, so a narrow
+//! read decodes only the rows of the service and time range it selects.
+//!
+//! Owns the narrow read of a block. A section of a closed day holds a whole day of a service
+//! (8,640 profiles of ~650 stacks, some 365k distinct stacks on a high-churn day); a flame
+//! graph of one hour inside it used to decode the whole section (its symbol tables, its stack
+//! tree, every profile) and fold it onto frames: 150-300 ms cold, most of it allocating and
+//! zeroing memory for what the hour does not need. The section's rollup ([`crate::rollup`])
+//! answers only for the whole section. A chunk holds the profiles of one aligned ten-minute
+//! window of the series of one service (`service_name`) with its own frame-name tree (only
+//! the frames those profiles use) and names, so an hour reads six or seven chunks, whatever
+//! the section's size, and sums the profiles of the selected series it covers (edges
+//! included, profile by profile: the answer is the raw one exactly, see `tests/tiers.rs`).
+//! Series of one service share their frames (its pods, and the sample types of one profile),
+//! so they share a chunk's tree: chunks per series held the same tree up to ten times over
+//! on the realistic workload (5 pods, 2 sample types), and the tree and names are nearly all
+//! of a chunk.
+//!
+//! What chunks cannot answer goes to the section: averaged series (a mean is taken per stack
+//! node over the query's profiles, not per frame), sample-label filters (chunks sum every
+//! sample), and pprof output (chunks keep frame names, not locations). Averaged series get no
+//! chunks.
+//!
+//! ```text
+//! chunk = names: count, strings (names[0] = ""); frames after the root: count, each frame's
+//!         distance to its parent (parents come first), each frame's name index;
+//!         profiles: count, then per profile (series by series as the index lists them):
+//!         entry count, frame index deltas (ascending), gcd of its values, values / gcd
+//!         (zigzag)
+//! ```
+//!
+//! The block index lists each section's chunks (offset, length, and per series it holds:
+//! series position and profile count), service by service and in time order within a
+//! service, so a service's chunks lie one after another in the file and a read of several is
+//! one ranged read.
+
+use crate::encoding::{Reader, gcd, put_signed, put_str, put_varint};
+use crate::head::{FastMap, Series, TenantHead};
+
+/// Width of a chunk's window, aligned to the Unix epoch (so to UTC hours and days): a
+/// ten-minute window of a 10 s series is 60 profiles, and an hour reads six or seven chunks.
+pub(crate) const CHUNK_NANOS: i64 = 600 * 1_000_000_000;
+
+/// Where one chunk is: its bytes in the block and the profiles it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChunkRef {
+    /// Byte offset of the compressed chunk in the block.
+    pub(crate) offset: u64,
+    /// Its compressed length.
+    pub(crate) len: u64,
+    /// Profiles in the chunk.
+    pub(crate) profiles: u32,
+}
+
+/// One series' run of profiles in a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    /// Position of the chunk in the section's chunk list.
+    pub(crate) chunk: u32,
+    /// Position of the run's first profile among the series' profiles.
+    pub(crate) first: u32,
+    /// Profiles in the run.
+    pub(crate) count: u32,
+    /// Position of the run's first profile among the chunk's profiles.
+    pub(crate) at: u32,
+}
+
+/// A chunk about to be written: which profiles of which series it holds.
+pub(crate) struct Pending<'a> {
+    /// `(series position, first profile position, profiles)` per series it holds.
+    pub(crate) runs: Vec<(u32, u32, &'a [crate::StoredProfile])>,
+}
+
+/// The chunks of `series` (the section's, in index order): per service, the profiles of
+/// each aligned window, in time order. Averaged series get none.
+pub(crate) fn plan<'a>(series: &[&'a Series]) -> Vec<Pending<'a>> {
+    let mut services: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, s) in series.iter().enumerate() {
+        if crate::read::averaged_labels(&s.labels) || s.profiles.is_empty() {
+            continue;
+        }
+        let service = s
+            .labels
+            .iter()
+            .find(|(n, _)| n == crate::SERVICE_LABEL)
+            .map_or("", |(_, v)| v.as_str());
+        services.entry(service).or_default().push(i);
+    }
+    let window = |p: &crate::StoredProfile| p.time_nanos.div_euclid(CHUNK_NANOS);
+    let mut out = Vec::new();
+    for members in services.values() {
+        // Next profile position of each member series.
+        let mut next = vec![0usize; members.len()];
+        // The earliest window some member has profiles left in.
+        let earliest = |next: &[usize]| {
+            members
+                .iter()
+                .zip(next)
+                .filter_map(|(i, n)| series[*i].profiles.get(*n).map(window))
+                .min()
+        };
+        while let Some(w) = earliest(&next) {
+            let mut runs = Vec::new();
+            for (i, n) in members.iter().zip(&mut next) {
+                let profiles = &series[*i].profiles;
+                let end = *n + profiles[*n..].partition_point(|p| window(p) == w);
+                if end > *n {
+                    runs.push((*i as u32, *n as u32, &profiles[*n..end]));
+                }
+                *n = end;
+            }
+            out.push(Pending { runs });
+        }
+    }
+    out
+}
+
+/// Buffers the writer reuses from chunk to chunk (sized to the head's frames once).
+#[derive(Default)]
+pub(crate) struct ChunkWriter {
+    /// Per head frame, its id in the chunk being written plus one; 0 when not in it.
+    new_id: Vec<u32>,
+    kept: Vec<u32>,
+    entries: Vec<Vec<(u32, i64)>>,
+    names: FastMap<u32, u32>,
+    name_list: Vec<u32>,
+}
+
+impl ChunkWriter {
+    /// Encodes `chunk` into `out` (cleared first).
+    pub(crate) fn encode(&mut self, head: &TenantHead, chunk: &Pending<'_>, out: &mut Vec<u8>) {
+        if self.new_id.len() < head.frame_count() {
+            self.new_id.resize(head.frame_count(), 0);
+        }
+        out.clear();
+        let profiles: Vec<&crate::StoredProfile> =
+            chunk.runs.iter().flat_map(|r| r.2.iter()).collect();
+        // Each profile's values by frame: nodes of one frame (other addresses of the same
+        // functions, other sample label sets) add up; zero sums go, as a raw read drops them.
+        self.entries
+            .resize_with(profiles.len().max(self.entries.len()), Vec::new);
+        for (p, entries) in profiles.iter().zip(&mut self.entries) {
+            entries.clear();
+            entries.extend(
+                p.nodes
+                    .iter()
+                    .zip(&p.values)
+                    .map(|(n, v)| (head.frame_of(*n), *v)),
+            );
+            entries.sort_unstable_by_key(|e| e.0);
+            entries.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same {
+                    kept.1 = kept.1.saturating_add(later.1);
+                }
+                same
+            });
+            entries.retain(|e| e.1 != 0);
+        }
+        // The frames used and their ancestors, in head order (parents come first there).
+        self.kept.clear();
+        for entries in &self.entries[..profiles.len()] {
+            for &(f, _) in entries {
+                let mut f = f;
+                while f != 0 && self.new_id[f as usize] == 0 {
+                    self.new_id[f as usize] = 1;
+                    self.kept.push(f);
+                    f = head.frame_parent(f);
+                }
+            }
+        }
+        self.kept.sort_unstable();
+        for (i, f) in self.kept.iter().enumerate() {
+            self.new_id[*f as usize] = i as u32 + 2;
+        }
+        // Ids in the chunk: the root 0, kept frames 1.. (`new_id` holds them plus one).
+        let id = |new_id: &[u32], f: u32| if f == 0 { 0 } else { new_id[f as usize] - 1 };
+        self.names.clear();
+        self.name_list.clear();
+        self.name_list.push(0);
+        self.names.insert(0, 0);
+        let mut frame_names = Vec::with_capacity(self.kept.len());
+        for f in &self.kept {
+            let n = head.frame_name(*f);
+            let next = self.name_list.len() as u32;
+            let local = *self.names.entry(n).or_insert(next);
+            if local == next {
+                self.name_list.push(n);
+            }
+            frame_names.push(local);
+        }
+        put_varint(out, self.name_list.len() as u64);
+        for n in &self.name_list {
+            put_str(out, if *n == 0 { "" } else { head.string(*n) });
+        }
+        put_varint(out, self.kept.len() as u64);
+        for (i, f) in self.kept.iter().enumerate() {
+            let parent = id(&self.new_id, head.frame_parent(*f));
+            put_varint(out, u64::from(i as u32 + 1 - parent));
+        }
+        for n in &frame_names {
+            put_varint(out, u64::from(*n));
+        }
+        put_varint(out, profiles.len() as u64);
+        for entries in &self.entries[..profiles.len()] {
+            put_varint(out, entries.len() as u64);
+            let mut last = 0u32;
+            for &(f, _) in entries {
+                let i = id(&self.new_id, f);
+                put_varint(out, u64::from(i - last));
+                last = i;
+            }
+            let g = entries.iter().fold(0u64, |g, e| gcd(g, e.1.unsigned_abs()));
+            // Only i64::MIN alone gives a gcd past i64::MAX; 1 keeps that exact too.
+            let g = i64::try_from(g).unwrap_or(1).max(1);
+            put_varint(out, g as u64);
+            for &(_, v) in entries {
+                put_signed(out, v / g);
+            }
+        }
+        for f in &self.kept {
+            self.new_id[*f as usize] = 0;
+        }
+    }
+}
+
+/// A chunk, decoded: its names and frame tree, and its profiles' entries left encoded (read
+/// as they are summed, [`Chunk::for_each_entry`]). Decoding every entry into arrays took
+/// more memory than the bytes themselves (12 bytes an entry against about 2), and a cold
+/// query's time went to the kernel zeroing the fresh pages.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    /// The decompressed chunk.
+    bytes: Vec<u8>,
+    /// Byte range of each name in `bytes` (checked UTF-8); `names[0]` is "".
+    names: Vec<(u32, u32)>,
+    /// `(parent, name)` of each frame, parents first; frame 0 is the root.
+    pub(crate) frames: Vec<(u32, u32)>,
+    /// Where each profile's entries start in `bytes` (one more than profiles).
+    starts: Vec<u32>,
+}
+
+impl Chunk {
+    /// Decodes a chunk of `profiles` profiles (every entry checked); `None` when malformed.
+    pub(crate) fn decode(bytes: Vec<u8>, profiles: usize) -> Option<Chunk> {
+        let mut r = Reader::new(&bytes);
+        let n = r.count()?;
+        let mut names = Vec::with_capacity(n);
+        for _ in 0..n {
+            let s = r.str()?;
+            let end = u32::try_from(r.position()).ok()?;
+            names.push((end - s.len() as u32, end));
+        }
+        if names.first().is_none_or(|(a, b)| a != b) {
+            return None;
+        }
+        let n_frames = r.count()?;
+        let mut frames = Vec::with_capacity(n_frames + 1);
+        frames.push((0u32, 0u32));
+        for i in 0..n_frames {
+            let d = r.u32()?;
+            let id = i as u32 + 1;
+            // Parents come first: the distance is at least 1 and reaches at most the root.
+            frames.push((id.checked_sub(d).filter(|_| d >= 1)?, 0));
+        }
+        for f in frames.iter_mut().skip(1) {
+            f.1 = r.u32().filter(|n| (*n as usize) < names.len())?;
+        }
+        if r.count()? != profiles {
+            return None;
+        }
+        let mut starts = Vec::with_capacity(profiles + 1);
+        for _ in 0..profiles {
+            starts.push(u32::try_from(r.position()).ok()?);
+            let k = r.count()?;
+            let mut last = 0u32;
+            for _ in 0..k {
+                last = last.checked_add(r.u32()?)?;
+                if last as usize >= frames.len() {
+                    return None;
+                }
+            }
+            i64::try_from(r.varint()?).ok()?;
+            for _ in 0..k {
+                r.signed()?;
+            }
+        }
+        starts.push(u32::try_from(r.position()).ok()?);
+        r.at_end().then_some(Chunk {
+            bytes,
+            names,
+            frames,
+            starts,
+        })
+    }
+
+    /// Approximate heap bytes (for the cache's budget).
+    pub(crate) fn approx_bytes(&self) -> usize {
+        self.bytes.capacity()
+            + self.names.capacity() * 8
+            + self.frames.capacity() * 8
+            + self.starts.capacity() * 4
+    }
+
+    /// Number of names; [`Chunk::name`] takes `0..name_count()`.
+    pub(crate) fn name_count(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Name `i` ("" out of range).
+    pub(crate) fn name(&self, i: usize) -> &str {
+        self.names
+            .get(i)
+            .and_then(|&(a, b)| self.bytes.get(a as usize..b as usize))
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or("")
+    }
+
+    /// Calls `f(frame, value)` for every entry of the chunk's profiles at positions `range`
+    /// (checked at decode: frames are in range).
+    pub(crate) fn for_each_entry(
+        &self,
+        range: std::ops::Range<usize>,
+        mut f: impl FnMut(u32, i64),
+    ) {
+        let lo = self.starts.get(range.start).copied().unwrap_or(0) as usize;
+        let hi = self.starts.get(range.end).copied().unwrap_or(0) as usize;
+        let mut r = Reader::new(self.bytes.get(lo..hi.max(lo)).unwrap_or(&[]));
+        while !r.at_end() {
+            let Some(k) = r.count() else { return };
+            // Frame ids first, then the gcd and values: ids are read again from `ids_at`.
+            let ids_at = r.clone();
+            for _ in 0..k {
+                r.varint();
+            }
+            let g = r.varint().and_then(|g| i64::try_from(g).ok()).unwrap_or(1);
+            let mut ids = ids_at;
+            let mut last = 0u32;
+            for _ in 0..k {
+                last = last.wrapping_add(ids.u32().unwrap_or(0));
+                let v = r.signed().unwrap_or(0).saturating_mul(g);
+                f(last, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_what_it_encodes_and_refuses_corrupt_bytes() {
+        let mut head = TenantHead::new();
+        // Two series of one service (two pods), a third of another service; the first
+        // two share a window, the second's later profile starts a second window.
+        let put = |head: &mut TenantHead, service: &str, pod: &str, t: i64, v: i64| {
+            let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+            b.add_folded_stack(&["main", "work"], &[v]);
+            b.add_folded_stack(&["main", "idle"], &[5]);
+            let bytes = ember_pprof::encode(&b.build());
+            let raw =
+                ember_pprof::decompress(&bytes, &ember_pprof::DecodeLimits::default()).unwrap();
+            let view = ember_pprof::ProfileView::parse(&raw).unwrap();
+            let labels = vec![vec![
+                ("pod".to_string(), pod.to_string()),
+                ("service_name".to_string(), service.to_string()),
+            ]];
+            crate::apply::apply_to(head, t, 0, &view, labels);
+        };
+        put(&mut head, "a", "p1", 1, 10);
+        put(&mut head, "a", "p2", 2, 20);
+        put(&mut head, "a", "p2", CHUNK_NANOS + 3, 30);
+        put(&mut head, "b", "p1", 4, 40);
+        let series: Vec<&Series> = head.all_series().collect();
+        let planned = plan(&series);
+        // Service a: window 0 (two series), window 1; service b: window 0.
+        let shape: Vec<Vec<(u32, u32, usize)>> = planned
+            .iter()
+            .map(|c| c.runs.iter().map(|r| (r.0, r.1, r.2.len())).collect())
+            .collect();
+        let (p1, p2, b) = (0, 1, 2);
+        assert_eq!(
+            shape,
+            vec![
+                vec![(p1, 0, 1), (p2, 0, 1)],
+                vec![(p2, 1, 1)],
+                vec![(b, 0, 1)]
+            ]
+        );
+        let mut w = ChunkWriter::default();
+        let mut bytes = Vec::new();
+        w.encode(&head, &planned[0], &mut bytes);
+        let chunk = Chunk::decode(bytes.clone(), 2).unwrap();
+        let path = |f: u32| {
+            let mut names = Vec::new();
+            let mut f = f;
+            while f != 0 {
+                let (parent, name) = chunk.frames[f as usize];
+                names.push(chunk.name(name as usize).to_string());
+                f = parent;
+            }
+            names.reverse();
+            names.join(";")
+        };
+        for (profile, work) in [(0, 10), (1, 20)] {
+            let mut got = Vec::new();
+            chunk.for_each_entry(profile..profile + 1, |f, v| got.push((path(f), v)));
+            got.sort();
+            assert_eq!(
+                got,
+                vec![
+                    ("main;idle".to_string(), 5),
+                    ("main;work".to_string(), work)
+                ]
+            );
+        }
+        for cut in [0, 1, bytes.len() / 2, bytes.len() - 1] {
+            assert!(Chunk::decode(bytes[..cut].to_vec(), 2).is_none());
+        }
+        assert!(Chunk::decode(bytes.clone(), 3).is_none());
+        // Flipped bytes: refused or read without a panic.
+        for b in crate::encoding::flipped(&bytes, 0x2545_f491_4f6c_dd1d, 3000) {
+            if let Some(c) = Chunk::decode(b, 2) {
+                c.for_each_entry(0..2, |f, _| assert!((f as usize) < c.frames.len()));
+                for i in 0..c.name_count() {
+                    let _ = c.name(i);
+                }
+            }
+        }
+    }
+}
