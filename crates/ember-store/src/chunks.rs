@@ -148,15 +148,7 @@ impl ChunkWriter {
                     .zip(&p.values)
                     .map(|(n, v)| (head.frame_of(*n), *v)),
             );
-            entries.sort_unstable_by_key(|e| e.0);
-            entries.dedup_by(|later, kept| {
-                let same = later.0 == kept.0;
-                if same {
-                    kept.1 = kept.1.saturating_add(later.1);
-                }
-                same
-            });
-            entries.retain(|e| e.1 != 0);
+            crate::rollup::sum_by_frame(entries);
         }
         // The frames used and their ancestors, in head order (parents come first there).
         self.kept.clear();

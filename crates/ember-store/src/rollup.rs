@@ -65,15 +65,7 @@ pub(crate) fn encode(head: &TenantHead, series: &[&Series], out: &mut Vec<u8>) {
                 frames.push((head.frame_of(n), v));
             }
         }
-        frames.sort_unstable();
-        frames.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
-            if same {
-                kept.1 = kept.1.saturating_add(later.1);
-            }
-            same
-        });
-        frames.retain(|f| f.1 != 0);
+        sum_by_frame(&mut frames);
         for (f, _) in &frames {
             used[*f as usize] = true;
         }
@@ -273,6 +265,22 @@ impl Rollup {
         }
         out
     }
+}
+
+/// Sorts `(frame, value)` pairs by frame and adds up each frame's values (saturating),
+/// dropping frames whose sum is zero, as a raw read drops them. Several stack nodes map to
+/// one frame (the same functions at other addresses, other sample label sets), so a list
+/// of per-node values has repeats once its nodes are mapped to frames.
+pub(crate) fn sum_by_frame(frames: &mut Vec<(u32, i64)>) {
+    frames.sort_unstable_by_key(|f| f.0);
+    frames.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = kept.1.saturating_add(later.1);
+        }
+        same
+    });
+    frames.retain(|f| f.1 != 0);
 }
 
 #[cfg(test)]
