@@ -464,7 +464,9 @@ impl From<ember_store::StoreError> for ApiError {
                 reason: "disk_full",
                 message: e.to_string(),
             },
-            E::Io { .. } | E::Locked { .. } => ApiError::internal(e.to_string()),
+            E::Io { .. } | E::Locked { .. } | E::NewerFormat { .. } => {
+                ApiError::internal(e.to_string())
+            }
         }
     }
 }

@@ -318,7 +318,9 @@ pub(crate) fn usage(objects: &Objects) -> Result<(usize, u64), StoreError> {
 /// block whose trailer or index does not read is quarantined: renamed to `<name>.corrupt`
 /// (kept for inspection, never listed again) and reported, so that one damaged file costs
 /// its own profiles, not the whole store. Returns the blocks and the quarantined files'
-/// names; errors reading storage (not the bytes read) still fail the open.
+/// names; errors reading storage (not the bytes read) still fail the open, and so does a
+/// block of a newer format than this build's ([`StoreError::NewerFormat`]: after a
+/// downgrade, the blocks the newer build wrote are left as they are).
 pub(crate) fn open_all(objects: &Objects) -> Result<(Vec<Block>, Vec<String>), StoreError> {
     let mut out: Vec<Block> = Vec::new();
     let mut quarantined = Vec::new();
@@ -356,6 +358,18 @@ pub(crate) fn open_all(objects: &Objects) -> Result<(Vec<Block>, Vec<String>), S
     Ok((kept, quarantined))
 }
 
+/// The format number of a trailer magic (`EMBERBLK<n>\n`) newer than this build writes:
+/// such a block is not damaged, so it must not be quarantined. Opening the store fails
+/// instead, and the block stays where it is for the newer build to serve again.
+fn newer_format(magic: &[u8]) -> Option<u32> {
+    let digits = magic.strip_prefix(b"EMBERBLK")?.strip_suffix(b"\n")?;
+    let version: u32 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    (version > CURRENT_FORMAT).then_some(version)
+}
+
+/// The format this build writes (the number in [`MAGIC`]).
+const CURRENT_FORMAT: u32 = 4;
+
 fn is_v1(objects: &Objects, listed: &Listed) -> Result<bool, StoreError> {
     if listed.size < MAGIC_V1.len() as u64 {
         return Ok(false);
@@ -380,7 +394,15 @@ fn open_one(
         m if m == MAGIC => 4,
         m if m == MAGIC_V3 => 3,
         m if m == MAGIC_V2 => 2,
-        _ => return Ok(Err("no index trailer".into())),
+        m => {
+            if let Some(version) = newer_format(m) {
+                return Err(StoreError::NewerFormat {
+                    path: key.to_string(),
+                    version,
+                });
+            }
+            return Ok(Err("no index trailer".into()));
+        }
     };
     let word = |at: usize| u64::from_le_bytes(trailer[at..at + 8].try_into().unwrap_or([0; 8]));
     let (index_at, index_len) = (word(0), word(8));

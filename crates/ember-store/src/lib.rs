@@ -97,6 +97,19 @@ pub enum StoreError {
     /// The store (its write-ahead log) was closed.
     #[error("storage is shutting down")]
     Closed,
+    /// A block was written by a newer Ember in a format this build cannot read. Nothing is
+    /// changed: the store does not open, and the block is left for the newer build.
+    #[error(
+        "{path}: block format {version} was written by a newer Ember (this build reads formats \
+         1 to 4); run the newer build on this data directory, or give this one another \
+         directory. Nothing was changed"
+    )]
+    NewerFormat {
+        /// The block.
+        path: String,
+        /// The format number in its trailer.
+        version: u32,
+    },
     /// A label selector could not be parsed.
     #[error("bad selector: {0}")]
     Selector(String),

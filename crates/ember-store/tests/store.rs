@@ -280,6 +280,46 @@ fn a_corrupt_block_is_quarantined_and_the_rest_served() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A block written by a newer Ember (a later format number in its trailer) is not damaged:
+/// opening the store fails with an error that says so, and the block is neither renamed
+/// nor changed, so the newer build still serves it. (Before, it was quarantined as corrupt.)
+#[test]
+fn a_block_of_a_newer_format_stops_the_open_and_is_left_alone() {
+    let dir = temp_dir("newer");
+    {
+        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        ingest(&store, LABELS, "svc", "a", 1_000);
+        store.flush().unwrap();
+        store.close();
+    }
+    let block = std::fs::read_dir(dir.join("blocks"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "blk"))
+        .unwrap();
+    let mut bytes = std::fs::read(&block).unwrap();
+    let at = bytes.len() - b"EMBERBLK4\n".len();
+    assert_eq!(&bytes[at..], b"EMBERBLK4\n");
+    bytes[at + 8] = b'9';
+    std::fs::write(&block, &bytes).unwrap();
+    let Err(err) = Store::open(&dir, StoreOptions::default()) else {
+        panic!("a newer format must not open");
+    };
+    assert!(
+        matches!(err, ember_store::StoreError::NewerFormat { version: 9, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("newer Ember"), "{err}");
+    assert_eq!(
+        std::fs::read(&block).unwrap(),
+        bytes,
+        "the block is left as it was"
+    );
+    assert!(!block.with_extension("blk.corrupt").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn known_locations_are_found_from_borrowed_lines() {
     use ember_store::head::{FunctionSym, LocationSym, MappingSym, TenantHead};
