@@ -132,7 +132,7 @@ fn num_label(profile: &Profile, sample: &ember_pprof::Sample, keys: &[&str]) -> 
 }
 
 /// Writes `profile` as `perf script` text: every sample with a positive value of the chosen
-/// type (see [`choose`]) as that many blocks (see [`per_block`]); the thread name from a
+/// type (see `choose`) as that many blocks (see `per_block`); the thread name from a
 /// `thread_name`/`comm` label, pid and tid from `pid`/`tid` labels; frames leaf first, one
 /// per line of each location (inlined callees first, as pprof lists them), the module its
 /// mapping's file. Returns how many blocks were written.

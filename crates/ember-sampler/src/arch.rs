@@ -94,7 +94,7 @@ pub mod x86_64 {
     }
 
     /// One step of the frame-pointer walk: `push rbp; mov rbp, rsp` leaves the caller's
-    /// RBP at [RBP] and the return address above it; the caller's stack pointer is just
+    /// RBP at `[RBP]` and the return address above it; the caller's stack pointer is just
     /// past that return address.
     pub fn frame_pointer_step(
         fp: u64,

@@ -6,7 +6,7 @@
 //! This is the crate's only `unsafe` code: mapping a file (another process truncating the
 //! file while it is mapped would fault the reader, which is the accepted price of reading
 //! 100+ MB binaries without copying them), handing clean pages back, and keeping a value that
-//! borrows a mapping next to it ([`Pinned`]).
+//! borrows a mapping next to it (`Pinned`).
 
 #![allow(unsafe_code)]
 

@@ -3,7 +3,7 @@
 //! profiles), and the profiles built from it.
 //!
 //! The engine arms `ITIMER_PROF` at the highest frequency any recorder asked for
-//! ([`crate::signal`] explains the timer and the handler). A collector thread drains the
+//! (the `signal` module explains the timer and the handler). A collector thread drains the
 //! handler's ring every 20 ms and adds each sample to every active recorder, with the period
 //! the sample was taken at as its CPU time: a recorder that asked for 19 Hz while another
 //! asked for 99 Hz gets more samples, and still the right total. Samples are aggregated by

@@ -17,7 +17,7 @@
 //! # serve(app).await }
 //! ```
 //!
-//! - CPU ([`cpu`], [`signal`]): `SIGPROF` from `ITIMER_PROF`; an async-signal-safe handler
+//! - CPU ([`cpu`], the `signal` module): `SIGPROF` from `ITIMER_PROF`; an async-signal-safe handler
 //!   walks frame pointers (every read validated) into a pre-allocated lock-free ring;
 //!   symbolization happens later, from the binary's own ELF tables and DWARF ([`symbols`]).
 //!   Full stacks need frame pointers in the service's code: build with
@@ -33,7 +33,7 @@
 //! Linux only (x86-64 and aarch64); macOS is not supported yet (it has no `ucontext` layout
 //! we can test here). The wrapper works over jemalloc as over any allocator; with the
 //! `jemalloc` cargo feature (off by default), jemalloc's own sampling is an alternative heap
-//! source ([`heap::jemalloc`]: `ember_sdk::Jemalloc` as the global allocator and
+//! source (`heap::jemalloc`, with the `jemalloc` feature: `ember_sdk::Jemalloc` as the global allocator and
 //! `prof:true,lg_prof_sample:21` in `_rjem_malloc_conf` or `_RJEM_MALLOC_CONF`), and
 //! `/profile/heap?format=jemalloc` serves jemalloc's raw dump.
 

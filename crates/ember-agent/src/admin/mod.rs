@@ -8,7 +8,7 @@
 //! | `POST /api/v1/config` | body: a YAML/JSON configuration (`Content-Type: application/yaml` or `application/json`, else 415); validates, answers `{"diff", "secrets_changed", "applied"}`; `?dry_run=true` only validates and diffs; invalid: 400 `{"errors": [{"path", "reason"}]}`. A `***redacted***` where the running configuration has a secret keeps that secret |
 //! | `GET /api/v1/targets` | scrape targets: up, counts, last error |
 //!
-//! Access ([`guard`]): a foreign `Origin` gets 403 on every route, and so does a `Host` that
+//! Access (the `guard` module): a foreign `Origin` gets 403 on every route, and so does a `Host` that
 //! names another host when the endpoint is on loopback (DNS rebinding); with an admin token
 //! ([`AdminOptions::token`], `ember agent --admin-token-file`) every `/api/v1` route needs
 //! `Authorization: Bearer <token>` (401); without one, reads stay open and every change is

@@ -6,11 +6,11 @@
 //! The data goes one way: the sampler's `Session` cuts an `ember_samples::Recording`;
 //! `ember-samples` symbolizes its timeline for the bucket exporters, merges the cuts, splits
 //! the merged recording per process and turns each part into pprof; this module only decides
-//! which processes are sent and how they are labelled ([`emit`]), and queues them.
+//! which processes are sent and how they are labelled (the `emit` module), and queues them.
 //!
 //! With bucket exporters configured the session also keeps raw events: it is then cut every
 //! second (at most `upload_interval`), each cut's timeline is symbolized once and handed to the
-//! exporters' [`Taps`](crate::exporters::Taps), and the cuts are merged until
+//! exporters' [`Taps`], and the cuts are merged until
 //! `upload_interval` for the server profiles.
 
 mod emit;

@@ -6,7 +6,7 @@
 //! absent scalar as 0 and interning ids start at 1, so "unset" and 0 read the same. Fields
 //! not listed here are skipped when reading.
 //!
-//! The messages are declared through [`messages!`], one line per field
+//! The messages are declared through `messages!`, one line per field
 //! (`tag name: RustType [prost kind] "doc"`), so the schema reads like the `.proto` it
 //! mirrors.
 

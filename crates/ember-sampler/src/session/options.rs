@@ -58,13 +58,13 @@ pub struct Options {
     /// (implies `off_cpu`).
     pub wall: bool,
     /// Also keep every sample and sampled context switch, in time order, in
-    /// [`Recording::raw_events`] (for timeline exporters: Perfetto traces,
+    /// [`Recording::raw_events`](ember_samples::Recording::raw_events) (for timeline exporters: Perfetto traces,
     /// `perf script` dumps). Costs memory proportional to the event count.
     pub raw_events: bool,
     /// Where off-CPU switches come from.
     pub off_cpu_source: OffCpuSource,
     /// Off-CPU episodes (switch-out to switch-in) shorter than this many
-    /// nanoseconds are not counted in [`Recording::off_cpu_stacks`] (raw
+    /// nanoseconds are not counted in [`Recording::off_cpu_stacks`](ember_samples::Recording::off_cpu_stacks) (raw
     /// switches are kept). 0 counts every episode.
     pub off_cpu_min_ns: u64,
 }
@@ -106,7 +106,7 @@ pub enum Status {
     /// Still sampling.
     Running,
     /// The launched command exited, or every `-p` process is gone (a
-    /// whole-host session never ends by itself). Later [`Session::poll`]s
+    /// whole-host session never ends by itself). Later [`Session::poll`](crate::Session::poll)s
     /// only drain what is left.
     TargetGone,
 }

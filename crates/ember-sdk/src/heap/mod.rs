@@ -14,7 +14,7 @@
 //! The bookkeeping of a sampled allocation allocates itself; a thread-local guard keeps it
 //! from being sampled or from re-entering the table's lock.
 //!
-//! With the `jemalloc` cargo feature, [`jemalloc`] is the alternative source: jemalloc's own
+//! With the `jemalloc` cargo feature, `jemalloc` is the alternative source: jemalloc's own
 //! sampling (`prof:true,lg_prof_sample:21`), read through `prof.dump` and turned into the
 //! same four sample types; it takes over whenever jemalloc's profiling is on.
 
@@ -324,7 +324,7 @@ pub fn heap_profiling_enabled() -> bool {
 
 /// The heap profile now, or `None` when heap profiling is off. With the `jemalloc` feature
 /// and jemalloc's profiling on (`prof:true`), the profile is jemalloc's own
-/// ([`jemalloc::jemalloc_profile`]); otherwise the [`SamplingAllocator`]'s.
+/// (`jemalloc::jemalloc_profile`); otherwise the [`SamplingAllocator`]'s.
 pub fn heap_profile() -> Option<Profile> {
     #[cfg(feature = "jemalloc")]
     if jemalloc::profiling_active() {

@@ -25,7 +25,7 @@ impl TenantHead {
     }
 
     /// [`TenantHead::stack`] of each of `stacks`, in order. A stack seen before is found by
-    /// its 128-bit keyed fingerprint alone ([`super::fingerprint`]); checking each hit frame
+    /// its 128-bit keyed fingerprint alone (see the `fingerprint` module); checking each hit frame
     /// by frame (a cache miss per frame in a tree of millions of nodes) cost more than the
     /// rest of the stack's ingest.
     pub fn stacks<'s>(&mut self, stacks: impl IntoIterator<Item = &'s [u32]>) -> Vec<u32> {
