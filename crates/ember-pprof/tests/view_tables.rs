@@ -33,6 +33,18 @@ fn agree(raw: &[u8], tables: ViewTables) -> ViewTables {
     }
 }
 
+/// The good corpus cases, decompressed.
+fn good_raws() -> Vec<Vec<u8>> {
+    common::good_cases()
+        .iter()
+        .map(|c| {
+            decompress(&c.bytes(), &DecodeLimits::default())
+                .expect("good case decompresses")
+                .into_owned()
+        })
+        .collect()
+}
+
 #[test]
 fn every_corpus_profile_parses_the_same_into_reused_tables() {
     let mut tables = ViewTables::default();
@@ -56,15 +68,7 @@ fn every_corpus_profile_parses_the_same_into_reused_tables() {
 #[test]
 fn damaged_inputs_get_the_same_errors_with_reused_tables() {
     // Tables of the largest good profile: every damaged parse starts with full columns.
-    let cases = common::good_cases();
-    let raws: Vec<Vec<u8>> = cases
-        .iter()
-        .map(|c| {
-            decompress(&c.bytes(), &DecodeLimits::default())
-                .expect("good case decompresses")
-                .into_owned()
-        })
-        .collect();
+    let raws = good_raws();
     let largest = raws.iter().max_by_key(|r| r.len()).expect("good cases");
     for raw in &raws {
         let step = (raw.len() / 20).max(1);
@@ -83,14 +87,7 @@ fn damaged_inputs_get_the_same_errors_with_reused_tables() {
 
 #[test]
 fn the_decoded_size_limit_counts_content_not_reused_capacity() {
-    let raws: Vec<Vec<u8>> = common::good_cases()
-        .iter()
-        .map(|c| {
-            decompress(&c.bytes(), &DecodeLimits::default())
-                .expect("good case decompresses")
-                .into_owned()
-        })
-        .collect();
+    let raws = good_raws();
     let largest = raws.iter().max_by_key(|r| r.len()).expect("good cases");
     for raw in &raws {
         let need = ProfileView::parse(raw).unwrap().decoded_bytes();

@@ -17,6 +17,17 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// Two fresh stores for one seed of a property test: the reference that only ever holds one
+/// head, and the one flushed, compacted and reopened (`<prefix>one-<seed>`,
+/// `<prefix>tiers-<seed>`).
+fn paired_stores(prefix: &str, seed: u64) -> (PathBuf, Store, PathBuf, Store) {
+    let one_dir = temp_dir(&format!("{prefix}one-{seed}"));
+    let tiers_dir = temp_dir(&format!("{prefix}tiers-{seed}"));
+    let one = Store::open(&one_dir, StoreOptions::default()).unwrap();
+    let tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+    (one_dir, one, tiers_dir, tiers)
+}
+
 /// xorshift64*: a small seeded generator, so a failing seed can be replayed.
 struct Rng(u64);
 
@@ -159,12 +170,7 @@ fn queries() -> Vec<Query> {
 fn tiers_and_compaction_answer_like_one_head() {
     for seed in 1..=12u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-        let (one_dir, tiers_dir) = (
-            temp_dir(&format!("one-{seed}")),
-            temp_dir(&format!("tiers-{seed}")),
-        );
-        let one = Store::open(&one_dir, StoreOptions::default()).unwrap();
-        let mut tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+        let (one_dir, one, tiers_dir, mut tiers) = paired_stores("", seed);
         let mut events = Vec::new();
         for i in 0..40 {
             let service = ["api", "db"][rng.below(2) as usize];
@@ -602,12 +608,7 @@ fn narrow_reads_from_time_chunks_answer_like_one_head() {
     let t0 = 1_700_006_400_000_000_000i64;
     for seed in 1..=6u64 {
         let mut rng = Rng(seed.wrapping_mul(0x51_7cc1_b727_220a) | 1);
-        let (one_dir, tiers_dir) = (
-            temp_dir(&format!("chunks-one-{seed}")),
-            temp_dir(&format!("chunks-tiers-{seed}")),
-        );
-        let one = Store::open(&one_dir, StoreOptions::default()).unwrap();
-        let mut tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+        let (one_dir, one, tiers_dir, mut tiers) = paired_stores("chunks-", seed);
         for i in 0..90i64 {
             let service = ["api", "db"][rng.below(2) as usize];
             let pod = format!("p{}", rng.below(3));
