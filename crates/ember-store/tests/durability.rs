@@ -20,11 +20,13 @@ fn corpus(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-durability-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-durability-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 const CPU: &str = "pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof";
@@ -59,8 +61,9 @@ fn stored(store: &Store) -> BTreeSet<u32> {
         .collect()
 }
 
-/// A tmpfs of `size` on a fresh directory, unmounted when dropped; `None` without root.
-struct Tmpfs(PathBuf);
+/// A tmpfs of `size` on a fresh directory, unmounted (and the directory removed) when
+/// dropped; `None` without root.
+struct Tmpfs(tempfile::TempDir);
 
 impl Tmpfs {
     fn mount(name: &str, size: &str) -> Option<Tmpfs> {
@@ -72,11 +75,14 @@ impl Tmpfs {
         let dir = temp_dir(name);
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
+            .arg(dir.path())
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            eprintln!("SKIPPED: could not mount a tmpfs on {}", dir.display());
+            eprintln!(
+                "SKIPPED: could not mount a tmpfs on {}",
+                dir.path().display()
+            );
             return None;
         }
         Some(Tmpfs(dir))
@@ -85,8 +91,8 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
+        // Before the directory itself goes (TempDir's own drop, after this).
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
     }
 }
 
@@ -109,7 +115,7 @@ fn a_full_disk_refuses_ingest_and_loses_nothing_acknowledged() {
         return;
     };
     let pprof = std::fs::read(corpus(CPU)).unwrap();
-    let dir = fs.0.join("data");
+    let dir = fs.0.path().join("data");
     let mut acked = BTreeSet::new();
     {
         let store = Store::open(&dir, StoreOptions::default()).unwrap();
@@ -117,7 +123,7 @@ fn a_full_disk_refuses_ingest_and_loses_nothing_acknowledged() {
             store.ingest("t", one(&pprof, seq)).unwrap();
             acked.insert(seq);
         }
-        fill(&fs.0.join("filler"));
+        fill(&fs.0.path().join("filler"));
         let mut refused = 0;
         for seq in 10..60 {
             match store.ingest("t", one(&pprof, seq)) {
@@ -130,7 +136,7 @@ fn a_full_disk_refuses_ingest_and_loses_nothing_acknowledged() {
         }
         assert!(refused > 40, "the full disk refused only {refused} of 50");
         assert!(!store.has_space());
-        std::fs::remove_file(fs.0.join("filler")).unwrap();
+        std::fs::remove_file(fs.0.path().join("filler")).unwrap();
         assert!(store.has_space());
         for seq in 1000..1200 {
             store.ingest("t", one(&pprof, seq)).unwrap();
@@ -161,6 +167,7 @@ fn a_full_disk_refuses_ingest_and_loses_nothing_acknowledged() {
 #[test]
 fn replay_flushes_into_blocks_as_it_goes() {
     let dir = temp_dir("replay-flush");
+    let dir = dir.path();
     let pprof = std::fs::read(corpus(CPU)).unwrap();
     let options = StoreOptions {
         wal_segment_bytes: 64 << 10,
@@ -199,7 +206,6 @@ fn replay_flushes_into_blocks_as_it_goes() {
     drop(store);
     let store = Store::open(&dir, options).unwrap();
     assert_eq!(stored(&store), want, "after a second reopen");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A segment whose replay skipped a corrupt record with intact ones after it is renamed
@@ -208,6 +214,7 @@ fn replay_flushes_into_blocks_as_it_goes() {
 #[test]
 fn a_flush_sets_damaged_segments_aside() {
     let dir = temp_dir("damaged");
+    let dir = dir.path();
     let pprof = std::fs::read(corpus(CPU)).unwrap();
     {
         let store = Store::open(&dir, StoreOptions::default()).unwrap();
@@ -232,5 +239,4 @@ fn a_flush_sets_damaged_segments_aside() {
     store.flush().unwrap();
     assert!(!segment.exists());
     assert!(segment.with_extension("wal.corrupt").exists());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,11 +15,13 @@ fn corpus(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-ingest-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-ingest-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 const CPU: &str = "pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof";
@@ -53,6 +55,7 @@ fn open(dir: &Path, options: StoreOptions) -> Store {
 #[test]
 fn accepted_batch_is_durable_and_counted() {
     let dir = temp_dir("durable");
+    let dir = dir.path();
     {
         let store = open(&dir, StoreOptions::default());
         let receipt = store
@@ -75,6 +78,7 @@ fn accepted_batch_is_durable_and_counted() {
 #[test]
 fn one_bad_profile_refuses_the_batch_before_logging() {
     let dir = temp_dir("atomic");
+    let dir = dir.path();
     let store = open(&dir, StoreOptions::default());
     let mut bad = profile("a", "series[0].samples[1]");
     bad.pprof = b"\x1f\x8b not really gzip".to_vec();
@@ -93,6 +97,7 @@ fn one_bad_profile_refuses_the_batch_before_logging() {
 #[test]
 fn limits_are_typed_refusals() {
     let dir = temp_dir("limits");
+    let dir = dir.path();
     let samples = ember_pprof::decode(&std::fs::read(corpus(CPU)).unwrap())
         .unwrap()
         .sample
@@ -161,13 +166,15 @@ fn limits_are_typed_refusals() {
         },
         ..Default::default()
     };
-    let store = open(&temp_dir("limits-tight"), tight.clone());
+    let dir = temp_dir("limits-tight");
+    let store = open(dir.path(), tight.clone());
     let err = store
         .ingest("t", batch(vec![profile("a", "p")]))
         .unwrap_err();
     assert!(matches!(err, IngestError::TooLarge { .. }), "{err:?}");
+    let dir = temp_dir("limits-samples");
     let store = open(
-        &temp_dir("limits-samples"),
+        dir.path(),
         StoreOptions {
             ingest: IngestLimits {
                 max_decompressed_bytes: 64 << 20,
@@ -208,6 +215,7 @@ fn a_batch_is_refused_whole_once_its_profiles_pass_the_batch_limit_together() {
         ..Default::default()
     };
     let dir = temp_dir("batch-limit");
+    let dir = dir.path();
     let store = open(&dir, options.clone());
     let three = || {
         batch(vec![
@@ -237,7 +245,8 @@ fn a_batch_is_refused_whole_once_its_profiles_pass_the_batch_limit_together() {
         },
         ..Default::default()
     };
-    let store = open(&temp_dir("inflight-limit"), options);
+    let dir = temp_dir("inflight-limit");
+    let store = open(dir.path(), options);
     let err = store
         .ingest("t", batch(vec![profile("a", "p0"), profile("a", "p1")]))
         .unwrap_err();
@@ -259,6 +268,7 @@ fn the_series_total_limit_spans_tenants_and_survives_a_reopen() {
         ..Default::default()
     };
     let dir = temp_dir("series-total");
+    let dir = dir.path();
     {
         let store = open(&dir, options.clone());
         store.ingest("t1", batch(vec![profile("a", "p")])).unwrap();
@@ -300,6 +310,7 @@ fn the_series_total_limit_spans_tenants_and_survives_a_reopen() {
 #[test]
 fn timestamps_outside_the_window_are_refused() {
     let dir = temp_dir("window");
+    let dir = dir.path();
     let day = 86_400 * 1_000_000_000i64;
     let options = StoreOptions {
         retention_nanos: 30 * day,
@@ -336,10 +347,10 @@ fn timestamps_outside_the_window_are_refused() {
     assert_eq!(store.merge_stacks("t", &all()).profiles, 2);
     drop(store);
     // The store's defaults keep old profiles (tests and imports write any age).
-    let store = open(&temp_dir("window-default"), StoreOptions::default());
+    let dir = temp_dir("window-default");
+    let store = open(dir.path(), StoreOptions::default());
     store.ingest("t", at(1_000)).unwrap();
     assert!(store.ingest("t", at(i64::MAX)).is_err());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A profile of `leaf <- main` where the leaf function at address 0x1200 is called `name`.
@@ -365,6 +376,7 @@ fn named_profile(service: &str, name: &str) -> IngestProfile {
 #[test]
 fn tenants_and_renames_never_share_remembered_locations() {
     let dir = temp_dir("memo");
+    let dir = dir.path();
     let folded = |store: &Store, tenant: &str| {
         let mut f = store.merge_stacks(tenant, &all()).folded();
         f.sort();

@@ -24,11 +24,13 @@ const SOURCES: [(&str, &str); 2] = [
     ("labels", "go.cpu.labels.pprof"),
 ];
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-slabels-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-slabels-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 fn ingest(store: &Store, service: &str, file: &str) {
@@ -161,6 +163,7 @@ fn check(store: &Store, state: &str) {
 #[test]
 fn sample_labels_select_samples_in_every_tier() {
     let dir = temp_dir("tiers");
+    let dir = dir.path();
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     for (service, file) in SOURCES {
         ingest(&store, service, file);
@@ -182,12 +185,12 @@ fn sample_labels_select_samples_in_every_tier() {
         doubled,
         "after a restart"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn compacted_blocks_keep_sample_labels() {
     let dir = temp_dir("compact");
+    let dir = dir.path();
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     // Four blocks of one size class, compacted into one; the first holds both sources.
     for (service, file) in SOURCES {
@@ -221,7 +224,6 @@ fn compacted_blocks_keep_sample_labels() {
     drop(store);
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     check(&store, "compacted, reopened");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Go 1.19's `go` binary, when installed (Debian `golang-1.19-go`).
@@ -239,6 +241,7 @@ fn span_totals_equal_go_tool_pprof_tagfocus() {
         return;
     };
     let dir = temp_dir("go");
+    let dir = dir.path();
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     for (service, file) in SOURCES {
         ingest(&store, service, file);
@@ -283,12 +286,12 @@ fn span_totals_equal_go_tool_pprof_tagfocus() {
             assert!(go_total > 0, "{service} {key}={value}");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn blocks_written_before_sample_labels_still_read() {
     let dir = temp_dir("v2");
+    let dir = dir.path();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2-store/blocks");
     std::fs::create_dir_all(dir.join("blocks")).unwrap();
     for e in std::fs::read_dir(&fixture).unwrap().flatten() {
@@ -311,7 +314,6 @@ fn blocks_written_before_sample_labels_still_read() {
     store.flush().unwrap();
     let spans = store.merge_stacks("t", &query("{service_name=\"v2svc\", span_id=\"239\"}"));
     assert_eq!(spans.total, 710_000_000);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Blocks whose sections and rollups are gzip'd (written before zstd) read as they are,
@@ -320,6 +322,7 @@ fn blocks_written_before_sample_labels_still_read() {
 #[test]
 fn gzip_blocks_still_read_and_compact_into_zstd() {
     let dir = temp_dir("v3gz");
+    let dir = dir.path();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v3-gzip-store/blocks");
     std::fs::create_dir_all(dir.join("blocks")).unwrap();
     for e in std::fs::read_dir(&fixture).unwrap().flatten() {
@@ -380,7 +383,6 @@ fn gzip_blocks_still_read_and_compact_into_zstd() {
         bytes.windows(4).any(|w| w == [0x28, 0xb5, 0x2f, 0xfd])
     });
     assert!(zstd, "no zstd section written: {blocks:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A block file with flipped bytes (index, trailer, gzip'd sections and rollups) never stops
@@ -389,6 +391,7 @@ fn gzip_blocks_still_read_and_compact_into_zstd() {
 #[test]
 fn corrupt_blocks_are_errors_never_panics() {
     let dir = temp_dir("corrupt-src");
+    let dir = dir.path();
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     for (service, file) in SOURCES {
         ingest(&store, service, file);
@@ -421,6 +424,7 @@ fn corrupt_blocks_are_errors_never_panics() {
             bytes[at] = (x >> 40) as u8;
         }
         let copy = temp_dir("corrupt");
+        let copy = copy.path();
         std::fs::create_dir_all(copy.join("blocks")).unwrap();
         std::fs::write(copy.join("blocks").join(&name), &bytes).unwrap();
         {
@@ -437,10 +441,8 @@ fn corrupt_blocks_are_errors_never_panics() {
             }
             store.close();
         }
-        let _ = std::fs::remove_dir_all(&copy);
     }
     // Most flips land in the index or trailer; some land where nothing checks them (values,
     // times), and those blocks are served.
     assert!((1..150).contains(&quarantined), "{quarantined}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

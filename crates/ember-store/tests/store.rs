@@ -14,11 +14,13 @@ fn corpus(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-store-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-store-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 const LARGE: &str = "pprof/internal/proftest/testdata/large.cpu";
@@ -76,6 +78,7 @@ fn expected(profile: &Profile, name: &str, times: i64) -> Vec<(String, i64)> {
 #[test]
 fn merge_matches_input_and_identical_stacks_add_up() {
     let dir = temp_dir("merge");
+    let dir = dir.path();
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     let p = ingest(&store, LARGE, "api", "a", 1_000);
     ingest(&store, LARGE, "api", "b", 2_000);
@@ -130,6 +133,7 @@ fn symbolic_samples(p: &Profile, value_index: usize) -> Vec<(Vec<String>, i64)> 
 #[test]
 fn pprof_merge_keeps_full_symbols_across_flush_and_reopen() {
     let dir = temp_dir("symbols");
+    let dir = dir.path();
     let (input, before) = {
         let store = Store::open(&dir, StoreOptions::default()).unwrap();
         let input = ingest(&store, LABELS, "svc", "a", 5_000);
@@ -179,6 +183,7 @@ fn pprof_merge_keeps_full_symbols_across_flush_and_reopen() {
 #[test]
 fn retention_deletes_only_expired_blocks() {
     let dir = temp_dir("retention");
+    let dir = dir.path();
     let day = 86_400_000_000_000i64;
     let options = StoreOptions {
         retention_nanos: 30 * day,
@@ -204,6 +209,7 @@ fn retention_deletes_only_expired_blocks() {
 #[test]
 fn any_object_store_backend_holds_the_blocks() {
     let dir = temp_dir("memory");
+    let dir = dir.path();
     let objects: Arc<dyn ember_store::object_store::ObjectStore> =
         Arc::new(ember_store::object_store::memory::InMemory::new());
     let p = {
@@ -241,6 +247,7 @@ fn any_object_store_backend_holds_the_blocks() {
 #[test]
 fn a_corrupt_block_is_quarantined_and_the_rest_served() {
     let dir = temp_dir("corrupt");
+    let dir = dir.path();
     {
         let store = Store::open(&dir, StoreOptions::default()).unwrap();
         ingest(&store, LABELS, "svc", "a", 1_000);
@@ -277,7 +284,6 @@ fn a_corrupt_block_is_quarantined_and_the_rest_served() {
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     assert!(store.quarantined_blocks().is_empty());
     assert_eq!(store.merge_stacks("t", &query("other", "cpu")).total, other);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A block written by a newer Ember (a later format number in its trailer) is not damaged:
@@ -286,6 +292,7 @@ fn a_corrupt_block_is_quarantined_and_the_rest_served() {
 #[test]
 fn a_block_of_a_newer_format_stops_the_open_and_is_left_alone() {
     let dir = temp_dir("newer");
+    let dir = dir.path();
     {
         let store = Store::open(&dir, StoreOptions::default()).unwrap();
         ingest(&store, LABELS, "svc", "a", 1_000);
@@ -317,7 +324,6 @@ fn a_block_of_a_newer_format_stops_the_open_and_is_left_alone() {
         "the block is left as it was"
     );
     assert!(!block.with_extension("blk.corrupt").exists());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -364,6 +370,7 @@ fn known_locations_are_found_from_borrowed_lines() {
 #[test]
 fn the_same_profile_twice_adds_no_symbols_or_stacks() {
     let dir = temp_dir("twice");
+    let dir = dir.path();
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     ingest(&store, LARGE, "api", "a", 1_000);
     let (_, _, strings, nodes) = store.head_stats();
@@ -413,6 +420,7 @@ fn a_batch_of_stacks_interns_like_one_at_a_time() {
 #[test]
 fn compaction_merges_at_most_compact_max_bytes() {
     let dir = temp_dir("compact-max");
+    let dir = dir.path();
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     for i in 0..4 {
         ingest(&store, LABELS, &format!("svc{i}"), "p", 1_000_000_000 + i);
@@ -452,7 +460,6 @@ fn compaction_merges_at_most_compact_max_bytes() {
         store.merge_stacks("t", &query("svc0", "cpu")).total,
         before.total
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// One data directory, one store: a second open (here in the same process, as from another
@@ -462,6 +469,7 @@ fn compaction_merges_at_most_compact_max_bytes() {
 #[test]
 fn a_data_directory_is_opened_by_one_store_at_a_time() {
     let dir = temp_dir("locked");
+    let dir = dir.path();
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     ingest(&store, LABELS, "svc", "p", 1_000_000_000);
     let second = Store::open(&dir, StoreOptions::default());
@@ -481,5 +489,4 @@ fn a_data_directory_is_opened_by_one_store_at_a_time() {
     drop(store);
     let again = Store::open(&dir, StoreOptions::default()).unwrap();
     assert!(again.merge_stacks("t", &query("svc", "cpu")).total > 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,22 +9,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ember_store::{IngestBatch, IngestProfile, Query, Store, StoreOptions, parse_selector};
+use tempfile::TempDir;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-tiers-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-tiers-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 /// Two fresh stores for one seed of a property test: the reference that only ever holds one
 /// head, and the one flushed, compacted and reopened (`<prefix>one-<seed>`,
 /// `<prefix>tiers-<seed>`).
-fn paired_stores(prefix: &str, seed: u64) -> (PathBuf, Store, PathBuf, Store) {
+fn paired_stores(prefix: &str, seed: u64) -> (TempDir, Store, TempDir, Store) {
     let one_dir = temp_dir(&format!("{prefix}one-{seed}"));
     let tiers_dir = temp_dir(&format!("{prefix}tiers-{seed}"));
-    let one = Store::open(&one_dir, StoreOptions::default()).unwrap();
-    let tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+    let one = Store::open(one_dir.path(), StoreOptions::default()).unwrap();
+    let tiers = Store::open(tiers_dir.path(), StoreOptions::default()).unwrap();
     (one_dir, one, tiers_dir, tiers)
 }
 
@@ -170,7 +173,7 @@ fn queries() -> Vec<Query> {
 fn tiers_and_compaction_answer_like_one_head() {
     for seed in 1..=12u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-        let (one_dir, one, tiers_dir, mut tiers) = paired_stores("", seed);
+        let (_one_dir, one, tiers_dir, mut tiers) = paired_stores("", seed);
         let mut events = Vec::new();
         for i in 0..40 {
             let service = ["api", "db"][rng.below(2) as usize];
@@ -195,7 +198,7 @@ fn tiers_and_compaction_answer_like_one_head() {
                 3 => {
                     tiers.close();
                     drop(tiers);
-                    tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+                    tiers = Store::open(tiers_dir.path(), StoreOptions::default()).unwrap();
                     events.push(format!("reopen@{i}"));
                 }
                 _ => {}
@@ -218,7 +221,7 @@ fn tiers_and_compaction_answer_like_one_head() {
         );
         tiers.close();
         drop(tiers);
-        let tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+        let tiers = Store::open(tiers_dir.path(), StoreOptions::default()).unwrap();
         for q in queries() {
             assert_eq!(
                 answers(&tiers, &q),
@@ -226,14 +229,13 @@ fn tiers_and_compaction_answer_like_one_head() {
                 "seed {seed} compacted"
             );
         }
-        let _ = std::fs::remove_dir_all(&one_dir);
-        let _ = std::fs::remove_dir_all(&tiers_dir);
     }
 }
 
 #[test]
 fn flushes_racing_ingest_lose_and_duplicate_nothing() {
     let dir = temp_dir("race");
+    let dir = dir.path();
     let store = Arc::new(Store::open(&dir, StoreOptions::default()).unwrap());
     let mut rng = Rng(7);
     let pprof = profile(&mut rng);
@@ -302,6 +304,7 @@ fn flushes_racing_ingest_lose_and_duplicate_nothing() {
 #[test]
 fn weeks_of_blocks_open_from_their_index_alone() {
     let dir = temp_dir("weeks");
+    let dir = dir.path();
     let hour = 3_600_000_000_000i64;
     let start = 1_700_000_000_000_000_000i64;
     let hours = 24 * 21;
@@ -356,6 +359,7 @@ fn weeks_of_blocks_open_from_their_index_alone() {
 #[test]
 fn a_crash_between_compaction_and_deleting_its_inputs_counts_nothing_twice() {
     let dir = temp_dir("crash");
+    let dir = dir.path();
     let mut rng = Rng(5);
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     for i in 0..8 {
@@ -389,6 +393,7 @@ fn a_crash_between_compaction_and_deleting_its_inputs_counts_nothing_twice() {
 #[test]
 fn first_format_blocks_are_rewritten_and_answer_the_same() {
     let dir = temp_dir("v1");
+    let dir = dir.path();
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-store/blocks");
     std::fs::create_dir_all(dir.join("blocks")).unwrap();
     let name = "0000000002-1700000000000000000-1700000100000000000.blk";
@@ -438,6 +443,7 @@ fn first_format_blocks_are_rewritten_and_answer_the_same() {
 #[test]
 fn a_closed_day_compacts_into_one_block_with_the_same_answers() {
     let dir = temp_dir("closed-day");
+    let dir = dir.path();
     let store = Store::open(&dir, StoreOptions::default()).unwrap();
     let hour = 3_600_000_000_000i64;
     // A UTC midnight.
@@ -498,11 +504,11 @@ fn a_closed_day_compacts_into_one_block_with_the_same_answers() {
 /// A store in a fresh directory (`tag`) holding `blocks` blocks of random profiles (seed
 /// `seed`): four hours each, three pods of one service an hour, one flush a block. Returns
 /// the directory, closed, and the query over all of it.
-fn flushed_blocks(tag: &str, seed: u64, blocks: i64) -> (PathBuf, Query) {
+fn flushed_blocks(tag: &str, seed: u64, blocks: i64) -> (TempDir, Query) {
     let dir = temp_dir(tag);
     let hour = 3_600_000_000_000i64;
     let start = 1_700_000_000_000_000_000i64;
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let mut rng = Rng(seed);
     for b in 0..blocks {
         for h in 0..4 {
@@ -527,7 +533,7 @@ fn repeated_wide_reads_beyond_the_cache_budget_hit() {
     let (dir, all) = flushed_blocks("scan", 5, blocks);
     // The rollups' size, from a store that holds them all.
     let bytes = {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
         store.merge_stacks("t", &all);
         let (held, bytes, _, _) = store.cache_stats();
         assert_eq!(held, blocks as usize);
@@ -537,7 +543,7 @@ fn repeated_wide_reads_beyond_the_cache_budget_hit() {
         cache_bytes: bytes / 2,
         ..StoreOptions::default()
     };
-    let store = Store::open(&dir, options).unwrap();
+    let store = Store::open(dir.path(), options).unwrap();
     let want = store.merge_stacks("t", &all).folded();
     let mut misses_before = store.cache_stats().3;
     for round in 1..=3 {
@@ -562,7 +568,7 @@ fn a_node_limited_wide_read_decodes_each_rollup_once() {
     let blocks = 12;
     let (dir, all) = flushed_blocks("once", 11, blocks);
     let bytes = {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
         store.merge_stacks("t", &all);
         store.cache_stats().1
     };
@@ -571,7 +577,7 @@ fn a_node_limited_wide_read_decodes_each_rollup_once() {
         cache_bytes: bytes / 2,
         ..StoreOptions::default()
     };
-    let store = Store::open(&dir, options).unwrap();
+    let store = Store::open(dir.path(), options).unwrap();
     let heavy = store.merge_stacks_heavy("t", &all, 4);
     let missed = store.cache_stats().3;
     assert_eq!(
@@ -581,7 +587,6 @@ fn a_node_limited_wide_read_decodes_each_rollup_once() {
     let full = store.merge_stacks("t", &all);
     assert_eq!(heavy.total, full.total);
     assert_eq!(heavy.profiles, full.profiles);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `(stacks, total, profiles, series)` of a flame graph merge.
@@ -608,7 +613,7 @@ fn narrow_reads_from_time_chunks_answer_like_one_head() {
     let t0 = 1_700_006_400_000_000_000i64;
     for seed in 1..=6u64 {
         let mut rng = Rng(seed.wrapping_mul(0x51_7cc1_b727_220a) | 1);
-        let (one_dir, one, tiers_dir, mut tiers) = paired_stores("chunks-", seed);
+        let (_one_dir, one, tiers_dir, mut tiers) = paired_stores("chunks-", seed);
         for i in 0..90i64 {
             let service = ["api", "db"][rng.below(2) as usize];
             let pod = format!("p{}", rng.below(3));
@@ -646,11 +651,9 @@ fn narrow_reads_from_time_chunks_answer_like_one_head() {
             }
             tiers.close();
             drop(tiers);
-            tiers = Store::open(&tiers_dir, StoreOptions::default()).unwrap();
+            tiers = Store::open(tiers_dir.path(), StoreOptions::default()).unwrap();
             let _ = reopened;
         }
-        let _ = std::fs::remove_dir_all(&one_dir);
-        let _ = std::fs::remove_dir_all(&tiers_dir);
     }
 }
 
@@ -659,6 +662,7 @@ fn narrow_reads_from_time_chunks_answer_like_one_head() {
 #[test]
 fn an_hour_inside_a_day_section_decodes_only_its_chunks() {
     let dir = temp_dir("hour-of-day");
+    let dir = dir.path();
     let minute = 60_000_000_000i64;
     let t0 = 1_700_006_400_000_000_000i64;
     {
@@ -694,7 +698,6 @@ fn an_hour_inside_a_day_section_decodes_only_its_chunks() {
         "chunks {chunk_bytes} bytes, the section {} bytes",
         with_head - chunk_bytes
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A store written by the previous build (`EMBERBLK3`, no time chunks; see
@@ -703,6 +706,7 @@ fn an_hour_inside_a_day_section_decodes_only_its_chunks() {
 #[test]
 fn blocks_without_time_chunks_answer_the_same_and_compact_into_chunks() {
     let dir = temp_dir("v3-zstd");
+    let dir = dir.path();
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/v3-zstd-store");
     std::fs::create_dir_all(dir.join("blocks")).unwrap();
     for e in std::fs::read_dir(fixture.join("blocks")).unwrap().flatten() {
@@ -714,6 +718,7 @@ fn blocks_without_time_chunks_answer_the_same_and_compact_into_chunks() {
     )
     .unwrap();
     let now_dir = temp_dir("v3-zstd-now");
+    let now_dir = now_dir.path();
     let now = Store::open(&now_dir, StoreOptions::default()).unwrap();
     let s = 1_000_000_000i64;
     let t0 = 1_700_000_000 * s;
@@ -763,6 +768,4 @@ fn blocks_without_time_chunks_answer_the_same_and_compact_into_chunks() {
     drop(old);
     let old = Store::open(&dir, StoreOptions::default()).unwrap();
     assert_eq!(answers(&old), want, "compacted, reopened");
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(&now_dir);
 }

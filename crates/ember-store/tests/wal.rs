@@ -3,16 +3,18 @@
 //! traffic loses nothing, and concurrent appends share fsyncs.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+
 use std::sync::Arc;
 
 use ember_store::{StoreError, Wal};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-wal-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-wal-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 /// Payload of record `i` of writer `w`: distinct, and of varying length so framing is tested.
@@ -25,6 +27,7 @@ fn payload(w: usize, i: usize) -> Vec<u8> {
 #[test]
 fn concurrent_appends_and_rotation_replay_every_acknowledged_record() {
     let dir = temp_dir("concurrent");
+    let dir = dir.path();
     let (writers, per_writer) = (12, 150);
     let rotated;
     let stats;
@@ -76,7 +79,6 @@ fn concurrent_appends_and_rotation_replay_every_acknowledged_record() {
             assert_eq!(seen.get(&payload(w, i)), Some(&1), "writer {w} record {i}");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Where `needle` starts in `hay`.
@@ -93,6 +95,7 @@ fn find(hay: &[u8], needle: &[u8]) -> usize {
 #[test]
 fn a_torn_and_a_corrupted_record_in_the_middle_cost_only_themselves() {
     let dir = temp_dir("damage");
+    let dir = dir.path();
     let records: Vec<Vec<u8>> = (0..10).map(|i| payload(3, i)).collect();
     {
         let (wal, _) = Wal::open(&dir, 0, |_, _| {}).unwrap();
@@ -130,7 +133,6 @@ fn a_torn_and_a_corrupted_record_in_the_middle_cost_only_themselves() {
     assert_eq!(replay.skipped_records, 2, "{replay:?}");
     assert_eq!(replay.torn_segments, 1);
     assert!(replay.skipped_bytes > 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A segment of the first format (no segment header, `len · crc · payload` records) still
@@ -138,6 +140,7 @@ fn a_torn_and_a_corrupted_record_in_the_middle_cost_only_themselves() {
 #[test]
 fn segments_of_the_first_format_still_replay() {
     let dir = temp_dir("v1");
+    let dir = dir.path();
     let mut old = Vec::new();
     for i in 0..5 {
         let p = payload(1, i);
@@ -159,5 +162,4 @@ fn segments_of_the_first_format_still_replay() {
     assert_eq!(replay.records, 6);
     assert_eq!(replay.skipped_records, 0);
     assert_eq!(seen.last().unwrap(), &(2, b"new".to_vec()));
-    let _ = std::fs::remove_dir_all(&dir);
 }
