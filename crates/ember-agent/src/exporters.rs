@@ -416,14 +416,13 @@ mod tests {
         assert!((0..100u64).all(|i| faster.keep(0, i * 10_000_000)));
     }
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "ember-agent-exporters-{}-{name}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh, empty directory for one test, removed with its content when dropped (when the
+    /// test that holds it ends), so test runs leave nothing behind in the temp directory.
+    fn scratch(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("ember-agent-exporters-{name}-"))
+            .tempdir()
+            .expect("temp dir")
     }
 
     fn sample(time_ns: u64, cpu: u32) -> ember_export::Sample {
@@ -455,6 +454,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn feeder_thins_and_shutdown_flush_writes_both_exporters() {
         let dir = scratch("flush");
+        let dir = dir.path();
         let perf = PerfCollector::new(PerfCollectorConfig {
             perf_polling_frequency_hz: 10,
             export_to: format!("file://{}/bucket", dir.display()),

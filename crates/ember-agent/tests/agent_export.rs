@@ -24,6 +24,7 @@ fn perf_collector_to_file_and_perfetto_http_trigger() {
         return;
     }
     let dir = temp_dir("agent-export-file");
+    let dir = dir.path();
     let bucket = dir.join("bucket");
     let trigger_port = free_port();
     let config = config(&format!(
@@ -31,7 +32,7 @@ fn perf_collector_to_file_and_perfetto_http_trigger() {
         b = bucket.display(),
         d = dir.display()
     ));
-    let workload = Workload::start(&dir);
+    let workload = Workload::start(dir);
     let agent = RunningAgent::start(&config);
     let perf_dir = bucket.join("perf/node-a");
 

@@ -17,6 +17,7 @@ fn perf_collector_to_s3_survives_an_outage() {
         return;
     }
     let dir = temp_dir("agent-export-s3");
+    let dir = dir.path();
     let port = free_port();
     let mut moto = Moto::start(port);
     moto.create_bucket("dumps");
@@ -37,7 +38,7 @@ fn perf_collector_to_s3_survives_an_outage() {
         // now: moto runs in its own process and the agent has not started.
         unsafe { std::env::set_var(name, value) };
     }
-    let _workload = Workload::start(&dir);
+    let _workload = Workload::start(dir);
     let agent = RunningAgent::start(&config);
 
     // 1. Bucket up: dumps are uploaded under PREFIX/BUCKET_SUBDIRECTORY/NODE_NAME/.

@@ -25,7 +25,8 @@ fn shutdown_flushes_the_profile_in_progress() {
         return;
     }
     let dir = temp_dir("agent-flush");
-    let Some(app) = go_app(&dir, "emberflush") else {
+    let dir = dir.path();
+    let Some(app) = go_app(dir, "emberflush") else {
         return;
     };
     let server = Server::start(&dir.join("data"), &[]);

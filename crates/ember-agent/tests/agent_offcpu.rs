@@ -103,6 +103,7 @@ fn off_cpu_time_above_the_threshold_reaches_the_server() {
         return;
     }
     let dir = temp_dir("agent-offcpu");
+    let dir = dir.path();
     let src = dir.join("sleeper.c");
     std::fs::write(&src, SLEEPER).unwrap();
     // At most 15 bytes, the kernel's comm: "ofsleep" and a pid of up to 7 digits.

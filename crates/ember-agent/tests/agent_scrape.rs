@@ -31,7 +31,8 @@ fn label_values(server: &Server, name: &str, selector: &str) -> Vec<String> {
 #[test]
 fn scrapes_a_real_go_program_and_reports_an_unreachable_target() {
     let dir = temp_dir("agent-scrape");
-    let Some(app) = go_app(&dir, "emberburn") else {
+    let dir = dir.path();
+    let Some(app) = go_app(dir, "emberburn") else {
         return;
     };
     let server = Server::start(&dir.join("data"), &[]);
@@ -119,7 +120,8 @@ fn scrapes_a_real_go_program_and_reports_an_unreachable_target() {
 #[test]
 fn server_down_then_back_delivers_the_buffer_and_counts_overflow() {
     let dir = temp_dir("agent-outage");
-    let Some(app) = go_app(&dir, "emberburn") else {
+    let dir = dir.path();
+    let Some(app) = go_app(dir, "emberburn") else {
         return;
     };
     let server_addr = format!("127.0.0.1:{}", free_port());
@@ -199,7 +201,8 @@ fn host_profiling_labels_relabels_and_survives_exiting_targets() {
         return;
     }
     let dir = temp_dir("agent-host");
-    let Some(mut app) = go_app(&dir, "emberhost") else {
+    let dir = dir.path();
+    let Some(mut app) = go_app(dir, "emberhost") else {
         return;
     };
     let server = Server::start(&dir.join("data"), &[]);

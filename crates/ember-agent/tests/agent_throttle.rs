@@ -14,6 +14,7 @@ fn pusher_waits_for_retry_after_on_429_and_delivers_later() {
         return;
     }
     let dir = temp_dir("agent-throttle");
+    let dir = dir.path();
     let server_config = dir.join("server.json");
     std::fs::write(
         &server_config,
@@ -24,7 +25,7 @@ fn pusher_waits_for_retry_after_on_429_and_delivers_later() {
         &dir.join("data"),
         &["--config", server_config.to_str().unwrap()],
     );
-    let _workload = Workload::start(&dir);
+    let _workload = Workload::start(dir);
     let agent = RunningAgent::start(&format!(
         "admin: {{listen: 127.0.0.1:0}}\n\
          profiling:\n  upload_interval: 1s\n  targets: {{all: false, comm: three_paths}}\n\

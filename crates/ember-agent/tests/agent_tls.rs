@@ -109,10 +109,11 @@ fn pushes_over_https_with_a_private_ca() {
         return;
     }
     let dir = temp_dir("agent-tls");
-    certs::make_certs(&dir);
+    let dir = dir.path();
+    certs::make_certs(dir);
     let server = Server::start(&dir.join("data"), &[]);
     let upstream: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
-    let proxy = tls_proxy(&dir, upstream);
+    let proxy = tls_proxy(dir, upstream);
     let url = format!("https://localhost:{}", proxy.port);
 
     // A CA file that does not exist: rejected with the field path, the agent does not start.
@@ -122,7 +123,7 @@ fn pushes_over_https_with_a_private_ca() {
         .expect("an agent with a missing CA file");
     assert!(err.contains("exporters.server.tls.ca_file"), "{err}");
 
-    let _workload = Workload::start(&dir);
+    let _workload = Workload::start(dir);
     let trusted = RunningAgent::start(&agent_config(
         &url,
         &format!(", tls: {{ca_file: '{}'}}", dir.join("ca.pem").display()),

@@ -112,7 +112,9 @@ async fn az_upload_outage_and_recovery_against_azurite() {
     }
     let port = free_port();
     let data = scratch("azurite-cwd");
+    let data = data.path();
     let logs = scratch("azurite-logs");
+    let logs = logs.path();
     // SAFETY: this binary runs this single test; no other thread reads the
     // environment while it is set.
     unsafe {
@@ -124,7 +126,7 @@ async fn az_upload_outage_and_recovery_against_azurite() {
         std::env::set_var("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT);
         std::env::set_var("AZURE_STORAGE_ACCOUNT_KEY", WRONG_KEY);
     }
-    let mut server = azurite(port, &data, logs.join("1.log"));
+    let mut server = azurite(port, data, logs.join("1.log"));
     create_container(port).await;
 
     // 0. The key comes from the environment and Azurite checks it.
@@ -141,24 +143,26 @@ async fn az_upload_outage_and_recovery_against_azurite() {
     unsafe { std::env::set_var("AZURE_STORAGE_ACCOUNT_KEY", KEY) };
 
     let spool = scratch("az-spool");
-    let pc = outage_collector(&format!("az://{CONTAINER}/cluster-a"), &spool);
+
+    let spool = spool.path();
+    let pc = outage_collector(&format!("az://{CONTAINER}/cluster-a"), spool);
     let bucket = reader();
     let samples = iperf_samples();
     let chunks: Vec<&[Sample]> = samples.chunks(samples.len().div_ceil(4)).collect();
     assert_eq!(chunks.len(), 4);
 
     // 1. Azurite up: the dump is uploaded and deleted locally.
-    let first = dump_while_up(&pc, chunks[0], &spool, &bucket).await;
+    let first = dump_while_up(&pc, chunks[0], spool, &bucket).await;
 
     // 2. Azurite down: dumps stay local, at most max_dumps_retained.
     server.stop();
-    let written = dumps_while_down(&pc, &chunks[1..], &spool).await;
+    let written = dumps_while_down(&pc, &chunks[1..], spool).await;
 
     // 3. Azurite back (empty: make the container again): the two retained
     //    dumps are uploaded, oldest first, and deleted.
-    let _server = azurite(port, &data, logs.join("2.log"));
+    let _server = azurite(port, data, logs.join("2.log"));
     create_container(port).await;
-    dump_after_outage(&pc, &written, &chunks[1..], &spool, &bucket).await;
+    dump_after_outage(&pc, &written, &chunks[1..], spool, &bucket).await;
 
     // 4. Without emulator mode, an explicit http:// endpoint works when
     //    AZURE_ALLOW_HTTP says so: the Uploader keeps the client options the

@@ -59,6 +59,7 @@ fn rewritten_script_folds_like_the_original() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dumps_land_in_the_bucket_layout_and_leave_no_local_copy() {
     let root = scratch("perf-file");
+    let root = root.path();
     let bucket = root.join("bucket");
     let spool = root.join("spool");
     let config = PerfCollectorConfig {
@@ -134,6 +135,7 @@ fn regex_like_layout() -> impl Fn(&str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_graph_false_keeps_only_the_leaf() {
     let root = scratch("perf-leaf");
+    let root = root.path();
     let config = PerfCollectorConfig {
         export_to: format!("file://{}/b", root.display()),
         node_name: Some("n".into()),

@@ -107,6 +107,7 @@ fn trace_decodes_with_perfettos_own_schema() {
     assert_eq!(summary.samples, samples.len());
     assert_eq!(summary.sched_switches, switches);
     let dir = scratch("trace");
+    let dir = dir.path();
     let path = dir.join("t.pb");
     std::fs::write(&path, &bytes).unwrap();
     let v = decode(&path);
@@ -193,7 +194,8 @@ fn sorted_files(dir: &Path) -> Vec<String> {
 async fn http_trigger_snapshots_upload_and_retain() {
     let have_python = python_has(PERFETTO_IMPORT, "perfetto");
     let root = scratch("http");
-    let daemon = PerfettoDaemon::new(http_config(&root, 64 * 1024, 2)).unwrap();
+    let root = root.path();
+    let daemon = PerfettoDaemon::new(http_config(root, 64 * 1024, 2)).unwrap();
     assert_eq!(daemon.trace_config().sampling_frequency_hz, Some(199));
     let running = daemon.start().await.unwrap();
     let addr = running.http_addr.expect("http address");
@@ -259,8 +261,9 @@ async fn http_trigger_snapshots_upload_and_retain() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ring_keeps_only_the_newest_events_within_size_kb() {
     let root = scratch("ring");
+    let root = root.path();
     // 16 KiB holds a few dozen iperf samples, far fewer than the corpus.
-    let daemon = PerfettoDaemon::new(http_config(&root, 16, 3)).unwrap();
+    let daemon = PerfettoDaemon::new(http_config(root, 16, 3)).unwrap();
     let samples = iperf_samples();
     let mut sorted = samples.clone();
     sorted.sort_by_key(|s| s.time_ns);
@@ -287,7 +290,8 @@ async fn ring_keeps_only_the_newest_events_within_size_kb() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn time_interval_trigger_writes_snapshots() {
     let root = scratch("interval");
-    let mut config = http_config(&root, 1024, 5);
+    let root = root.path();
+    let mut config = http_config(root, 1024, 5);
     config.trigger = PerfettoTrigger::TimeInterval;
     config.interval = 300;
     let daemon = PerfettoDaemon::new(config).unwrap();
@@ -311,7 +315,8 @@ async fn time_interval_trigger_writes_snapshots() {
 #[test]
 fn trigger_name_must_match_config_text() {
     let root = scratch("mismatch");
-    let mut config = http_config(&root, 64, 1);
+    let root = root.path();
+    let mut config = http_config(root, 64, 1);
     config.trigger_name = "nightly".into();
     let e = PerfettoDaemon::new(config).unwrap_err().to_string();
     assert!(

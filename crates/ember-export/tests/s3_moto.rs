@@ -46,23 +46,25 @@ async fn s3_upload_outage_and_recovery_against_moto() {
     moto.create_bucket(BUCKET);
 
     let spool = scratch("s3-spool");
-    let pc = outage_collector(&format!("s3://{BUCKET}/cluster-a"), &spool);
+
+    let spool = spool.path();
+    let pc = outage_collector(&format!("s3://{BUCKET}/cluster-a"), spool);
     let bucket = reader(port);
     let samples = iperf_samples();
     let chunks: Vec<&[Sample]> = samples.chunks(samples.len().div_ceil(4)).collect();
     assert_eq!(chunks.len(), 4);
 
     // 1. Bucket up: the dump is uploaded and deleted locally.
-    dump_while_up(&pc, chunks[0], &spool, &bucket).await;
+    dump_while_up(&pc, chunks[0], spool, &bucket).await;
 
     // 2. Bucket unreachable: dumps stay local, at most max_dumps_retained.
     moto.stop();
-    let written = dumps_while_down(&pc, &chunks[1..], &spool).await;
+    let written = dumps_while_down(&pc, &chunks[1..], spool).await;
 
     // 3. Bucket back (moto keeps no state across restarts: recreate it):
     //    the two retained dumps are uploaded, oldest first, and deleted.
     let mut moto = Moto::start(port);
     moto.create_bucket(BUCKET);
-    dump_after_outage(&pc, &written, &chunks[1..], &spool, &bucket).await;
+    dump_after_outage(&pc, &written, &chunks[1..], spool, &bucket).await;
     moto.stop();
 }

@@ -25,6 +25,7 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_session_feeds_both_exporters() {
     let root = scratch("live");
+    let root = root.path();
     let bin = root.join("three_paths");
     programs::compile_to("three_paths", &programs::FRAME_POINTERS, &bin);
 

@@ -247,8 +247,12 @@ mod tests {
 
     #[test]
     fn perf_script_is_folded_and_speedscope_read() {
-        let dir = std::env::temp_dir().join(format!("ember-detect-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        // Removed with its content when `dir` drops, at the end of the test.
+        let dir = tempfile::Builder::new()
+            .prefix("ember-detect-")
+            .tempdir()
+            .expect("temp dir");
+        let dir = dir.path();
         let path = dir.join("perf.txt");
         std::fs::write(
             &path,
@@ -272,6 +276,6 @@ mod tests {
         std::fs::write(&path, "{\"shared\": {\"frames\": []}, \"profiles\": 3}").expect("write");
         let err = read_input(&path).expect_err("bad speedscope");
         assert!(err.to_string().contains("speedscope"), "{err}");
-        std::fs::remove_dir_all(&dir).ok();
+        std::fs::remove_dir_all(dir).ok();
     }
 }

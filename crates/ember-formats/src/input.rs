@@ -128,27 +128,32 @@ fn read_raw(path: &Path) -> io::Result<InputBytes> {
 mod tests {
     use super::*;
 
-    fn temp_dir(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ember-formats-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        dir
+    /// A fresh, empty directory for one test, removed with its content when dropped (when the
+    /// test that holds it ends), so test runs leave nothing behind in the temp directory.
+    fn temp_dir(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("ember-formats-{name}-"))
+            .tempdir()
+            .expect("temp dir")
     }
 
     #[test]
     fn large_file_is_mapped_and_equals_its_contents() {
         let dir = temp_dir("map");
+        let dir = dir.path();
         let path = dir.join("big.folded");
         let text = "a;b;c 1\n".repeat(20_000);
         std::fs::write(&path, &text).expect("write");
         let mapped = read_bytes(&path).expect("read");
         assert!(mapped.is_mapped());
         assert_eq!(&mapped[..], text.as_bytes());
-        std::fs::remove_dir_all(&dir).ok();
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
     fn empty_small_and_missing_files() {
         let dir = temp_dir("small");
+        let dir = dir.path();
         let empty = dir.join("empty");
         std::fs::write(&empty, b"").expect("write");
         let got = read_bytes(&empty).expect("empty file");
@@ -158,13 +163,14 @@ mod tests {
         assert_eq!(&read_bytes(&small).expect("small")[..], b"a 1\n");
         let missing = read_bytes(&dir.join("missing")).expect_err("missing file");
         assert!(missing.to_string().contains("missing"), "{missing}");
-        std::fs::remove_dir_all(&dir).ok();
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
     fn gzip_is_undone_under_the_cap() {
         use std::io::Write;
         let dir = temp_dir("gzip");
+        let dir = dir.path();
         let path = dir.join("stacks.gz");
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all(&b"a;b 1\n".repeat(1000)).expect("gzip");
@@ -172,6 +178,6 @@ mod tests {
         assert_eq!(read_bytes(&path).expect("gunzip").len(), 6000);
         let err = read_bytes_with_limit(&path, 5999).expect_err("over the cap");
         assert!(err.to_string().contains("size limit"), "{err}");
-        std::fs::remove_dir_all(&dir).ok();
+        std::fs::remove_dir_all(dir).ok();
     }
 }

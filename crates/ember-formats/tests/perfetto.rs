@@ -266,8 +266,12 @@ fn same(got: &BTreeMap<String, i64>, want: &BTreeMap<String, i64>, what: &str) {
 /// A gzip'd trace is read too (the detector gunzips first), through a real file.
 #[test]
 fn detector_reads_a_trace_file() {
-    let dir = std::env::temp_dir().join(format!("ember-perfetto-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed with its content when `dir` drops, at the end of the test.
+    let dir = tempfile::Builder::new()
+        .prefix("ember-perfetto-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir.path();
     let path = dir.join("t.pftrace.gz");
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, &data("callstacks_annotate.pftrace")).unwrap();
@@ -276,7 +280,7 @@ fn detector_reads_a_trace_file() {
         Input::Pprof(p) => assert_eq!(total(&p, 0), 2),
         other => panic!("{other:?}"),
     }
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
 }
 
 /// pprof files are never taken for traces (their first field is a `ValueType` of varints).

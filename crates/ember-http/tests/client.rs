@@ -302,7 +302,7 @@ async fn connection_errors_and_bad_input() {
 
 #[tokio::test]
 async fn https_with_a_private_ca() {
-    let certs = temp_certs("https");
+    let (_certs_dir, certs) = temp_certs("https");
     let base = serve_https(&certs).await;
     let url = format!("{base}/hello");
 
@@ -347,7 +347,7 @@ async fn https_with_a_private_ca() {
 async fn an_explicit_proxy_is_used_for_http_and_https() {
     let proxy = Proxy::start().await;
     let plain = serve_http().await;
-    let certs = temp_certs("proxy");
+    let (_certs_dir, certs) = temp_certs("proxy");
     let secure = serve_https(&certs).await;
     let client = Client::new(&ClientConfig {
         proxy: Some(proxy.url.clone()),

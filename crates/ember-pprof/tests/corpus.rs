@@ -111,12 +111,16 @@ fn round_trip_preserves_everything() {
 fn write_file_then_read_file() {
     let case = &good_cases()[0];
     let p = decode(&case.bytes()).unwrap();
-    let dir = std::env::temp_dir().join(format!("ember-pprof-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed with its content when `dir` drops, at the end of the test.
+    let dir = tempfile::Builder::new()
+        .prefix("ember-pprof-test-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir.path();
     let path = dir.join("out.pb.gz");
     ember_pprof::write_file(&p, &path).unwrap();
     let back = ember_pprof::read_file(&path).unwrap();
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
     assert!(back == p);
     let missing = ember_pprof::read_file(&dir.join("nope.pb.gz")).unwrap_err();
     assert!(missing.to_string().contains("nope.pb.gz"));

@@ -33,10 +33,13 @@ const ALL: CallGraphOptions = CallGraphOptions {
     max_nodes: 0,
 };
 
-fn store(name: &str) -> (Store, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("ember-callgraph-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+fn store(name: &str) -> (tempfile::TempDir, Store) {
+    // Removed with its content when the caller drops the guard returned.
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("ember-callgraph-{name}-"))
+        .tempdir()
+        .expect("temp dir");
+    let store = Store::open(dir.path(), StoreOptions::default()).expect("open store");
     for (i, (f, _)) in FILES.iter().enumerate() {
         let batch = IngestBatch {
             profiles: vec![IngestProfile {
@@ -48,7 +51,7 @@ fn store(name: &str) -> (Store, PathBuf) {
         };
         store.ingest("t", batch).expect("ingest");
     }
-    (store, dir)
+    (dir, store)
 }
 
 fn request(service: usize, sample_type: &str) -> QueryRequest {
@@ -133,7 +136,7 @@ fn as_maps(g: &CallGraph) -> Expected {
 
 #[test]
 fn whole_graphs_equal_the_stacks_summed_once_per_stack() {
-    let (store, dir) = store("whole");
+    let (_dir, store) = store("whole");
     let q = Querier::new(&store);
     for (i, (file, st)) in FILES.iter().enumerate() {
         let g = q.call_graph("t", &request(i, st), &ALL).unwrap();
@@ -148,12 +151,11 @@ fn whole_graphs_equal_the_stacks_summed_once_per_stack() {
             "{file}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn pruned_graphs_join_kept_functions_through_dropped_ones() {
-    let (store, dir) = store("pruned");
+    let (_dir, store) = store("pruned");
     let q = Querier::new(&store);
     for (i, (file, st)) in FILES.iter().enumerate() {
         let options = CallGraphOptions {
@@ -182,12 +184,11 @@ fn pruned_graphs_join_kept_functions_through_dropped_ones() {
         assert_eq!(g.dropped_nodes, all.len() - kept.len(), "{file}");
         assert_eq!(g.dropped_edges, light, "{file}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_focused_graph_is_the_graph_of_the_stacks_through_the_path() {
-    let (store, dir) = store("focus");
+    let (_dir, store) = store("focus");
     let q = Querier::new(&store);
     let (file, st) = FILES[1];
     let source = stacks(file, st);
@@ -217,7 +218,6 @@ fn a_focused_graph_is_the_graph_of_the_stacks_through_the_path() {
         .collect();
     assert!(!through.is_empty() && through.len() < stacks(file, st).len());
     assert_eq!(as_maps(&g), independent(&through, None));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn find_go() -> Option<PathBuf> {
@@ -290,7 +290,7 @@ fn node_figures_equal_go_tool_pprof() {
         );
         return;
     };
-    let (store, dir) = store("go");
+    let (_dir, store) = store("go");
     let q = Querier::new(&store);
     let (file, st) = FILES[0];
     let whole = q.call_graph("t", &request(0, st), &ALL).unwrap();
@@ -314,5 +314,4 @@ fn node_figures_equal_go_tool_pprof() {
         pruned.dropped_nodes > 0,
         "the default fraction drops something"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -30,11 +30,13 @@ fn diff_data(name: &str) -> PathBuf {
 }
 
 /// A store in a fresh directory holding `file` as service `svc`.
-fn store_with(file: &Path, tag: &str) -> (Store, PathBuf) {
-    let dir =
-        std::env::temp_dir().join(format!("ember-query-diffbase-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+fn store_with(file: &Path, tag: &str) -> (tempfile::TempDir, Store) {
+    // Removed with its content when the caller drops the guard returned.
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("ember-query-diffbase-{tag}-"))
+        .tempdir()
+        .expect("temp dir");
+    let store = Store::open(dir.path(), StoreOptions::default()).expect("open store");
     let batch = IngestBatch {
         profiles: vec![IngestProfile {
             labels: vec![("service_name".into(), "svc".into())],
@@ -44,7 +46,7 @@ fn store_with(file: &Path, tag: &str) -> (Store, PathBuf) {
         }],
     };
     store.ingest("t", batch).expect("ingest");
-    (store, dir)
+    (dir, store)
 }
 
 fn request(sample_type: &str) -> QueryRequest {
@@ -87,7 +89,7 @@ fn a_pushed_diff_profile_reports_as_go_reads_the_file() {
     // Made by Go from symbolized profiles (the other file of that directory is legacy and
     // unsymbolized: Go prints no function names for it, the store keeps addresses).
     let (stem, sample_type) = ("sample-vs-large", "cpu");
-    let (store, dir) = store_with(&diff_data(&format!("{stem}.diff.pb.gz")), stem);
+    let (_dir, store) = store_with(&diff_data(&format!("{stem}.diff.pb.gz")), stem);
     let querier = Querier::new(&store);
     let req = request(sample_type);
     let expected = go_top(stem);
@@ -128,14 +130,13 @@ fn a_pushed_diff_profile_reports_as_go_reads_the_file() {
         "{stem}: folded lines are not `stack base new`"
     );
     drop(store);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_plain_profile_is_not_a_diff() {
     let corpora = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora");
     let file = corpora.join("pprof/internal/report/testdata/sample.cpu");
-    let (store, dir) = store_with(&file, "plain");
+    let (_dir, store) = store_with(&file, "plain");
     let querier = Querier::new(&store);
     let pprof = bytes(
         querier
@@ -161,7 +162,6 @@ fn a_plain_profile_is_not_a_diff() {
         table_lines(&expected.render()).first()
     );
     drop(store);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The JSON header of a binary flame graph (after `EMFG` and its length).
@@ -199,7 +199,7 @@ fn go_base_total_nanos() -> i64 {
 #[test]
 fn a_pushed_diff_profile_is_a_double_flame_graph() {
     let file = repo_file("crates/ember-formats/tests/data/diff-base/sample-vs-large.diff.pb.gz");
-    let (store, dir) = store_with(&file, "flame-diff");
+    let (_dir, store) = store_with(&file, "flame-diff");
     let querier = Querier::new(&store);
     let mut req = request("cpu");
     let base = go_base_total_nanos();
@@ -251,13 +251,12 @@ fn a_pushed_diff_profile_is_a_double_flame_graph() {
         .expect("pyroscope flamebearer");
     assert_eq!(pyro["metadata"]["format"], "single");
     drop(store);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_plain_profile_stays_a_single_flame_graph() {
     let file = repo_file("tests/data/corpora/pprof/internal/report/testdata/sample.cpu");
-    let (store, dir) = store_with(&file, "flame-plain");
+    let (_dir, store) = store_with(&file, "flame-plain");
     let querier = Querier::new(&store);
     let mut req = request("cpu");
     let header = bin_header(
@@ -283,5 +282,4 @@ fn a_plain_profile_stays_a_single_flame_graph() {
     );
     assert_eq!(fb["metadata"]["format"], "single");
     drop(store);
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -18,10 +18,13 @@ fn corpus(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-fn store(name: &str) -> (Store, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("ember-filters-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+fn store(name: &str) -> (tempfile::TempDir, Store) {
+    // Removed with its content when the caller drops the guard returned.
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("ember-filters-{name}-"))
+        .tempdir()
+        .expect("temp dir");
+    let store = Store::open(dir.path(), StoreOptions::default()).expect("open store");
     for (i, f) in [JAVA, GO].iter().enumerate() {
         let batch = IngestBatch {
             profiles: vec![IngestProfile {
@@ -33,7 +36,7 @@ fn store(name: &str) -> (Store, PathBuf) {
         };
         store.ingest("t", batch).expect("ingest");
     }
-    (store, dir)
+    (dir, store)
 }
 
 fn request(service: usize, filters: &FrameFilters) -> QueryRequest {
@@ -141,7 +144,7 @@ fn cases() -> Vec<FrameFilters> {
 
 #[test]
 fn filtered_selections_equal_the_filtered_source_stacks() {
-    let (store, dir) = store("stacks");
+    let (_dir, store) = store("stacks");
     let q = Querier::new(&store);
     let mut changed = 0;
     for (service, file) in [JAVA, GO].iter().enumerate() {
@@ -171,14 +174,13 @@ fn filtered_selections_equal_the_filtered_source_stacks() {
         changed >= 7,
         "the cases must change the selections: {changed}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A hidden function is gone from the top table (its self goes to its callers), and the
 /// flame graph cut at a small node limit spends no node on it.
 #[test]
 fn hidden_functions_leave_the_top_table_and_the_node_limit() {
-    let (store, dir) = store("top");
+    let (_dir, store) = store("top");
     let q = Querier::new(&store);
     let filters = FrameFilters {
         hide: Some(FrameFilters::parse_hide("^java/lang/").unwrap()),
@@ -200,5 +202,4 @@ fn hidden_functions_leave_the_top_table_and_the_node_limit() {
     let fb = q.flamebearer("t", &req, "").unwrap();
     let names = fb["flamebearer"]["names"].to_string();
     assert!(!names.contains("java/lang/"), "{names}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,8 +6,6 @@
 //! at limits from 1 node to more than the tree holds, on ties (values are multiples of
 //! 10 ms) and on narrow and wide ranges.
 
-use std::path::PathBuf;
-
 use ember_query::Tree;
 use ember_store::{IngestBatch, IngestProfile, Query, Store, StoreOptions, parse_selector};
 
@@ -68,10 +66,13 @@ fn profile(rng: &mut Rng, deploy: u64) -> Vec<u8> {
     ember_pprof::encode(&b.build())
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-heavy-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-heavy-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 fn query(selector: &str, start: i64, end: i64) -> Query {
@@ -104,7 +105,8 @@ fn heavy_merges_cut_like_full_merges() {
     for seed in 1..=6u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let dir = temp_dir(&format!("s{seed}"));
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let dir = dir.path();
+        let store = Store::open(dir, StoreOptions::default()).unwrap();
         let n = 150;
         for i in 0..n {
             let service = ["api", "db", "web"][rng.below(3) as usize];
@@ -151,7 +153,7 @@ fn heavy_merges_cut_like_full_merges() {
         };
         // One at a time: a data directory is opened by one store at once.
         for options in [StoreOptions::default(), no_cache, small_cache] {
-            let store = Store::open(&dir, options).unwrap();
+            let store = Store::open(dir, options).unwrap();
             for q in &queries {
                 let full = store.merge_stacks("t", q);
                 for max_nodes in [1, 2, 3, 7, 20, 64, 300, 5_000] {
@@ -178,7 +180,6 @@ fn heavy_merges_cut_like_full_merges() {
                 }
             }
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
     assert_eq!(compared, 6 * 3 * 5 * 8);
 }
@@ -188,7 +189,8 @@ fn heavy_merges_cut_like_full_merges() {
 #[test]
 fn negative_values_fall_back_to_the_full_merge() {
     let dir = temp_dir("negative");
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     let stacks: [(&[&str], i64); 4] = [
         (&["main", "a", "b"], 50),
         (&["main", "a", "c"], -30),
@@ -224,5 +226,4 @@ fn negative_values_fall_back_to_the_full_merge() {
         assert_eq!(shape(&got), shape(&want), "{max_nodes} nodes");
     }
     drop(store);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,10 +13,13 @@ const SEC: i64 = 1_000_000_000;
 const T0: i64 = 1_700_000_000 * SEC;
 const CPU: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-query-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-query-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 /// Stores one cpu profile of `stacks` (`"a;b"`, value) for the series `labels` at `time`.
@@ -42,9 +45,9 @@ fn ingest(store: &Store, labels: &[(&str, &str)], time: i64, stacks: &[(&str, i6
 }
 
 /// A store with service `api` (pods a and b) and service `db`, over three 10 s buckets.
-fn filled(name: &str) -> (Store, PathBuf) {
+fn filled(name: &str) -> (tempfile::TempDir, Store) {
     let dir = temp_dir(name);
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    let store = Store::open(dir.path(), StoreOptions::default()).expect("open store");
     let api_a = [("service_name", "api"), ("pod", "a")];
     let api_b = [("service_name", "api"), ("pod", "b")];
     ingest(&store, &api_a, T0, &[("main;work", 10), ("main;idle", 5)]);
@@ -62,7 +65,7 @@ fn filled(name: &str) -> (Store, PathBuf) {
         T0 + 5 * SEC,
         &[("query;scan", 100)],
     );
-    (store, dir)
+    (dir, store)
 }
 
 fn req(selector: &str, start: i64, end: i64) -> QueryRequest {
@@ -83,7 +86,7 @@ fn text(output: Output) -> String {
 
 #[test]
 fn merge_sums_stacks_within_selector_type_and_range() {
-    let (store, dir) = filled("merge");
+    let (_dir, store) = filled("merge");
     let q = Querier::new(&store);
     let api = q.merge("t", &all("{service_name=\"api\"}")).unwrap();
     assert_eq!(api.total, 46);
@@ -107,12 +110,11 @@ fn merge_sums_stacks_within_selector_type_and_range() {
     other_type.profile_type = Some("alloc_space".into());
     assert_eq!(q.merge("t", &other_type).unwrap().profiles, 0);
     assert_eq!(q.merge("other", &all("{}")).unwrap().total, 0);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn files_of_an_empty_selection_are_not_found_but_its_flame_graph_is_empty() {
-    let (store, dir) = filled("empty");
+    let (_dir, store) = filled("empty");
     let q = Querier::new(&store);
     let none = all("{service_name=\"nope\"}");
     for format in [Format::Folded, Format::Pprof, Format::Svg, Format::Top] {
@@ -125,12 +127,11 @@ fn files_of_an_empty_selection_are_not_found_but_its_flame_graph_is_empty() {
         panic!("a flamebearer is JSON");
     };
     assert_eq!(fb["flamebearer"]["numTicks"], 0);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn flamebearer_timeline_and_pprof_keep_the_totals() {
-    let (store, dir) = filled("flamebearer");
+    let (_dir, store) = filled("flamebearer");
     let q = Querier::new(&store);
     let mut r = req("{service_name=\"api\"}", T0, T0 + 30 * SEC - 1);
     assert_eq!(r.max_nodes, DEFAULT_MAX_NODES);
@@ -157,12 +158,11 @@ fn flamebearer_timeline_and_pprof_keep_the_totals() {
         .collect();
     assert_eq!(names, ["total", "main", "work", "other"]);
     assert_eq!(tree.nodes[0].total, 46);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn top_table_ranks_the_heaviest_function() {
-    let (store, dir) = filled("top");
+    let (_dir, store) = filled("top");
     let table = text(
         Querier::new(&store)
             .render("t", &all("{}"), Format::Top, "")
@@ -173,12 +173,11 @@ fn top_table_ranks_the_heaviest_function() {
         .find(|l| l.contains("scan") || l.contains("work"))
         .expect("a row");
     assert!(first_row.contains("scan"), "{table}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn focus_keeps_only_the_stacks_through_the_path_in_every_format() {
-    let (store, dir) = filled("focus");
+    let (_dir, store) = filled("focus");
     let q = Querier::new(&store);
     let mut req = all("{}");
     req.focus = vec!["main".into(), "work".into()];
@@ -205,12 +204,11 @@ fn focus_keeps_only_the_stacks_through_the_path_in_every_format() {
         req.focus
     );
     assert!(ember_query::parse::parse_path("focus", "main;work").is_err());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn top_json_lists_every_function_with_raw_values() {
-    let (store, dir) = filled("top-json");
+    let (_dir, store) = filled("top-json");
     let q = Querier::new(&store);
     let Output::Json(top) = q.render("t", &all("{}"), Format::TopJson, "").unwrap() else {
         panic!("top-json is JSON");
@@ -230,12 +228,11 @@ fn top_json_lists_every_function_with_raw_values() {
         Err(QueryError::NotFound(_))
     ));
     assert_eq!(Format::parse(Some("top-json")).unwrap(), Format::TopJson);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn diff_compares_two_time_ranges_per_stack() {
-    let (store, dir) = filled("diff");
+    let (_dir, store) = filled("diff");
     let q = Querier::new(&store);
     let left = req("{service_name=\"api\"}", T0, T0 + 10 * SEC - 1);
     let right = req("{service_name=\"api\"}", T0 + 10 * SEC, T0 + 30 * SEC);
@@ -301,12 +298,11 @@ fn diff_compares_two_time_ranges_per_stack() {
         Err(QueryError::NotFound(_))
     ));
     assert_eq!(empty.flamebearer("")["leftTicks"], 0);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn time_series_buckets_by_step_and_groups_by_labels() {
-    let (store, dir) = filled("series");
+    let (_dir, store) = filled("series");
     let q = Querier::new(&store);
     let mut r = all("{}");
     r.step_nanos = Some(10 * SEC);
@@ -335,13 +331,13 @@ fn time_series_buckets_by_step_and_groups_by_labels() {
             (vec!["db", ""], 100)
         ]
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn averaged_series_contribute_their_mean() {
     let dir = temp_dir("average");
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let gauge = [("service_name", "g"), ("__aggregation_type__", "average")];
     ingest(&store, &gauge, T0, &[("a", 10), ("b", 3)]);
     ingest(&store, &gauge, T0 + SEC, &[("a", 20)]);
@@ -353,12 +349,11 @@ fn averaged_series_contribute_their_mean() {
     let mut r = all("{service_name=\"g\"}");
     r.step_nanos = Some(10 * SEC);
     assert_eq!(q.time_series("t", &r).unwrap()[0].points, vec![(T0, 17)]);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn listings_and_filters_on_unlabelled_profiles() {
-    let (store, dir) = filled("listings");
+    let (_dir, store) = filled("listings");
     let q = Querier::new(&store);
     assert_eq!(q.profile_types("t"), vec![CPU.to_string()]);
     assert_eq!(
@@ -383,7 +378,6 @@ fn listings_and_filters_on_unlabelled_profiles() {
     let mut labels = all("{}");
     labels.sample_labels = vec![ember_store::Matcher::eq("span_name", "GET")];
     assert!(q.time_series("t", &labels).unwrap().is_empty());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Span ids and sample-label matchers select samples of a real Go profile (otel-profiling-go
@@ -391,7 +385,8 @@ fn listings_and_filters_on_unlabelled_profiles() {
 #[test]
 fn span_and_sample_label_filters_select_samples() {
     let dir = temp_dir("spans");
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let pprof = std::fs::read(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
             "../../tests/data/corpora/pyroscope/pkg/pprof/testdata/single_group_with_optional_span_id.pb.gz",
@@ -433,5 +428,4 @@ fn span_and_sample_label_filters_select_samples() {
         by,
         vec![(String::new(), 610_000_000), ("239".into(), 710_000_000)]
     );
-    let _ = std::fs::remove_dir_all(dir);
 }

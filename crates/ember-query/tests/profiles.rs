@@ -53,10 +53,14 @@ fn pushes() -> Vec<(Labels, i64, &'static str)> {
     out
 }
 
-fn open(name: &str) -> (Store, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("ember-profiles-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    (Store::open(&dir, StoreOptions::default()).unwrap(), dir)
+fn open(name: &str) -> (tempfile::TempDir, Store) {
+    // Removed with its content when the caller drops the guard returned.
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("ember-profiles-{name}-"))
+        .tempdir()
+        .expect("temp dir");
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    (dir, store)
 }
 
 fn ingest(store: &Store, pushes: &[(Labels, i64, &str)]) {
@@ -173,16 +177,15 @@ fn check(store: &Store, pushes: &[(Labels, i64, &str)]) {
 
 #[test]
 fn listed_profiles_are_exactly_those_pushed_and_each_reads_back_whole() {
-    let (store, dir) = open("head");
+    let (_dir, store) = open("head");
     let pushes = pushes();
     ingest(&store, &pushes);
     check(&store, &pushes);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn profiles_in_blocks_list_and_read_back_the_same() {
-    let (store, dir) = open("blocks");
+    let (dir, store) = open("blocks");
     let pushes = pushes();
     // Half in a block, half in the head; then everything in blocks after a restart.
     ingest(&store, &pushes[..5]);
@@ -192,7 +195,6 @@ fn profiles_in_blocks_list_and_read_back_the_same() {
     store.flush().unwrap();
     store.close();
     drop(store);
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     check(&store, &pushes);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,7 +4,6 @@
 //! against the node limit it must not be cut by.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use ember_query::{Format, Output, Querier, QueryError, QueryRequest};
 use ember_store::{IngestBatch, IngestProfile, Store, StoreOptions};
@@ -13,10 +12,13 @@ use serde_json::Value;
 const SEC: i64 = 1_000_000_000;
 const T0: i64 = 1_700_000_000 * SEC;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-query-ss-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-query-ss-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 /// Stores one cpu profile of `stacks` (`"a;b"`, value) for service `svc` at `time`.
@@ -116,7 +118,8 @@ fn validate(file: &Value) -> Vec<(String, BTreeMap<String, f64>)> {
 #[test]
 fn speedscope_of_a_selection_holds_every_stack_with_its_weight() {
     let dir = temp_dir("one");
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     ingest(
         &store,
         "api",
@@ -156,13 +159,13 @@ fn speedscope_of_a_selection_holds_every_stack_with_its_weight() {
         q.render("t", &req(0, 1), Format::Speedscope, ""),
         Err(QueryError::NotFound(_))
     ));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn speedscope_of_a_diff_has_the_baseline_and_the_comparison() {
     let dir = temp_dir("diff");
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     ingest(
         &store,
         "api",
@@ -198,7 +201,6 @@ fn speedscope_of_a_diff_has_the_baseline_and_the_comparison() {
     );
     assert_eq!(profiles[0].1.get("main;gc"), None);
     assert_eq!(profiles[1].1.get("main;gc"), Some(&10.0));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A `double` flamebearer's frame names under the frame called `parent` (level 1).
@@ -245,7 +247,8 @@ fn children_of(fb: &Value, parent: &str) -> Vec<String> {
 #[test]
 fn a_focused_diff_is_cut_after_the_focus() {
     let dir = temp_dir("focus");
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     // Under `a` 40 children, each heavier on the right; `b` alone is heavier than any of them,
     // so a limit of 8 nodes keeps `b` and cuts most of `a`'s children into `other`.
     let side = |k: i64| {
@@ -292,5 +295,4 @@ fn a_focused_diff_is_cut_after_the_focus() {
         empty.render(Format::Flamebearer, ""),
         Err(QueryError::NotFound(_))
     ));
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -118,9 +118,13 @@ fn type_of(p: &ember_pprof::Profile) -> (String, String) {
 
 #[test]
 fn top_from_the_call_tree_equals_top_of_the_pprof() {
-    let dir = std::env::temp_dir().join(format!("ember-query-top-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    // Removed with its content when `dir` drops, at the end of the test.
+    let dir = tempfile::Builder::new()
+        .prefix("ember-query-top-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let files = proto_files();
     let mut ingested = 0;
     for (i, f) in files.iter().enumerate() {
@@ -174,7 +178,6 @@ fn top_from_the_call_tree_equals_top_of_the_pprof() {
         selections >= 80 && diffs >= 10 && rows >= 1000,
         "{selections} selections, {diffs} diffs, {rows} rows"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// What the table of a stored profile lists is what `ember top` lists of the file, row for
@@ -185,9 +188,13 @@ fn top_from_the_call_tree_equals_top_of_the_pprof() {
 /// lines: it is the table of a merge, not of one file.)
 #[test]
 fn stored_profile_lists_the_rows_of_the_file() {
-    let dir = std::env::temp_dir().join(format!("ember-query-top-file-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    // Removed with its content when `dir` drops, at the end of the test.
+    let dir = tempfile::Builder::new()
+        .prefix("ember-query-top-file-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let (mut compared, mut inlined_rows) = (0, 0);
     for (i, f) in proto_files().iter().enumerate() {
         let service = format!("svc{i}");
@@ -237,7 +244,6 @@ fn stored_profile_lists_the_rows_of_the_file() {
         compared >= 90 && inlined_rows >= 100,
         "{compared} sample types, {inlined_rows} inlined rows"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Samples without frames are the root's own value: the table counts them in its total like
@@ -245,9 +251,13 @@ fn stored_profile_lists_the_rows_of_the_file() {
 /// and both tables still agree.
 #[test]
 fn samples_without_frames_count_in_the_total() {
-    let dir = std::env::temp_dir().join(format!("ember-query-top-root-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    // Removed with its content when `dir` drops, at the end of the test.
+    let dir = tempfile::Builder::new()
+        .prefix("ember-query-top-root-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
     b.set_period(("cpu", "nanoseconds"), 10_000_000);
     b.add_folded_stack(&["main", "work"], &[30_000_000]);
@@ -280,7 +290,6 @@ fn samples_without_frames_count_in_the_total() {
         table.render()
     );
     check_merged(&merged, "a sample without frames");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The server's table of a selection spread over many tiers (the open head, block sections,
@@ -289,9 +298,13 @@ fn samples_without_frames_count_in_the_total() {
 /// sections in part (read in full) or cover them whole (read from rollups).
 #[test]
 fn top_summed_tier_by_tier_equals_top_of_the_merge() {
-    let dir = std::env::temp_dir().join(format!("ember-query-top-tiers-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    // Removed with its content when `dir` drops, at the end of the test.
+    let dir = tempfile::Builder::new()
+        .prefix("ember-query-top-tiers-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).expect("open store");
     // The same profiles in one open head: the web UI's JSON table must not depend on tiers.
     let one_head = Store::open(&dir.join("one-head"), StoreOptions::default()).expect("open");
     let files = proto_files();
@@ -336,5 +349,4 @@ fn top_summed_tier_by_tier_equals_top_of_the_merge() {
         }
     }
     assert!(compared >= 20, "{compared} selections compared");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -31,9 +31,13 @@ fn flat(t: &Tree) -> Vec<(Vec<String>, i64, i64)> {
 
 #[test]
 fn tree_from_frames_equals_tree_from_stacks() {
-    let dir = std::env::temp_dir().join(format!("ember-query-tree-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir, StoreOptions::default()).expect("open store");
+    // Removed with its content when `dir` drops, at the end of the test.
+    let dir = tempfile::Builder::new()
+        .prefix("ember-query-tree-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir.path();
+    let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let files = [
         "pyroscope/pkg/pprof/testdata/gotruncatefix/cpu_go_truncated_1.pb.gz",
         "pyroscope/pkg/pprof/testdata/dotnet.labels.pprof",
@@ -103,7 +107,6 @@ fn tree_from_frames_equals_tree_from_stacks() {
         checked += 1;
     }
     assert!(checked >= 4, "only {checked} series");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A diff's flame graph cut at the node limit keeps the heaviest frames of both sides and

@@ -320,13 +320,17 @@ mod tests {
 
     #[test]
     fn bad_ids_and_kinds_are_never_asked() {
-        let dir = std::env::temp_dir().join(format!("ember-dbgd-unit-{}", std::process::id()));
+        // Removed with its content when `dir` drops, at the end of the test.
+        let dir = tempfile::Builder::new()
+            .prefix("ember-dbgd-unit-")
+            .tempdir()
+            .expect("temp dir");
+        let dir = dir.path();
         // A server that would fail if asked: nothing is sent for an invalid request.
-        let mut c = Debuginfod::new(vec!["http://127.0.0.1:9".into()], dir.clone());
+        let mut c = Debuginfod::new(vec!["http://127.0.0.1:9".into()], dir.to_path_buf());
         assert!(matches!(c.debuginfo("../etc"), Ok(None)));
         assert!(matches!(c.debuginfo("ABCD"), Ok(None)));
         assert!(matches!(c.fetch("abcd", "source"), Ok(None)));
         assert!(c.client.is_none());
-        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -43,6 +43,7 @@ fn the_agent_scrapes_the_example_service() {
         return;
     }
     let dir = temp_dir("agent-scrape");
+    let dir = dir.path();
     let server = start_server(&dir.join("data"));
     let service_addr = format!("127.0.0.1:{}", free_port());
     let _service = Running(

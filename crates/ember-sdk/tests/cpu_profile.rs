@@ -87,6 +87,7 @@ fn hot_function_dominates_and_thread_names_are_labels() {
         );
     }
     let dir = temp_dir("cpu");
+    let dir = dir.path();
     let file = dir.join("cpu.pb.gz");
     std::fs::write(&file, &bytes).unwrap();
     if let Some(top) = go_pprof_top(&file) {

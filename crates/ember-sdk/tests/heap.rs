@@ -146,6 +146,7 @@ fn heap_over_http() {
         assert_eq!(a.status, 400);
     });
     let dir = temp_dir("heap");
+    let dir = dir.path();
     let file = dir.join("heap.pb.gz");
     let p = ember_sdk::heap_profile().unwrap();
     std::fs::write(&file, ember_pprof::encode_gzip(&p)).unwrap();

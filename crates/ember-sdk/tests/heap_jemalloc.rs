@@ -94,6 +94,8 @@ fn jemalloc_sampling_finds_the_big_site() {
     assert!(top.value[1] >= top.value[3] && top.value[0] > 0);
 
     let dir = temp_dir("heap-jemalloc");
+
+    let dir = dir.path();
     let file = dir.join("heap.pb.gz");
     std::fs::write(&file, ember_pprof::encode_gzip(&p)).unwrap();
     if let Some(out) = go_pprof_top(&file) {

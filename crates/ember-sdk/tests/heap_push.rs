@@ -27,6 +27,7 @@ fn push_churn_site(bytes: usize) -> u64 {
 #[test]
 fn pushed_alloc_space_adds_up_to_what_was_allocated() {
     let dir = temp_dir("heap-push");
+    let dir = dir.path();
     let server = start_server(&dir.join("data"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

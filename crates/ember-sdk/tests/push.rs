@@ -13,7 +13,8 @@ use common::*;
 #[test]
 fn pushes_into_a_real_server_alongside_a_forced_ad_hoc_profile() {
     let dir = temp_dir("push");
-    let addr = start_server(&dir);
+    let dir = dir.path();
+    let addr = start_server(dir);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

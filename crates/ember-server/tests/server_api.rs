@@ -36,7 +36,8 @@ fn flamebearer_names(v: &serde_json::Value) -> Vec<String> {
 #[test]
 fn ingest_and_query_round_trip() {
     let dir = temp_dir("api");
-    let server = Server::start(&dir, &[]);
+    let dir = dir.path();
+    let server = Server::start(dir, &[]);
     assert_eq!(server.get("/ready", &[]), (200, "ready\n".into()));
     assert_eq!(server.get("/healthz", &[]).0, 200);
 
@@ -238,12 +239,12 @@ fn ingest_and_query_round_trip() {
         "{metrics}"
     );
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn limits_give_clear_json_errors() {
     let dir = temp_dir("limits");
+    let dir = dir.path();
     let config = dir.join("config.json");
     // Retention off: the corpus profiles pushed below carry their own (years old) times.
     std::fs::write(&config, r#"{"retention_days": 0, "max_body_bytes": 100000, "max_decompressed_bytes": 1000000, "max_series_per_tenant": 4, "max_labels_per_series": 5}"#).unwrap();
@@ -321,12 +322,12 @@ fn limits_give_clear_json_errors() {
         );
     }
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn bearer_token_auth_maps_tokens_to_tenants() {
     let dir = temp_dir("auth");
+    let dir = dir.path();
     let tokens = dir.join("tokens");
     std::fs::write(
         &tokens,
@@ -371,12 +372,12 @@ fn bearer_token_auth_maps_tokens_to_tenants() {
     assert_eq!(server.get("/api/v1/profile_types", &[]).0, 401);
     assert_eq!(server.get("/ready", &[]).0, 200);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn metrics_auth_puts_metrics_behind_a_token() {
     let dir = temp_dir("metrics-auth");
+    let dir = dir.path();
     let tokens = dir.join("tokens");
     std::fs::write(&tokens, "secret-a team-a\n").unwrap();
     let tokens = tokens.to_str().unwrap();
@@ -404,7 +405,6 @@ fn metrics_auth_puts_metrics_behind_a_token() {
     assert_eq!(server.get("/ready", &[]).0, 200);
     assert_eq!(server.get("/healthz", &[]).0, 200);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Decodes a JSON error body and returns its `code` and `message`.
@@ -420,6 +420,7 @@ fn json_error(body: &[u8]) -> (String, String) {
 #[test]
 fn sample_and_label_length_limits_refuse_without_touching_stored_data() {
     let dir = temp_dir("label-limits");
+    let dir = dir.path();
     let config = dir.join("config.json");
     std::fs::write(
         &config,
@@ -529,7 +530,6 @@ fn sample_and_label_length_limits_refuse_without_touching_stored_data() {
         );
     }
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The value of an unlabelled sample `name` in a Prometheus text exposition.
@@ -542,6 +542,7 @@ fn metric(text: &str, name: &str) -> f64 {
 #[test]
 fn legacy_lines_and_units_raw_push_default_tenant_and_flush_metrics() {
     let dir = temp_dir("api-gaps");
+    let dir = dir.path();
     let config = dir.join("config.json");
     std::fs::write(
         &config,
@@ -681,13 +682,13 @@ fn legacy_lines_and_units_raw_push_default_tenant_and_flush_metrics() {
         "{metrics}"
     );
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn legacy_aggregation_type_average_is_averaged_over_time_and_others_are_refused() {
     let dir = temp_dir("aggregation");
-    let server = Server::start(&dir, &[]);
+    let dir = dir.path();
+    let server = Server::start(dir, &[]);
     // The same two profiles, ten seconds apart, to a summed and to an averaged application.
     for (app, aggregation) in [("summed", "sum"), ("averaged", "average")] {
         for (from, body) in [
@@ -763,7 +764,7 @@ fn legacy_aggregation_type_average_is_averaged_over_time_and_others_are_refused(
 
     // The marking survives a restart (it is part of the logged series labels).
     server.terminate();
-    let server = Server::start(&dir, &[]);
+    let server = Server::start(dir, &[]);
     let (s, text) = server.get(
         &format!(
             "/api/v1/query?query={}&{range}&format=folded",
@@ -774,5 +775,4 @@ fn legacy_aggregation_type_average_is_averaged_over_time_and_others_are_refused(
     assert_eq!(s, 200, "{text}");
     assert_eq!(text, "main;a 200000000\nmain;b 30000000\n");
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -148,6 +148,7 @@ fn metric(text: &str, line_start: &str) -> f64 {
 #[test]
 fn fifteen_hundred_half_sent_requests_are_closed_after_the_timeouts_while_others_are_served() {
     let dir = temp_dir("slowloris");
+    let dir = dir.path();
     let config = dir.join("config.json");
     std::fs::write(&config, CONFIG).unwrap();
     let server = Server::start(&dir.join("data"), &["--config", config.to_str().unwrap()]);
@@ -257,6 +258,7 @@ fn fifteen_hundred_half_sent_requests_are_closed_after_the_timeouts_while_others
 #[test]
 fn beyond_max_connections_a_new_connection_waits_for_a_free_slot() {
     let dir = temp_dir("conncap");
+    let dir = dir.path();
     let config = dir.join("config.json");
     std::fs::write(
         &config,
@@ -287,6 +289,7 @@ fn beyond_max_connections_a_new_connection_waits_for_a_free_slot() {
 #[test]
 fn bad_connection_settings_are_refused_at_start() {
     let dir = temp_dir("badconn");
+    let dir = dir.path();
     let limits: ember_server::Limits =
         serde_json::from_str(r#"{"body_read_timeout_seconds": -1}"#).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -312,6 +315,7 @@ fn bad_connection_settings_are_refused_at_start() {
 #[test]
 fn shutdown_does_not_wait_for_idle_or_silent_connections() {
     let dir = temp_dir("conn-shutdown");
+    let dir = dir.path();
     // The default timeouts (10 s head, 60 s idle): shutdown must not wait for them.
     let server = Server::start(&dir.join("data"), &[]);
     let silent = Stall::Silent.open(&server.addr);
@@ -357,6 +361,7 @@ fn shutdown_does_not_wait_for_idle_or_silent_connections() {
 #[test]
 fn shutdown_does_not_wait_for_a_tls_handshake_in_progress() {
     let dir = temp_dir("conn-shutdown-tls");
+    let dir = dir.path();
     let certs = certs::make_certs(&dir.join("certs"));
     let config = dir.join("config.json");
     // A long header timeout, so only the shutdown itself can end the handshake soon.

@@ -76,6 +76,7 @@ fn grpcio_client_pushes_over_http2_and_profiles_are_queryable() {
         Err(e) => panic!("python3 not found: {e}"),
     }
     let dir = temp_dir("grpc");
+    let dir = dir.path();
     let stubs = dir.join("stubs");
     std::fs::create_dir_all(&stubs).unwrap();
     std::fs::write(stubs.join("push.proto"), PUSH_PROTO).unwrap();
@@ -135,12 +136,12 @@ fn grpcio_client_pushes_over_http2_and_profiles_are_queryable() {
     let pods = server.get_json("/api/v1/label/pod/values", &[]);
     assert_eq!(pods, serde_json::json!(["gzip", "plain"]));
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn grpcio_client_pushes_over_tls_with_http2_by_alpn() {
     let dir = temp_dir("grpc-tls");
+    let dir = dir.path();
     let stubs = dir.join("stubs");
     std::fs::create_dir_all(&stubs).unwrap();
     std::fs::write(stubs.join("push.proto"), PUSH_PROTO).unwrap();
@@ -189,5 +190,4 @@ fn grpcio_client_pushes_over_tls_with_http2_by_alpn() {
     let pods = server.get_json("/api/v1/label/pod/values", &[]);
     assert_eq!(pods, serde_json::json!(["gzip", "plain"]));
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,13 +10,16 @@ fn go_cpu() -> Vec<u8> {
     std::fs::read(corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz")).unwrap()
 }
 
-fn start(name: &str, config: &str, extra: &[&str]) -> (Server, std::path::PathBuf) {
+/// A server with `config` on a fresh directory, removed when the returned guard drops
+/// (after the server: it is declared first).
+fn start(name: &str, config: &str, extra: &[&str]) -> (tempfile::TempDir, Server) {
     let dir = temp_dir(name);
-    let path = dir.join("config.json");
+    let path = dir.path().join("config.json");
     std::fs::write(&path, config).unwrap();
     let mut args = vec!["--config", path.to_str().unwrap()];
     args.extend_from_slice(extra);
-    (Server::start(&dir.join("data"), &args), dir)
+    let server = Server::start(&dir.path().join("data"), &args);
+    (dir, server)
 }
 
 fn push_as(server: &Server, tenant: Option<&str>, service: &str) -> (u16, serde_json::Value) {
@@ -36,7 +39,7 @@ fn push_as(server: &Server, tenant: Option<&str>, service: &str) -> (u16, serde_
 
 #[test]
 fn only_allowed_tenants_are_served() {
-    let (server, dir) = start(
+    let (dir, server) = start(
         "allowed",
         r#"{"retention_days": 0, "allowed_tenants": ["team-a", "anonymous"]}"#,
         &[],
@@ -74,9 +77,9 @@ fn only_allowed_tenants_are_served() {
     drop(server);
 
     // With tokens, the token's tenant must be allowed as well.
-    let tokens = dir.join("tokens");
+    let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "tok-a team-a\ntok-c team-c\n").unwrap();
-    let (server, _) = start(
+    let (_dir, server) = start(
         "allowed-tokens",
         r#"{"retention_days": 0, "allowed_tenants": ["team-a"]}"#,
         &["--auth-tokens", tokens.to_str().unwrap()],
@@ -103,7 +106,7 @@ fn only_allowed_tenants_are_served() {
 #[test]
 fn the_series_cap_spans_tenants() {
     // Each push of the Go CPU profile makes two series (samples and cpu).
-    let (server, _) = start(
+    let (_dir, server) = start(
         "series-total",
         r#"{"retention_days": 0, "max_series_total": 5}"#,
         &[],
@@ -140,7 +143,7 @@ fn a_request_whose_profiles_decompress_past_the_request_limit_is_refused_whole()
         r#"{{"retention_days": 0, "max_request_decompressed_bytes": {}}}"#,
         2 * raw + raw / 2
     );
-    let (server, _) = start("request-limit", &config, &[]);
+    let (_dir, server) = start("request-limit", &config, &[]);
     // JSON push (base64 profiles) of three samples: refused as a whole.
     let sample = serde_json::json!({ "rawProfile": util::base64(&go) });
     let request = |n: usize| {

@@ -48,6 +48,7 @@ fn pyroscope_io_python_client_pushes_and_functions_are_queryable() {
         Err(e) => panic!("python3 not found: {e}"),
     }
     let dir = temp_dir("pyroscope-io");
+    let dir = dir.path();
     let script = dir.join("workload.py");
     std::fs::write(&script, WORKLOAD).unwrap();
     let server = Server::start(&dir.join("data"), &[]);
@@ -91,5 +92,4 @@ fn pyroscope_io_python_client_pushes_and_functions_are_queryable() {
     let types = server.get_json("/api/v1/profile_types", &[]);
     eprintln!("pyroscope-io pushed profile types {types}; ember_hot_function = {hot} ns");
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

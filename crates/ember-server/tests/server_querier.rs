@@ -29,7 +29,8 @@ fn cpu_total(bytes: &[u8]) -> i64 {
 #[test]
 fn querier_connect_methods() {
     let dir = temp_dir("querier");
-    let server = Server::start(&dir, &[]);
+    let dir = dir.path();
+    let server = Server::start(dir, &[]);
     let a = std::fs::read(corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz")).unwrap();
     let b = std::fs::read(corpus("pprof/internal/report/testdata/sample.cpu")).unwrap();
     for (pod, bytes) in [("pod-a", &a), ("pod-b", &b)] {
@@ -191,7 +192,6 @@ fn querier_connect_methods() {
     );
     assert_eq!(s, 404);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Grafana's "profiles for this span": `SelectMergeSpanProfile` (protobuf and JSON) and the
@@ -201,7 +201,8 @@ fn querier_connect_methods() {
 fn span_profiles_select_the_samples_of_a_span() {
     use ember_proto::querier::SelectMergeSpanProfileRequest;
     let dir = temp_dir("spans");
-    let server = Server::start(&dir, &[]);
+    let dir = dir.path();
+    let server = Server::start(dir, &[]);
     // otel-profiling-go output: 1.32 s of CPU, 710 ms of it in span 239.
     let bytes = std::fs::read(corpus(
         "pyroscope/pkg/pprof/testdata/single_group_with_optional_span_id.pb.gz",
@@ -277,5 +278,4 @@ fn span_profiles_select_the_samples_of_a_span() {
         610_000_000
     );
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

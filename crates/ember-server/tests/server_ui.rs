@@ -10,7 +10,8 @@ use util::{Server, enc, temp_dir};
 #[test]
 fn the_page_or_a_note_that_the_ui_was_left_out() {
     let dir = temp_dir("ui-page");
-    let server = Server::start(&dir, &[]);
+    let dir = dir.path();
+    let server = Server::start(dir, &[]);
     let (status, body) = server.get("/", &[]);
     if cfg!(feature = "ui") {
         assert_eq!(status, 200);
@@ -24,7 +25,6 @@ fn the_page_or_a_note_that_the_ui_was_left_out() {
     }
     // The API answers either way.
     assert_eq!(server.get("/api/v1/profile_types", &[]).0, 200);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn ingest(server: &Server, at: i64, body: &str) {
@@ -39,7 +39,8 @@ fn ingest(server: &Server, at: i64, body: &str) {
 #[test]
 fn speedscope_export_and_a_focused_diff() {
     let dir = temp_dir("ui-export");
-    let server = Server::start(&dir, &[]);
+    let dir = dir.path();
+    let server = Server::start(dir, &[]);
     ingest(
         &server,
         1_700_000_000,
@@ -105,7 +106,6 @@ fn speedscope_export_and_a_focused_diff() {
     );
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("focus"), "{body}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A `flamebearer-bin` answer read back into the JSON flamebearer's shape: the header, the
@@ -219,7 +219,8 @@ fn json_levels(fb: &serde_json::Value) -> (Vec<String>, Vec<Vec<i64>>) {
 #[test]
 fn the_binary_flame_graph_is_the_flamebearer_in_columns() {
     let dir = temp_dir("ui-binary");
-    let server = Server::start(&dir, &[]);
+    let dir = dir.path();
+    let server = Server::start(dir, &[]);
     // Names of every width in UTF-8 and UTF-16 (the page slices names by UTF-16 length).
     ingest(
         &server,
@@ -297,13 +298,13 @@ fn the_binary_flame_graph_is_the_flamebearer_in_columns() {
     );
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("flamebearer-bin"), "{body}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_min_share_leaves_out_the_thin_nodes_and_bad_ones_are_refused() {
     let dir = temp_dir("ui-min-share");
-    let server = Server::start(&dir, &[]);
+    let dir = dir.path();
+    let server = Server::start(dir, &[]);
     ingest(
         &server,
         1_700_000_000,
@@ -340,5 +341,4 @@ fn a_min_share_leaves_out_the_thin_nodes_and_bad_ones_are_refused() {
             "{body}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -30,9 +30,11 @@ fn ns(samples: i64) -> i64 {
     samples * 10_000_000
 }
 
-fn start(name: &str) -> (Server, std::path::PathBuf) {
+/// A server on a fresh directory holding [`profiles`]; the directory is removed when the
+/// returned guard drops (after the server: declare it first).
+fn start(name: &str) -> (tempfile::TempDir, Server) {
     let dir = temp_dir(name);
-    let server = Server::start(&dir, &[]);
+    let server = Server::start(dir.path(), &[]);
     for (at, text) in profiles() {
         let (s, b) = server.request(
             "POST",
@@ -42,12 +44,12 @@ fn start(name: &str) -> (Server, std::path::PathBuf) {
         );
         assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
     }
-    (server, dir)
+    (dir, server)
 }
 
 #[test]
 fn call_graph_route_answers_the_graph_and_checks_its_parameters() {
-    let (server, dir) = start("views-graph");
+    let (_dir, server) = start("views-graph");
     let range = format!("from={}&until={}", T0 - 100, T0 + 100);
     let q = enc("{service_name=\"web\"}");
     let g = server.get_json(
@@ -125,12 +127,11 @@ fn call_graph_route_answers_the_graph_and_checks_its_parameters() {
     );
     assert_eq!(s, 501);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn profiles_are_listed_and_read_back_one_by_one() {
-    let (server, dir) = start("views-profiles");
+    let (_dir, server) = start("views-profiles");
     let range = format!("from={}&until={}", T0 - 100, T0 + 100);
     let q = enc("{service_name=\"web\"}");
     let list = server.get_json(&format!("/api/v1/profiles?query={q}&{range}"), &[]);
@@ -199,5 +200,4 @@ fn profiles_are_listed_and_read_back_one_by_one() {
     let (s, _) = server.get(&format!("/api/v1/profiles?query={q}&limit=x"), &[]);
     assert_eq!(s, 400);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

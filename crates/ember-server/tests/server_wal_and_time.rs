@@ -12,6 +12,7 @@ use util::{Server, corpus, enc, temp_dir};
 #[test]
 fn a_corrupt_log_record_is_skipped_counted_and_the_rest_served() {
     let dir = temp_dir("wal-corrupt");
+    let dir = dir.path();
     let data = dir.join("data");
     {
         let store = ember_store::Store::open(&data, ember_store::StoreOptions::default()).unwrap();
@@ -63,7 +64,6 @@ fn a_corrupt_log_record_is_skipped_counted_and_the_rest_served() {
         "{metrics}"
     );
     server.terminate();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// With the default 30-day retention, a profile from 2021 is refused (it used to be
@@ -73,6 +73,7 @@ fn a_corrupt_log_record_is_skipped_counted_and_the_rest_served() {
 #[test]
 fn profiles_outside_the_time_window_are_refused() {
     let dir = temp_dir("time-window");
+    let dir = dir.path();
     let config = dir.join("config.json");
     std::fs::write(&config, "{}").unwrap();
     let server = Server::start(&dir.join("data"), &["--config", config.to_str().unwrap()]);
@@ -99,5 +100,4 @@ fn profiles_outside_the_time_window_are_refused() {
         "{metrics}"
     );
     server.terminate();
-    let _ = std::fs::remove_dir_all(&dir);
 }

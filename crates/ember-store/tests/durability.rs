@@ -177,7 +177,7 @@ fn replay_flushes_into_blocks_as_it_goes() {
     };
     let n = (3 << 20) / pprof.len() as u32 + 1;
     {
-        let store = Store::open(&dir, options.clone()).unwrap();
+        let store = Store::open(dir, options.clone()).unwrap();
         for seq in 0..n {
             store.ingest("t", one(&pprof, seq)).unwrap();
         }
@@ -188,8 +188,8 @@ fn replay_flushes_into_blocks_as_it_goes() {
             .map(|e| e.unwrap().metadata().unwrap().len())
             .sum()
     };
-    assert!(wal_bytes(&dir) > 3 << 20);
-    let store = Store::open(&dir, options.clone()).unwrap();
+    assert!(wal_bytes(dir) > 3 << 20);
+    let store = Store::open(dir, options.clone()).unwrap();
     assert!(
         store.replay_flushes() >= 8,
         "{} blocks written during the replay of {} profiles",
@@ -204,7 +204,7 @@ fn replay_flushes_into_blocks_as_it_goes() {
     let want: BTreeSet<u32> = (0..n).collect();
     assert_eq!(stored(&store), want);
     drop(store);
-    let store = Store::open(&dir, options).unwrap();
+    let store = Store::open(dir, options).unwrap();
     assert_eq!(stored(&store), want, "after a second reopen");
 }
 
@@ -217,7 +217,7 @@ fn a_flush_sets_damaged_segments_aside() {
     let dir = dir.path();
     let pprof = std::fs::read(corpus(CPU)).unwrap();
     {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let store = Store::open(dir, StoreOptions::default()).unwrap();
         for seq in 0..3 {
             store.ingest("t", one(&pprof, seq)).unwrap();
         }
@@ -233,7 +233,7 @@ fn a_flush_sets_damaged_segments_aside() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x01;
     std::fs::write(&segment, &bytes).unwrap();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     assert_eq!(store.replay_stats().0.skipped_records, 1);
     assert_eq!(stored(&store), BTreeSet::from([0, 2]));
     store.flush().unwrap();

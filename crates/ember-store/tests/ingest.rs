@@ -57,7 +57,7 @@ fn accepted_batch_is_durable_and_counted() {
     let dir = temp_dir("durable");
     let dir = dir.path();
     {
-        let store = open(&dir, StoreOptions::default());
+        let store = open(dir, StoreOptions::default());
         let receipt = store
             .ingest("t", batch(vec![profile("a", "p0"), profile("b", "p1")]))
             .unwrap();
@@ -69,7 +69,7 @@ fn accepted_batch_is_durable_and_counted() {
         store.close();
     }
     // Reopened without a flush: the profiles come back from the log alone.
-    let store = open(&dir, StoreOptions::default());
+    let store = open(dir, StoreOptions::default());
     assert_eq!(store.replay_stats().0.records, 2);
     assert_eq!(store.merge_stacks("t", &all()).profiles, 2);
     assert!(store.merge_stacks("other", &all()).is_empty());
@@ -79,7 +79,7 @@ fn accepted_batch_is_durable_and_counted() {
 fn one_bad_profile_refuses_the_batch_before_logging() {
     let dir = temp_dir("atomic");
     let dir = dir.path();
-    let store = open(&dir, StoreOptions::default());
+    let store = open(dir, StoreOptions::default());
     let mut bad = profile("a", "series[0].samples[1]");
     bad.pprof = b"\x1f\x8b not really gzip".to_vec();
     let err = store
@@ -114,7 +114,7 @@ fn limits_are_typed_refusals() {
         },
         ..Default::default()
     };
-    let store = open(&dir, options);
+    let store = open(dir, options);
     let with = |labels: &[(&str, &str)]| {
         let mut p = profile("a", "p");
         p.labels = labels
@@ -216,7 +216,7 @@ fn a_batch_is_refused_whole_once_its_profiles_pass_the_batch_limit_together() {
     };
     let dir = temp_dir("batch-limit");
     let dir = dir.path();
-    let store = open(&dir, options.clone());
+    let store = open(dir, options.clone());
     let three = || {
         batch(vec![
             profile("a", "p0"),
@@ -270,7 +270,7 @@ fn the_series_total_limit_spans_tenants_and_survives_a_reopen() {
     let dir = temp_dir("series-total");
     let dir = dir.path();
     {
-        let store = open(&dir, options.clone());
+        let store = open(dir, options.clone());
         store.ingest("t1", batch(vec![profile("a", "p")])).unwrap();
         store.ingest("t2", batch(vec![profile("a", "p")])).unwrap();
         assert_eq!(store.series_total(), 4);
@@ -291,7 +291,7 @@ fn the_series_total_limit_spans_tenants_and_survives_a_reopen() {
         store.close();
     }
     // Replayed from the log, the total is the same and still enforced.
-    let store = open(&dir, options);
+    let store = open(dir, options);
     assert_eq!(store.series_total(), 4);
     let err = store
         .ingest("t1", batch(vec![profile("b", "p")]))
@@ -320,7 +320,7 @@ fn timestamps_outside_the_window_are_refused() {
         },
         ..StoreOptions::default()
     };
-    let store = open(&dir, options);
+    let store = open(dir, options);
     let now = ember_store::now_nanos();
     let at = |t: i64| {
         let mut p = profile("a", "p0");
@@ -391,7 +391,7 @@ fn tenants_and_renames_never_share_remembered_locations() {
         );
     };
     {
-        let store = open(&dir, StoreOptions::default());
+        let store = open(dir, StoreOptions::default());
         for (tenant, name) in [
             ("a", "serve"),
             ("b", "handle"),
@@ -405,6 +405,6 @@ fn tenants_and_renames_never_share_remembered_locations() {
         check(&store);
         store.close();
     }
-    let store = open(&dir, StoreOptions::default());
+    let store = open(dir, StoreOptions::default());
     check(&store);
 }

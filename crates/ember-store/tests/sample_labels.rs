@@ -164,7 +164,7 @@ fn check(store: &Store, state: &str) {
 fn sample_labels_select_samples_in_every_tier() {
     let dir = temp_dir("tiers");
     let dir = dir.path();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     for (service, file) in SOURCES {
         ingest(&store, service, file);
     }
@@ -179,7 +179,7 @@ fn sample_labels_select_samples_in_every_tier() {
     let doubled = stored_stacks(&store, "{service_name=\"labels\", function=\"fast\"}");
     store.close();
     drop(store);
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     assert_eq!(
         stored_stacks(&store, "{service_name=\"labels\", function=\"fast\"}"),
         doubled,
@@ -191,7 +191,7 @@ fn sample_labels_select_samples_in_every_tier() {
 fn compacted_blocks_keep_sample_labels() {
     let dir = temp_dir("compact");
     let dir = dir.path();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     // Four blocks of one size class, compacted into one; the first holds both sources.
     for (service, file) in SOURCES {
         ingest(&store, service, file);
@@ -222,7 +222,7 @@ fn compacted_blocks_keep_sample_labels() {
     check(&store, "compacted");
     store.close();
     drop(store);
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     check(&store, "compacted, reopened");
 }
 
@@ -242,7 +242,7 @@ fn span_totals_equal_go_tool_pprof_tagfocus() {
     };
     let dir = temp_dir("go");
     let dir = dir.path();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     for (service, file) in SOURCES {
         ingest(&store, service, file);
     }
@@ -256,7 +256,7 @@ fn span_totals_equal_go_tool_pprof_tagfocus() {
                 .args(["tool", "pprof", "-raw"])
                 .arg(format!("-tagfocus={key}=^{value}$"))
                 .arg(testdata(file))
-                .env("HOME", &dir)
+                .env("HOME", dir)
                 .output()
                 .unwrap();
             assert!(
@@ -297,7 +297,7 @@ fn blocks_written_before_sample_labels_still_read() {
     for e in std::fs::read_dir(&fixture).unwrap().flatten() {
         std::fs::copy(e.path(), dir.join("blocks").join(e.file_name())).unwrap();
     }
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     let source = ember_pprof::decode(&std::fs::read(testdata(SOURCES[0].1)).unwrap()).unwrap();
     let merged = store.merge_stacks("anonymous", &query("{service_name=\"v2svc\"}"));
     let want = source_stacks(&source, |_| true);
@@ -344,7 +344,7 @@ fn gzip_blocks_still_read_and_compact_into_zstd() {
             .collect();
         (full, heavy)
     };
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     let (full, heavy) = read(&store);
     assert_eq!(full, want, "sections");
     assert_eq!(heavy, want, "rollups");
@@ -392,7 +392,7 @@ fn gzip_blocks_still_read_and_compact_into_zstd() {
 fn corrupt_blocks_are_errors_never_panics() {
     let dir = temp_dir("corrupt-src");
     let dir = dir.path();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     for (service, file) in SOURCES {
         ingest(&store, service, file);
     }
@@ -428,7 +428,7 @@ fn corrupt_blocks_are_errors_never_panics() {
         std::fs::create_dir_all(copy.join("blocks")).unwrap();
         std::fs::write(copy.join("blocks").join(&name), &bytes).unwrap();
         {
-            let store = Store::open(&copy, StoreOptions::default()).unwrap_or_else(|e| {
+            let store = Store::open(copy, StoreOptions::default()).unwrap_or_else(|e| {
                 panic!("round {round}: a corrupt block stopped the store: {e}")
             });
             quarantined += store.quarantined_blocks().len();

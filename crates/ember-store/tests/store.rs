@@ -79,7 +79,7 @@ fn expected(profile: &Profile, name: &str, times: i64) -> Vec<(String, i64)> {
 fn merge_matches_input_and_identical_stacks_add_up() {
     let dir = temp_dir("merge");
     let dir = dir.path();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     let p = ingest(&store, LARGE, "api", "a", 1_000);
     ingest(&store, LARGE, "api", "b", 2_000);
     let merged = store.merge_stacks("t", &query("api", "cpu"));
@@ -135,7 +135,7 @@ fn pprof_merge_keeps_full_symbols_across_flush_and_reopen() {
     let dir = temp_dir("symbols");
     let dir = dir.path();
     let (input, before) = {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let store = Store::open(dir, StoreOptions::default()).unwrap();
         let input = ingest(&store, LABELS, "svc", "a", 5_000);
         ingest(&store, LABELS, "svc", "b", 6_000);
         let (out, merged) = store.merge_profile("t", &query("svc", "cpu")).unwrap();
@@ -167,7 +167,7 @@ fn pprof_merge_keeps_full_symbols_across_flush_and_reopen() {
     );
 
     // The WAL is gone after the flush: everything now comes from the block.
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     assert_eq!(store.replay_stats().0.records, 0);
     let (after, _) = store.merge_profile("t", &query("svc", "cpu")).unwrap();
     assert_eq!(symbolic_samples(&after, 0), want);
@@ -189,7 +189,7 @@ fn retention_deletes_only_expired_blocks() {
         retention_nanos: 30 * day,
         ..Default::default()
     };
-    let store = Store::open(&dir, options.clone()).unwrap();
+    let store = Store::open(dir, options.clone()).unwrap();
     ingest(&store, LABELS, "old", "a", 10 * day);
     store.flush().unwrap();
     let p = ingest(&store, LABELS, "new", "a", 50 * day);
@@ -200,7 +200,7 @@ fn retention_deletes_only_expired_blocks() {
     assert_eq!(store.disk_usage().0, 1);
     store.close();
     drop(store);
-    let store = Store::open(&dir, options).unwrap();
+    let store = Store::open(dir, options).unwrap();
     assert_eq!(store.merge_stacks("t", &query("old", "cpu")).profiles, 0);
     let kept = store.merge_stacks("t", &query("new", "cpu"));
     assert_eq!(folded(&kept.stacks()), expected(&p, "cpu", 1));
@@ -214,7 +214,7 @@ fn any_object_store_backend_holds_the_blocks() {
         Arc::new(ember_store::object_store::memory::InMemory::new());
     let p = {
         let store = Store::open_with_objects(
-            &dir,
+            dir,
             StoreOptions::default(),
             objects.clone(),
             "tenant-blocks",
@@ -235,7 +235,7 @@ fn any_object_store_backend_holds_the_blocks() {
     // Nothing block-like was written to the local directory.
     assert!(!dir.join("tenant-blocks").exists());
     let store =
-        Store::open_with_objects(&dir, StoreOptions::default(), objects, "tenant-blocks").unwrap();
+        Store::open_with_objects(dir, StoreOptions::default(), objects, "tenant-blocks").unwrap();
     let merged = store.merge_stacks("t", &query("api", "cpu"));
     assert_eq!(folded(&merged.stacks()), expected(&p, "cpu", 1));
 }
@@ -249,7 +249,7 @@ fn a_corrupt_block_is_quarantined_and_the_rest_served() {
     let dir = temp_dir("corrupt");
     let dir = dir.path();
     {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let store = Store::open(dir, StoreOptions::default()).unwrap();
         ingest(&store, LABELS, "svc", "a", 1_000);
         store.flush().unwrap();
         ingest(&store, LABELS, "other", "b", 2_000);
@@ -267,7 +267,7 @@ fn a_corrupt_block_is_quarantined_and_the_rest_served() {
     // The first flush's block (service "svc"), truncated halfway: its index is gone.
     let bytes = std::fs::read(&blocks[0]).unwrap();
     std::fs::write(&blocks[0], &bytes[..bytes.len() / 2]).unwrap();
-    let store = Store::open(&dir, StoreOptions::default()).expect("a corrupt block is not fatal");
+    let store = Store::open(dir, StoreOptions::default()).expect("a corrupt block is not fatal");
     let name = blocks[0]
         .file_name()
         .unwrap()
@@ -281,7 +281,7 @@ fn a_corrupt_block_is_quarantined_and_the_rest_served() {
     assert!(other > 0, "the intact block is served");
     store.close();
     drop(store);
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     assert!(store.quarantined_blocks().is_empty());
     assert_eq!(store.merge_stacks("t", &query("other", "cpu")).total, other);
 }
@@ -294,7 +294,7 @@ fn a_block_of_a_newer_format_stops_the_open_and_is_left_alone() {
     let dir = temp_dir("newer");
     let dir = dir.path();
     {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let store = Store::open(dir, StoreOptions::default()).unwrap();
         ingest(&store, LABELS, "svc", "a", 1_000);
         store.flush().unwrap();
         store.close();
@@ -310,7 +310,7 @@ fn a_block_of_a_newer_format_stops_the_open_and_is_left_alone() {
     assert_eq!(&bytes[at..], b"EMBERBLK4\n");
     bytes[at + 8] = b'9';
     std::fs::write(&block, &bytes).unwrap();
-    let Err(err) = Store::open(&dir, StoreOptions::default()) else {
+    let Err(err) = Store::open(dir, StoreOptions::default()) else {
         panic!("a newer format must not open");
     };
     assert!(
@@ -371,7 +371,7 @@ fn known_locations_are_found_from_borrowed_lines() {
 fn the_same_profile_twice_adds_no_symbols_or_stacks() {
     let dir = temp_dir("twice");
     let dir = dir.path();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     ingest(&store, LARGE, "api", "a", 1_000);
     let (_, _, strings, nodes) = store.head_stats();
     ingest(&store, LARGE, "api", "b", 2_000);
@@ -421,7 +421,7 @@ fn a_batch_of_stacks_interns_like_one_at_a_time() {
 fn compaction_merges_at_most_compact_max_bytes() {
     let dir = temp_dir("compact-max");
     let dir = dir.path();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     for i in 0..4 {
         ingest(&store, LABELS, &format!("svc{i}"), "p", 1_000_000_000 + i);
         store.flush().unwrap();
@@ -441,7 +441,7 @@ fn compaction_merges_at_most_compact_max_bytes() {
         compact_max_bytes: max,
         ..StoreOptions::default()
     };
-    let store = Store::open(&dir, options).unwrap();
+    let store = Store::open(dir, options).unwrap();
     let before = store.merge_stacks("t", &query("svc0", "cpu"));
     store.compact().unwrap();
     let (blocks, _, _) = store.disk_usage();
@@ -470,9 +470,9 @@ fn compaction_merges_at_most_compact_max_bytes() {
 fn a_data_directory_is_opened_by_one_store_at_a_time() {
     let dir = temp_dir("locked");
     let dir = dir.path();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     ingest(&store, LABELS, "svc", "p", 1_000_000_000);
-    let second = Store::open(&dir, StoreOptions::default());
+    let second = Store::open(dir, StoreOptions::default());
     let Err(err) = second else {
         panic!("a second store opened the same directory");
     };
@@ -487,6 +487,6 @@ fn a_data_directory_is_opened_by_one_store_at_a_time() {
     );
     store.close();
     drop(store);
-    let again = Store::open(&dir, StoreOptions::default()).unwrap();
+    let again = Store::open(dir, StoreOptions::default()).unwrap();
     assert!(again.merge_stacks("t", &query("svc", "cpu")).total > 0);
 }

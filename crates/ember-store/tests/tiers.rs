@@ -236,7 +236,7 @@ fn tiers_and_compaction_answer_like_one_head() {
 fn flushes_racing_ingest_lose_and_duplicate_nothing() {
     let dir = temp_dir("race");
     let dir = dir.path();
-    let store = Arc::new(Store::open(&dir, StoreOptions::default()).unwrap());
+    let store = Arc::new(Store::open(dir, StoreOptions::default()).unwrap());
     let mut rng = Rng(7);
     let pprof = profile(&mut rng);
     let per_profile = {
@@ -297,7 +297,7 @@ fn flushes_racing_ingest_lose_and_duplicate_nothing() {
     assert_eq!(count(&store), want, "live, after {flushes} flushes");
     store.close();
     drop(store);
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     assert_eq!(count(&store), want, "after reopening");
 }
 
@@ -309,7 +309,7 @@ fn weeks_of_blocks_open_from_their_index_alone() {
     let start = 1_700_000_000_000_000_000i64;
     let hours = 24 * 21;
     {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let store = Store::open(dir, StoreOptions::default()).unwrap();
         let mut rng = Rng(11);
         for h in 0..hours {
             store
@@ -322,7 +322,7 @@ fn weeks_of_blocks_open_from_their_index_alone() {
         }
         store.close();
     }
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     assert_eq!(store.disk_usage().0, (hours / 4) as usize);
     // Nothing decoded at open.
     assert_eq!(store.cache_stats().0, 0);
@@ -361,7 +361,7 @@ fn a_crash_between_compaction_and_deleting_its_inputs_counts_nothing_twice() {
     let dir = temp_dir("crash");
     let dir = dir.path();
     let mut rng = Rng(5);
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     for i in 0..8 {
         store
             .ingest("t", batch(profile(&mut rng), "api", "p", 1_000 * (i + 1)))
@@ -385,7 +385,7 @@ fn a_crash_between_compaction_and_deleting_its_inputs_counts_nothing_twice() {
     for (path, bytes) in &saved {
         std::fs::write(path, bytes).unwrap();
     }
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     assert_eq!(answers(&store, &all), before);
     assert!(store.disk_usage().0 < 8, "replaced inputs deleted at open");
 }
@@ -408,7 +408,7 @@ fn first_format_blocks_are_rewritten_and_answer_the_same() {
     let mut want: Vec<(String, i64)> = ember_pprof::folded_stacks(&input, cpu);
     want.sort();
     for _ in 0..2 {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let store = Store::open(dir, StoreOptions::default()).unwrap();
         let mut tenants = store.tenants();
         tenants.sort();
         assert_eq!(tenants.len(), 2, "{tenants:?}");
@@ -444,7 +444,7 @@ fn first_format_blocks_are_rewritten_and_answer_the_same() {
 fn a_closed_day_compacts_into_one_block_with_the_same_answers() {
     let dir = temp_dir("closed-day");
     let dir = dir.path();
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     let hour = 3_600_000_000_000i64;
     // A UTC midnight.
     let day0 = 1_700_006_400_000_000_000i64;
@@ -496,7 +496,7 @@ fn a_closed_day_compacts_into_one_block_with_the_same_answers() {
     assert_eq!(after, before);
     store.close();
     drop(store);
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     let reopened: Vec<String> = queries.iter().map(|q| answers(&store, q)).collect();
     assert_eq!(reopened, before);
 }
@@ -666,7 +666,7 @@ fn an_hour_inside_a_day_section_decodes_only_its_chunks() {
     let minute = 60_000_000_000i64;
     let t0 = 1_700_006_400_000_000_000i64;
     {
-        let store = Store::open(&dir, StoreOptions::default()).unwrap();
+        let store = Store::open(dir, StoreOptions::default()).unwrap();
         let mut rng = Rng(5);
         for i in 0..24 * 12 {
             store
@@ -679,7 +679,7 @@ fn an_hour_inside_a_day_section_decodes_only_its_chunks() {
         store.flush().unwrap();
         store.close();
     }
-    let store = Store::open(&dir, StoreOptions::default()).unwrap();
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
     assert_eq!(store.disk_usage().0, 1, "one block for the day");
     let hour = query("{}", t0 + 12 * 60 * minute, t0 + 13 * 60 * minute - 1);
     let merged = store.merge_stacks("t", &hour);
@@ -719,7 +719,7 @@ fn blocks_without_time_chunks_answer_the_same_and_compact_into_chunks() {
     .unwrap();
     let now_dir = temp_dir("v3-zstd-now");
     let now_dir = now_dir.path();
-    let now = Store::open(&now_dir, StoreOptions::default()).unwrap();
+    let now = Store::open(now_dir, StoreOptions::default()).unwrap();
     let s = 1_000_000_000i64;
     let t0 = 1_700_000_000 * s;
     for (pod, at) in [("a", 0), ("b", 300), ("a", 900), ("b", 1500)] {
@@ -748,7 +748,7 @@ fn blocks_without_time_chunks_answer_the_same_and_compact_into_chunks() {
     };
     let want = answers(&now);
     assert!(want[2].1 > 0 && want[2].2 == 2, "{:?}", want[2]);
-    let old = Store::open(&dir, StoreOptions::default()).unwrap();
+    let old = Store::open(dir, StoreOptions::default()).unwrap();
     assert_eq!(answers(&old), want, "read as written by the previous build");
     // A second block in its day, then the day closes (data two days on): its two blocks
     // are compacted into one, with chunks.
@@ -766,6 +766,6 @@ fn blocks_without_time_chunks_answer_the_same_and_compact_into_chunks() {
     assert_eq!(answers(&old), want, "compacted");
     old.close();
     drop(old);
-    let old = Store::open(&dir, StoreOptions::default()).unwrap();
+    let old = Store::open(dir, StoreOptions::default()).unwrap();
     assert_eq!(answers(&old), want, "compacted, reopened");
 }

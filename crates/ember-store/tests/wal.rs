@@ -32,7 +32,7 @@ fn concurrent_appends_and_rotation_replay_every_acknowledged_record() {
     let rotated;
     let stats;
     {
-        let (wal, replay) = Wal::open(&dir, 0, |_, _| panic!("empty log replays nothing")).unwrap();
+        let (wal, replay) = Wal::open(dir, 0, |_, _| panic!("empty log replays nothing")).unwrap();
         assert_eq!(replay.records, 0);
         let wal = Arc::new(wal);
         let handles: Vec<_> = (0..writers)
@@ -69,7 +69,7 @@ fn concurrent_appends_and_rotation_replay_every_acknowledged_record() {
 
     let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
     let (wal, replay) =
-        Wal::open(&dir, 0, |_, p| *seen.entry(p.to_vec()).or_default() += 1).unwrap();
+        Wal::open(dir, 0, |_, p| *seen.entry(p.to_vec()).or_default() += 1).unwrap();
     wal.close();
     assert_eq!(replay.torn_segments, 0);
     assert!(replay.segments >= 3, "{replay:?}");
@@ -98,13 +98,13 @@ fn a_torn_and_a_corrupted_record_in_the_middle_cost_only_themselves() {
     let dir = dir.path();
     let records: Vec<Vec<u8>> = (0..10).map(|i| payload(3, i)).collect();
     {
-        let (wal, _) = Wal::open(&dir, 0, |_, _| {}).unwrap();
+        let (wal, _) = Wal::open(dir, 0, |_, _| {}).unwrap();
         for r in &records {
             wal.append_blocking(r.clone()).unwrap();
         }
         wal.close();
     }
-    let segment = std::fs::read_dir(&dir)
+    let segment = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|x| x == "wal"))
@@ -120,7 +120,7 @@ fn a_torn_and_a_corrupted_record_in_the_middle_cost_only_themselves() {
     std::fs::write(&segment, &bytes).unwrap();
 
     let mut seen = Vec::new();
-    let (wal, replay) = Wal::open(&dir, 0, |_, p| seen.push(p.to_vec())).unwrap();
+    let (wal, replay) = Wal::open(dir, 0, |_, p| seen.push(p.to_vec())).unwrap();
     wal.close();
     let want: Vec<Vec<u8>> = records
         .iter()
@@ -150,14 +150,14 @@ fn segments_of_the_first_format_still_replay() {
     }
     std::fs::write(dir.join("0000000001.wal"), &old).unwrap();
     let mut seen = Vec::new();
-    let (wal, replay) = Wal::open(&dir, 0, |s, p| seen.push((s, p.to_vec()))).unwrap();
+    let (wal, replay) = Wal::open(dir, 0, |s, p| seen.push((s, p.to_vec()))).unwrap();
     assert_eq!(replay.records, 5);
     assert!(seen.iter().all(|(s, _)| *s == 1));
     let segment = wal.append_blocking(b"new".to_vec()).unwrap();
     assert_eq!(segment, 2);
     wal.close();
     let mut seen = Vec::new();
-    let (wal, replay) = Wal::open(&dir, 0, |s, p| seen.push((s, p.to_vec()))).unwrap();
+    let (wal, replay) = Wal::open(dir, 0, |s, p| seen.push((s, p.to_vec()))).unwrap();
     wal.close();
     assert_eq!(replay.records, 6);
     assert_eq!(replay.skipped_records, 0);

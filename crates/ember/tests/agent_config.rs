@@ -43,6 +43,7 @@ fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
 #[test]
 fn apply_needs_the_admin_token_and_describe_hides_secrets() {
     let dir = temp_dir("agent-admin-token");
+    let dir = dir.path();
     let file = dir.join("agent.yaml");
     let config = "admin: {listen: '127.0.0.1:0'}\nprofiling: {enabled: false}\n\
         exporters: {server: {url: 'http://127.0.0.1:9', bearer_token: cli-push-secret}}\n";
@@ -78,7 +79,7 @@ fn apply_needs_the_admin_token_and_describe_hides_secrets() {
     );
     drop(agent);
 
-    let token_file = token_file(&dir);
+    let token_file = token_file(dir);
     let token = token_file.to_str().unwrap();
     let agent = AgentProc::start_with(&file, &["--admin-token-file", token]);
     let admin = agent.url();
@@ -159,6 +160,7 @@ fn default_config_is_documented_and_valid() {
 #[test]
 fn invalid_config_file_names_the_field() {
     let dir = temp_dir("agent-badconfig");
+    let dir = dir.path();
     let file = dir.join("bad.yaml");
     std::fs::write(
         &file,
@@ -177,9 +179,10 @@ fn invalid_config_file_names_the_field() {
 #[test]
 fn describe_apply_and_sighup() {
     let dir = temp_dir("agent-config");
+    let dir = dir.path();
     let file = dir.join("agent.yaml");
     std::fs::write(&file, BASE).unwrap();
-    let token_file = token_file(&dir);
+    let token_file = token_file(dir);
     let token = token_file.to_str().unwrap();
     let agent = AgentProc::start_with(&file, &["--admin-token-file", token]);
     let admin = agent.url();
@@ -376,6 +379,7 @@ fn describe_apply_and_sighup() {
 #[test]
 fn a_setting_whose_switch_is_off_is_refused_at_start_apply_and_reload() {
     let dir = temp_dir("agent-depends");
+    let dir = dir.path();
     let inert = dir.join("inert.yaml");
     std::fs::write(
         &inert,
@@ -401,7 +405,7 @@ fn a_setting_whose_switch_is_off_is_refused_at_start_apply_and_reload() {
 
     let file = dir.join("agent.yaml");
     std::fs::write(&file, BASE).unwrap();
-    let token_file = token_file(&dir);
+    let token_file = token_file(dir);
     let token = token_file.to_str().unwrap();
     let agent = AgentProc::start_with(&file, &["--admin-token-file", token]);
     let admin = agent.url();

@@ -16,6 +16,7 @@ fn perfetto_snapshot_command_triggers_the_running_agent() {
         return;
     }
     let dir = temp_dir("agent-perfetto-cli");
+    let dir = dir.path();
     let bucket = dir.join("bucket");
     let trigger_port = free_port();
     let config = dir.join("agent.yaml");
@@ -32,7 +33,7 @@ fn perfetto_snapshot_command_triggers_the_running_agent() {
     )
     .unwrap();
     // Something to sample, so that the snapshot is not empty.
-    let _workload = Workload::start(&dir);
+    let _workload = Workload::start(dir);
     let agent = AgentProc::start(&config);
     let out = Command::new(env!("CARGO_BIN_EXE_ember"))
         .args(["profiling", "perfetto-snapshot", "--url"])

@@ -18,9 +18,10 @@ fn up_profiles_this_host_and_stops_cleanly() {
         return;
     }
     let dir = server_util::temp_dir("agent-up");
+    let dir = dir.path();
     // An idle host gives a 19 Hz sampler almost nothing to see (CI once waited 30 s for a first
     // sample), so something on this host burns CPU the whole time.
-    let _workload = agent_util::Workload::start(&dir);
+    let _workload = agent_util::Workload::start(dir);
     let mut child = Command::new(env!("CARGO_BIN_EXE_ember"))
         .args([
             "up",

@@ -39,8 +39,12 @@ fn flame_graph_is_interactive_in_chromium() {
         "tests/data/corpora/derived/FlameGraph-results-lastsample/results/perf-vertx-stacks-01-collapsed-all.txt",
     );
     let folded = std::fs::read_to_string(&input).expect("corpus file");
-    let dir = std::env::temp_dir().join(format!("ember-browser-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed with its content when `dir` drops, at the end of the test.
+    let dir = tempfile::Builder::new()
+        .prefix("ember-browser-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = dir.path();
     let svg = dir.join("vertx.svg");
 
     let status = Command::new(env!("CARGO_BIN_EXE_ember"))
@@ -74,5 +78,4 @@ fn flame_graph_is_interactive_in_chromium() {
         11,
         "every browser check ran:\n{stdout}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

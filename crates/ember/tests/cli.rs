@@ -25,10 +25,13 @@ fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-cli-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-cli-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 #[test]
@@ -93,6 +96,7 @@ fn broken_pprof_is_rejected_with_the_reason() {
 fn gzip_bomb_is_an_error_not_an_oom() {
     use flate2::{Compression, write::GzEncoder};
     let dir = temp_dir("bomb");
+    let dir = dir.path();
     let bomb = dir.join("bomb.pb.gz");
     let mut gz = GzEncoder::new(Vec::new(), Compression::best());
     let zeros = vec![0u8; 1 << 20];
@@ -109,7 +113,6 @@ fn gzip_bomb_is_an_error_not_an_oom() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("size limit"), "{args:?}: {err}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -135,6 +138,7 @@ fn missing_file_names_the_file_once() {
 #[test]
 fn pprof_round_trips_through_folded() {
     let dir = temp_dir("roundtrip");
+    let dir = dir.path();
     let cpu = corpora().join("pprof/internal/proftest/testdata/large.cpu");
     let folded = dir.join("cpu.folded");
     let back = dir.join("cpu.pb.gz");
@@ -185,7 +189,6 @@ fn pprof_round_trips_through_folded() {
     };
     assert!(!rows(&first).is_empty());
     assert_eq!(rows(&first), rows(&second));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -239,6 +242,7 @@ fn flamegraph_reads_gzipped_folded_and_perf_script_through_the_one_detector() {
     )
     .unwrap();
     let dir = temp_dir("gz-folded");
+    let dir = dir.path();
     let gz_path = dir.join("stacks.folded.gz");
     let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
     gz.write_all(&folded).unwrap();
@@ -266,7 +270,6 @@ fn flamegraph_reads_gzipped_folded_and_perf_script_through_the_one_detector() {
         let via = ember(&[sub, "-"], &collapsed.stdout);
         assert_eq!(direct.stdout, via.stdout, "ember {sub} of perf script");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -278,6 +281,7 @@ fn flamegraph_merges_many_pprof_inputs_with_folded_ones() {
     let other =
         corpora().join("FlameGraph/test/results/perf-cycles-instructions-01-collapsed-all.txt");
     let dir = temp_dir("fg-many");
+    let dir = dir.path();
     let folded = dir.join("cpu.folded");
     let out = ember(
         &["convert", path(&cpu), "--to", "folded", "-o", path(&folded)],
@@ -319,6 +323,7 @@ fn flamegraph_merges_many_pprof_inputs_with_folded_ones() {
 #[test]
 fn a_diff_against_an_empty_baseline_says_so() {
     let dir = temp_dir("diff-empty");
+    let dir = dir.path();
     let (before, after) = (dir.join("before.folded"), dir.join("after.folded"));
     std::fs::write(&before, "").unwrap();
     std::fs::write(&after, "main;work 5\nmain;idle 1\n").unwrap();
@@ -370,6 +375,7 @@ fn flamechart_keeps_every_input_in_its_order() {
     // collapse` folds it) and folded text again draw what their folded lines draw as one
     // input, in that order; malformed lines and fractional counts are reported all the same.
     let dir = temp_dir("flamechart");
+    let dir = dir.path();
     let first = dir.join("first.folded");
     std::fs::write(&first, "main;b 2\nmain;a 1.5\nnot a line\n").unwrap();
     let last = dir.join("last.folded");
@@ -401,5 +407,4 @@ fn flamechart_keeps_every_input_in_its_order() {
         String::from_utf8(chart.stdout).unwrap(),
         String::from_utf8(reference.stdout).unwrap()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

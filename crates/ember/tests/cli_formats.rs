@@ -42,15 +42,19 @@ fn convert(input: &Path, output: &Path, extra: &[&str]) -> Vec<u8> {
     std::fs::read(output).unwrap()
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-formats-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-formats-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 #[test]
 fn perf_script_converts_like_ember_collapse_and_round_trips_through_pprof() {
     let dir = temp_dir("perf");
+    let dir = dir.path();
     for rel in [
         "crates/ember-collapse/tests/data/producers/simpleperf-report-sample.txt",
         "tests/data/corpora/FlameGraph/test/perf-java-stacks-01.txt",
@@ -64,12 +68,12 @@ fn perf_script_converts_like_ember_collapse_and_round_trips_through_pprof() {
         let back = convert(&pprof, &dir.join("b.folded"), &[]);
         assert_eq!(back, collapsed, "{rel}: perf script → pprof → folded");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn speedscope_from_other_programs_and_from_ember_round_trips() {
     let dir = temp_dir("speedscope");
+    let dir = dir.path();
     // Written by speedscope's own exporter (pyroscope's test files): read, not refused.
     let two = repo(
         "tests/data/corpora/pyroscope/pkg/og/convert/speedscope/testdata/two-sampled.speedscope.json",
@@ -96,12 +100,12 @@ fn speedscope_from_other_programs_and_from_ember_round_trips() {
         );
         assert_eq!(back, direct, "sample type {index}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn diff_base_profiles_convert_and_draw_as_their_two_sides() {
     let dir = temp_dir("diff-base");
+    let dir = dir.path();
     let diff = repo("crates/ember-formats/tests/data/diff-base/crc32-vs-gobench.diff.pb.gz");
     let folded = convert(&diff, &dir.join("d.folded"), &[]);
     let text = String::from_utf8(folded.clone()).unwrap();
@@ -164,7 +168,6 @@ fn diff_base_profiles_convert_and_draw_as_their_two_sides() {
     .unwrap();
     let top = ember(&["top", again.to_str().unwrap()], b"").stdout;
     assert_eq!(String::from_utf8(top).unwrap(), expected);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A profile written as perf script folds back (`ember collapse`, and the one input detector
@@ -173,6 +176,7 @@ fn diff_base_profiles_convert_and_draw_as_their_two_sides() {
 #[test]
 fn pprof_writes_perf_script_that_folds_back_to_its_stacks() {
     let dir = temp_dir("to-perf-script");
+    let dir = dir.path();
     let cpu = repo("tests/data/corpora/pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz");
     let expected = convert(&cpu, &dir.join("p.folded"), &["--sample-index", "samples"]);
     assert!(!expected.is_empty());
@@ -205,5 +209,4 @@ fn pprof_writes_perf_script_that_folds_back_to_its_stacks() {
         back.sort_unstable();
         assert_eq!(back, want, "{name} through convert");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

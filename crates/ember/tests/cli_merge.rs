@@ -84,11 +84,13 @@ fn stderr_failed(out: Output, what: &str) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-merge-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-merge-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 fn find_go() -> Option<PathBuf> {
@@ -216,6 +218,7 @@ fn convert(inputs: &[PathBuf], out: &Path, extra: &[&str]) {
 #[test]
 fn convert_merges_what_top_merges_and_folded_output_sums() {
     let dir = temp_dir("convert");
+    let dir = dir.path();
     for (name, files) in [("cpu", go_cpu()), ("heap", go_heap()), ("wall", jfr_wall())] {
         let merged = dir.join(format!("{name}.pb.gz"));
         convert(&files, &merged, &[]);
@@ -278,24 +281,26 @@ fn convert_merges_what_top_merges_and_folded_output_sums() {
         folded_map(&std::fs::read_to_string(&merged).unwrap()),
         expected
     );
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn one_input_is_converted_as_before() {
     // A single input is not merged: pprof → pprof writes the decoded profile re-encoded as is.
     let dir = temp_dir("one");
+    let dir = dir.path();
     let input = go_cpu().remove(2);
     let out = dir.join("out.pb.gz");
     convert(std::slice::from_ref(&input), &out, &[]);
     let profile = ember_pprof::read_file(&input).unwrap();
     assert!(std::fs::read(&out).unwrap() == ember_pprof::encode_gzip(&profile));
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn errors_name_the_file_and_leave_the_output_alone() {
     let dir = temp_dir("errors");
+    let dir = dir.path();
     let good = go_cpu().remove(0);
     let missing = dir.join("missing.pb.gz");
     let corrupt = dir.join("corrupt.pb.gz");
@@ -325,7 +330,7 @@ fn errors_name_the_file_and_leave_the_output_alone() {
         assert_eq!(std::fs::read(&out).unwrap(), b"previous");
     }
     // Nothing but what the test wrote is left in the output's directory.
-    let mut left: Vec<String> = std::fs::read_dir(&dir)
+    let mut left: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -341,7 +346,7 @@ fn errors_name_the_file_and_leave_the_output_alone() {
             "{cmd} --help: {help}"
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// `VmHWM` (peak resident set) of a running process, in kB.
@@ -421,6 +426,7 @@ fn generated_base() -> ember_pprof::Profile {
 fn thousands_of_inputs_merge_in_memory_of_the_result() {
     const N: usize = 2000;
     let dir = temp_dir("memory");
+    let dir = dir.path();
     let mut profile = generated_base();
     let base_values: Vec<i64> = profile.sample.iter().map(|s| s.value[0]).collect();
     let base_total: i64 = base_values.iter().sum();
@@ -469,5 +475,5 @@ fn thousands_of_inputs_merge_in_memory_of_the_result() {
         all_kb < 2 * one_kb + 32 * 1024,
         "peak {all_kb} kB over {N} inputs vs {one_kb} kB for one"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
 }

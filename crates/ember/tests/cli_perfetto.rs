@@ -33,10 +33,13 @@ fn ember(args: &[&str]) -> Vec<u8> {
     checked(cmd)
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-perfetto-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-perfetto-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 fn s(p: &Path) -> &str {
@@ -77,6 +80,7 @@ fn have_perfetto_python() -> bool {
 #[test]
 fn cpu_profiles_round_trip_through_a_trace() {
     let dir = temp_dir("cpu");
+    let dir = dir.path();
     let python = have_perfetto_python();
     for rel in [
         "tests/data/corpora/pyroscope/pkg/pprof/testdata/go.cpu.labels.pprof",
@@ -87,8 +91,8 @@ fn cpu_profiles_round_trip_through_a_trace() {
         let trace = dir.join("cpu.perfetto-trace");
         ember(&["convert", s(&input), "-o", s(&trace)]);
         let samples = ["--sample-index", "samples"];
-        let original = folded_of(&dir, &input, &samples);
-        assert_eq!(folded_of(&dir, &trace, &samples), original, "{rel}");
+        let original = folded_of(dir, &input, &samples);
+        assert_eq!(folded_of(dir, &trace, &samples), original, "{rel}");
         // The time type comes back as count × period: the same top table totals.
         let top = |p: &Path| {
             String::from_utf8(ember(&["top", s(p), "--sample-index", "cpu"]))
@@ -107,7 +111,7 @@ fn cpu_profiles_round_trip_through_a_trace() {
             assert_eq!(sorted(&checked(fold)), original, "{rel}: Perfetto's schema");
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
 }
 
 /// A heap profile becomes a heapprofd dump and comes back with its inuse/alloc stacks;
@@ -115,21 +119,22 @@ fn cpu_profiles_round_trip_through_a_trace() {
 #[test]
 fn heap_and_folded_inputs_and_to_perfetto() {
     let dir = temp_dir("heap");
+    let dir = dir.path();
     let heap = repo("tests/data/corpora/pyroscope/pkg/og/convert/pprof/testdata/heap.pb.gz");
     let trace = dir.join("heap.bin");
     ember(&["convert", s(&heap), "-o", s(&trace), "--to", "perfetto"]);
     for ty in ["inuse_space", "alloc_objects"] {
         let index = ["--sample-index", ty];
-        let want = folded_of(&dir, &heap, &index);
-        assert_eq!(folded_of(&dir, &trace, &index), want, "{ty}");
+        let want = folded_of(dir, &heap, &index);
+        assert_eq!(folded_of(dir, &trace, &index), want, "{ty}");
     }
     let folded =
         repo("tests/data/corpora/FlameGraph/test/results/perf-java-stacks-01-collapsed-pid.txt");
     let trace = dir.join("f.pftrace");
     ember(&["convert", s(&folded), "-o", s(&trace)]);
-    let want = folded_of(&dir, &folded, &[]);
-    assert_eq!(folded_of(&dir, &trace, &[]), want);
-    std::fs::remove_dir_all(&dir).ok();
+    let want = folded_of(dir, &folded, &[]);
+    assert_eq!(folded_of(dir, &trace, &[]), want);
+    std::fs::remove_dir_all(dir).ok();
 }
 
 /// Perfetto's own heapprofd test trace converts from the command line; a cut trace is an
@@ -137,8 +142,9 @@ fn heap_and_folded_inputs_and_to_perfetto() {
 #[test]
 fn perfettos_trace_converts_and_a_cut_one_is_an_error() {
     let dir = temp_dir("bad");
+    let dir = dir.path();
     let trace = repo("tests/data/perfetto/heap_profile_dump_max.pftrace");
-    let max = folded_of(&dir, &trace, &["--sample-index", "inuse_space"]);
+    let max = folded_of(dir, &trace, &["--sample-index", "inuse_space"]);
     assert_eq!(max, vec!["f1;f2 90", "f1;f2;f3 1000"]);
     let bytes = std::fs::read(&trace).unwrap();
     let cut = dir.join("cut.pftrace");
@@ -152,5 +158,5 @@ fn perfettos_trace_converts_and_a_cut_one_is_an_error() {
         "{err}"
     );
     assert!(!target.exists());
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
 }

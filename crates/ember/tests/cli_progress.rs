@@ -44,10 +44,11 @@ fn on_a_terminal(dir: &Path, command: &str) -> (bool, String) {
     )
 }
 
-/// A folder with `p.pb.gz` and a shell word listing it `n` times.
-fn many(name: &str, n: usize) -> (std::path::PathBuf, String) {
+/// A folder with `p.pb.gz` (removed when the guard drops) and a shell word listing it `n`
+/// times.
+fn many(name: &str, n: usize) -> (tempfile::TempDir, String) {
     let dir = server_util::temp_dir(name);
-    std::fs::copy(server_util::corpus(PROFILE), dir.join("p.pb.gz")).unwrap();
+    std::fs::copy(server_util::corpus(PROFILE), dir.path().join("p.pb.gz")).unwrap();
     (dir, vec!["p.pb.gz"; n].join(" "))
 }
 
@@ -59,10 +60,10 @@ fn merging_thousands_of_files_shows_progress_on_a_terminal_only() {
         format!("{EMBER} top {files}"),
         format!("{EMBER} flamegraph {files} > merged.svg"),
     ] {
-        let (ok, _, err) = piped(&dir, &command);
+        let (ok, _, err) = piped(dir.path(), &command);
         assert!(ok, "{err}");
         assert_eq!(err, "", "piped: nothing extra on stderr");
-        let (ok, screen) = on_a_terminal(&dir, &command);
+        let (ok, screen) = on_a_terminal(dir.path(), &command);
         assert!(ok, "{screen}");
         assert!(
             screen.contains(" / 8000 files (") && screen.contains("\u{1b}[2K"),
@@ -76,7 +77,7 @@ fn merging_thousands_of_files_shows_progress_on_a_terminal_only() {
         );
     }
     // Progress never reaches stdout: the merged table is the same either way.
-    let (_, table, _) = piped(&dir, &format!("{EMBER} top {files}"));
+    let (_, table, _) = piped(dir.path(), &format!("{EMBER} top {files}"));
     assert!(
         table.starts_with("File: ") || table.contains("flat%"),
         "{table}"
@@ -86,17 +87,18 @@ fn merging_thousands_of_files_shows_progress_on_a_terminal_only() {
 #[test]
 fn a_slow_collapse_shows_how_far_it_got() {
     let dir = server_util::temp_dir("progress-collapse");
+    let dir = dir.path();
     let perf = server_util::corpus("FlameGraph/test/perf-java-stacks-01.txt");
     // Half the input, a pause, the rest: long enough for the line to be drawn.
     let command = format!(
         "(cat {p}; echo; sleep 1; cat {p}) | {EMBER} collapse > out.folded",
         p = perf.display()
     );
-    let (ok, _, err) = piped(&dir, &command);
+    let (ok, _, err) = piped(dir, &command);
     assert!(ok, "{err}");
     assert_eq!(err, "");
     let expected = std::fs::read(dir.join("out.folded")).unwrap();
-    let (ok, screen) = on_a_terminal(&dir, &command);
+    let (ok, screen) = on_a_terminal(dir, &command);
     assert!(ok, "{screen}");
     assert!(
         screen.contains("ember: collapsing ")
@@ -111,14 +113,14 @@ fn a_slow_collapse_shows_how_far_it_got() {
 #[test]
 fn pushing_many_files_shows_progress_on_a_terminal_only() {
     let (dir, files) = many("progress-push", 400);
-    let server = server_util::Server::start(&dir.join("data"), &[]);
+    let server = server_util::Server::start(&dir.path().join("data"), &[]);
     let url = format!("http://{}", server.endpoint.addr);
     let command = format!("{EMBER} push {files} --service progress --at now --server {url}");
-    let (ok, out, err) = piped(&dir, &command);
+    let (ok, out, err) = piped(dir.path(), &command);
     assert!(ok, "{err}");
     assert_eq!(err, "", "piped: nothing extra on stderr");
     assert!(out.contains("pushed 400 of 400 profiles"), "{out}");
-    let (ok, screen) = on_a_terminal(&dir, &command);
+    let (ok, screen) = on_a_terminal(dir.path(), &command);
     assert!(ok, "{screen}");
     assert!(
         screen.contains("ember: pushing ") && screen.contains(" / 400 files"),

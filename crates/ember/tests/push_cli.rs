@@ -52,6 +52,7 @@ fn file_total(path: &std::path::Path, sample_type: &str) -> i64 {
 #[test]
 fn push_files_then_query_them_back() {
     let dir = temp_dir("push-cli");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     let url = format!("http://{}", server.addr);
     let go_cpu = corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz");
@@ -123,6 +124,7 @@ fn push_files_then_query_them_back() {
 #[test]
 fn at_now_stores_an_old_profile_as_of_now() {
     let dir = temp_dir("push-at");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     let url = format!("http://{}", server.addr);
     // A Go CPU profile taken years ago.
@@ -186,6 +188,7 @@ fn at_now_stores_an_old_profile_as_of_now() {
 #[test]
 fn invalid_files_are_named_and_nothing_is_sent() {
     let dir = temp_dir("push-invalid");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     let url = format!("http://{}", server.addr);
     let good = corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz");

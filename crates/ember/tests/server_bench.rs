@@ -32,6 +32,7 @@ fn rss_kib(pid: u32) -> u64 {
 #[ignore]
 fn bench_ingest_and_query() {
     let dir = temp_dir("bench");
+    let dir = dir.path();
     let data = dir.join("data");
     let config = dir.join("config.json");
     std::fs::write(
@@ -161,5 +162,4 @@ fn bench_ingest_and_query() {
         "storage: {blocks} bytes of blocks for {input} input pprof bytes = {:.2}%",
         blocks as f64 * 100.0 / input as f64
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

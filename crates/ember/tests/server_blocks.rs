@@ -19,6 +19,7 @@ fn files_with_ext(dir: &std::path::Path, ext: &str) -> Vec<(std::path::PathBuf, 
 #[test]
 fn shutdown_flushes_into_a_block_that_restart_loads() {
     let dir = temp_dir("blocks");
+    let dir = dir.path();
     let data = dir.join("data");
     let files = [
         "pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz",
@@ -88,12 +89,12 @@ fn shutdown_flushes_into_a_block_that_restart_loads() {
     assert!(again.contains("main;late 50000000"), "{again}");
     assert_eq!(again.lines().count(), before.lines().count() + 1);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn retention_deletes_only_expired_data() {
     let dir = temp_dir("retention");
+    let dir = dir.path();
     let data = dir.join("data");
     let config = dir.join("config.json");
     let keep_all = dir.join("keep-all.json");
@@ -137,5 +138,4 @@ fn retention_deletes_only_expired_data() {
     let services = server.get_json("/api/v1/label/service_name/values?query={}&from=0", &[]);
     assert_eq!(services, serde_json::json!(["fresh"]));
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

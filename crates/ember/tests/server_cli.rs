@@ -60,6 +60,7 @@ fn push(server: &Server, pod: &str, path: &Path) {
 #[test]
 fn ember_query_cli_and_diff_against_a_running_server() {
     let dir = temp_dir("query-cli");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     let url = format!("http://{}", server.addr);
     let (p, q) = (corpus(P), corpus(Q));
@@ -269,7 +270,6 @@ fn ember_query_cli_and_diff_against_a_running_server() {
         );
     }
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

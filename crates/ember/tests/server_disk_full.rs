@@ -10,7 +10,7 @@ mod server_util;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use server_util::{Server, enc, temp_dir};
 /// A tmpfs of `size` mounted on a fresh directory, unmounted (lazily, so a failed test's
 /// leftovers never keep it busy) when dropped.
 struct Tmpfs {
-    dir: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Tmpfs {
@@ -33,11 +33,14 @@ impl Tmpfs {
         let dir = temp_dir(name);
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
+            .arg(dir.path())
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            eprintln!("SKIPPED: could not mount a tmpfs on {}", dir.display());
+            eprintln!(
+                "SKIPPED: could not mount a tmpfs on {}",
+                dir.path().display()
+            );
             return None;
         }
         Some(Tmpfs { dir })
@@ -46,8 +49,11 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Before the directory itself goes (the guard's own drop, after this).
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
     }
 }
 
@@ -125,7 +131,7 @@ fn disk_full_then_freed(signal: &str) {
     let Some(fs) = Tmpfs::mount(&format!("diskfull-{signal}"), "20m") else {
         return;
     };
-    let data = fs.dir.join("data");
+    let data = fs.dir.path().join("data");
     let server = Server::start(&data, &[]);
     let addr = server.addr.clone();
     for seq in 0..20 {
@@ -133,7 +139,7 @@ fn disk_full_then_freed(signal: &str) {
         assert_eq!(status, 200, "before the disk fills: {body}");
     }
 
-    let filler = fs.dir.join("filler");
+    let filler = fs.dir.path().join("filler");
     let filled = fill(&filler);
     assert!(filled > 0);
     // The log's last page may still take a record or two: those are acknowledged and must

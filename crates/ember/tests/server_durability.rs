@@ -27,7 +27,9 @@ fn cpu_total(bytes: &[u8]) -> (String, i64) {
 
 #[test]
 fn acknowledged_pushes_survive_sigkill() {
-    let dir = temp_dir("durability");
+    let tmp = temp_dir("durability");
+    // The data directory inside the guard: the config file the server gets goes beside it.
+    let dir = &tmp.path().join("data");
     let files = [
         "pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz",
         "pprof/internal/report/testdata/sample.cpu",
@@ -37,7 +39,7 @@ fn acknowledged_pushes_survive_sigkill() {
         .iter()
         .map(|f| std::fs::read(server_util::corpus(f)).expect("read corpus"))
         .collect();
-    let server = Server::start(&dir, &[]);
+    let server = Server::start(dir, &[]);
     let addr = server.addr.clone();
     let acked: Arc<Mutex<BTreeMap<u32, usize>>> = Arc::default();
     let profiles = Arc::new(profiles);
@@ -85,7 +87,7 @@ fn acknowledged_pushes_survive_sigkill() {
     let acked = acked.lock().unwrap().clone();
     assert!(acked.len() >= 80);
 
-    let server = Server::start(&dir, &[]);
+    let server = Server::start(dir, &[]);
     let (type_id, _) = cpu_total(&profiles[0]);
     let values = server.get_json(
         &format!(
@@ -141,14 +143,15 @@ fn acknowledged_pushes_survive_sigkill() {
         acked.len()
     );
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn sigterm_shuts_down_gracefully_and_keeps_data() {
-    let dir = temp_dir("sigterm");
+    let tmp = temp_dir("sigterm");
+    // The data directory inside the guard: the config file the server gets goes beside it.
+    let dir = &tmp.path().join("data");
     let folded = "main;work;compute 7\nmain;idle 3\n";
-    let server = Server::start(&dir, &[]);
+    let server = Server::start(dir, &[]);
     let (status, body) = server.request(
         "POST",
         "/ingest?name=graceful.cpu&from=1700000000",
@@ -165,7 +168,7 @@ fn sigterm_shuts_down_gracefully_and_keeps_data() {
     let mut server = server;
     let status = server.child.wait().unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status:?}");
-    let server = Server::start(&dir, &[]);
+    let server = Server::start(dir, &[]);
     let (s, folded_out) = server.get(
         &format!(
             "/api/v1/query?query={}&from=1699999000&until=1700001000&format=folded",
@@ -179,7 +182,6 @@ fn sigterm_shuts_down_gracefully_and_keeps_data() {
         folded_out,
         "main;idle 30000000\nmain;work;compute 70000000\n"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A second `ember server` on a data directory that one already serves exits at once with
@@ -187,12 +189,14 @@ fn sigterm_shuts_down_gracefully_and_keeps_data() {
 /// started, and one's flush deleted the other's log segments).
 #[test]
 fn a_second_server_on_the_same_directory_refuses_to_start() {
-    let dir = temp_dir("one-server");
-    let first = Server::start(&dir, &[]);
+    let tmp = temp_dir("one-server");
+    // The data directory inside the guard: the config file the server gets goes beside it.
+    let dir = &tmp.path().join("data");
+    let first = Server::start(dir, &[]);
     let config = dir.with_extension("config.json");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ember"))
         .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&dir)
+        .arg(dir)
         .arg("--config")
         .arg(&config)
         .output()
@@ -206,5 +210,4 @@ fn a_second_server_on_the_same_directory_refuses_to_start() {
     let (status, _) = first.get("/ready", &[]);
     assert_eq!(status, 200, "the first server stops serving");
     first.terminate();
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -109,6 +109,7 @@ struct Outcome {
 /// and watching the memory, then checks nothing of the attack was stored.
 fn run(attack: &Attack) -> Outcome {
     let dir = temp_dir(&format!("limits-{}", attack.name));
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     let addr = server.addr.clone();
     let pid = server.child.id();
@@ -288,6 +289,7 @@ fn a_grpc_push_of_many_gzip_bombs_is_refused_within_bounded_memory() {
     // gRPC needs HTTP/2 with prior knowledge: curl speaks it (nghttp2).
     let request = hostile_push();
     let dir = temp_dir("limits-grpc-body");
+    let dir = dir.path();
     let framed = dir.join("framed.bin");
     let mut body = vec![0u8];
     body.extend_from_slice(&(request.len() as u32).to_be_bytes());
@@ -406,6 +408,7 @@ fn decoding_amplification_peak() {
     let mut request = Vec::new();
     field(1, &series, &mut request);
     let dir = temp_dir("limits-amplification");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     let started = Instant::now();
     let (status, body) = server.push(&request);

@@ -98,11 +98,12 @@ fn ember(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn push_and_query_over_https_and_plain_http_to_the_tls_port_fails_clearly() {
     let dir = temp_dir("server-tls");
+    let dir = dir.path();
     let certs = certs::make_certs(&dir.join("certs"));
     let tokens = dir.join("tokens");
     std::fs::write(&tokens, "s3cret team-tls\n").unwrap();
     let server = start(
-        &dir,
+        dir,
         "127.0.0.1:0",
         &[
             "--tls-cert",
@@ -203,6 +204,7 @@ fn push_and_query_over_https_and_plain_http_to_the_tls_port_fails_clearly() {
 #[test]
 fn a_bad_certificate_or_key_stops_the_start_naming_the_file() {
     let dir = temp_dir("server-tls-bad");
+    let dir = dir.path();
     let certs = certs::make_certs(&dir.join("certs"));
     let data = dir.join("data");
     let run = |cert: &Path, key: &Path| {
@@ -239,6 +241,7 @@ fn a_bad_certificate_or_key_stops_the_start_naming_the_file() {
 #[test]
 fn an_open_server_on_all_interfaces_warns_at_start_and_says_what_is_open() {
     let dir = temp_dir("server-exposed");
+    let dir = dir.path();
     let server = start(&dir.join("open"), "0.0.0.0:0", &[]);
     let warning = server
         .startup

@@ -118,6 +118,7 @@ fn web_ui_asks_for_the_token_of_a_server_with_auth() {
         return;
     }
     let dir = temp_dir("ui-browser-auth");
+    let dir = dir.path();
     let tokens = dir.join("tokens");
     std::fs::write(&tokens, "s3cret-token team-a\n").unwrap();
     let server = Server::start(
@@ -155,7 +156,6 @@ fn web_ui_asks_for_the_token_of_a_server_with_auth() {
         .collect();
     assert_eq!(got, cpu_stacks(&java));
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -164,6 +164,7 @@ fn web_ui_explores_a_service_in_chromium() {
         return;
     }
     let dir = temp_dir("ui-browser");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     // Legacy ingest without `from`: the profiles are "now", inside the page's default hour.
     let java = corpus(JAVA);
@@ -217,7 +218,6 @@ fn web_ui_explores_a_service_in_chromium() {
     });
     run_script("ui.mjs", &args, 50);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The generated regression of the Compare test: per function its self value an hour and a
@@ -256,6 +256,7 @@ fn web_ui_compares_a_regression_in_chromium() {
         return;
     }
     let dir = temp_dir("ui-browser-compare");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -290,5 +291,4 @@ fn web_ui_compares_a_regression_in_chromium() {
     });
     run_script("ui_compare.mjs", &args, 25);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

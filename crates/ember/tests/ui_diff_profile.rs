@@ -68,6 +68,7 @@ fn web_ui_draws_a_pushed_diff_profile_as_the_diff() {
         return;
     }
     let dir = temp_dir("ui-diff-profile");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     push(
         &server,
@@ -104,5 +105,4 @@ fn web_ui_draws_a_pushed_diff_profile_as_the_diff() {
     });
     run_script("ui_diff_profile.mjs", &args, 25);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

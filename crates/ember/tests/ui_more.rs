@@ -93,7 +93,7 @@ fn web_ui_exports_speedscope_and_png_and_zooms_into_a_cut_diff() {
     let (dir, server, java) = java_shop_server("ui-export");
     wide_diff(&server);
     let want = cpu_stacks(&java);
-    let downloads = dir.join("downloads");
+    let downloads = dir.path().join("downloads");
     std::fs::create_dir_all(&downloads).unwrap();
     let args = serde_json::json!({
         "base": format!("http://{}", server.addr),
@@ -155,7 +155,6 @@ fn web_ui_exports_speedscope_and_png_and_zooms_into_a_cut_diff() {
     assert_eq!(right.len(), 300);
     assert!(right.keys().all(|k| k.starts_with("main;wide.hot;")));
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -163,7 +162,7 @@ fn web_ui_states_keys_themes_and_contrast() {
     if !browser_available() {
         return;
     }
-    let (dir, server, java) = java_shop_server("ui-states");
+    let (_dir, server, java) = java_shop_server("ui-states");
     wide_diff(&server);
     // The frame to zoom into and one of its children (the heaviest of each level).
     let stacks = cpu_stacks(&java);
@@ -189,7 +188,6 @@ fn web_ui_states_keys_themes_and_contrast() {
     });
     run_script("ui_states.mjs", &args, 40);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The stacks of `stacks` with the frame filters applied as the server documents them
@@ -236,7 +234,7 @@ fn web_ui_filters_frames_on_the_server() {
     if !browser_available() {
         return;
     }
-    let (dir, server, java) = java_shop_server("ui-filters");
+    let (_dir, server, java) = java_shop_server("ui-filters");
     let stacks = cpu_stacks(&java);
     // Hide the thread entry frames: the heaviest root frame becomes one of their callees.
     let hide = "^java/lang/Thread";
@@ -285,7 +283,6 @@ fn web_ui_filters_frames_on_the_server() {
     });
     run_script("ui_filters.mjs", &args, 20);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -294,6 +291,7 @@ fn web_ui_pages_through_tens_of_thousands_of_label_values() {
         return;
     }
     let dir = temp_dir("ui-values");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     // One tiny CPU profile per pod of one service, 20,000 pods, pushed in requests of 2,500
     // series (a push request holds many series).
@@ -341,5 +339,4 @@ fn web_ui_pages_through_tens_of_thousands_of_label_values() {
     });
     run_script("ui_values.mjs", &args, 7);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -63,7 +63,7 @@ fn web_ui_draws_the_call_graph_in_chromium() {
     if !browser_available() {
         return;
     }
-    let (dir, server, java) = java_shop_server("ui-callgraph");
+    let (_dir, server, java) = java_shop_server("ui-callgraph");
     ingest(
         &server,
         "/ingest?name=checkout.cpu&format=pprof",
@@ -108,7 +108,6 @@ fn web_ui_draws_the_call_graph_in_chromium() {
     });
     run_script("ui_callgraph.mjs", &args, 20);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The generated profiles of the single-profile test: pushed 50, 30 and 10 minutes ago, each
@@ -128,6 +127,7 @@ fn web_ui_opens_single_profiles_in_chromium() {
         return;
     }
     let dir = temp_dir("ui-profiles");
+    let dir = dir.path();
     let server = Server::start(&dir.join("data"), &[]);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -174,7 +174,6 @@ fn web_ui_opens_single_profiles_in_chromium() {
     });
     run_script("ui_profile.mjs", &args, 20);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// boot.js draws a plain view's flame graph before the page's modules run; what it drew must
@@ -188,7 +187,7 @@ fn web_ui_draws_the_first_view_early_and_it_is_the_full_view() {
     if !browser_available() {
         return;
     }
-    let (dir, server, java) = java_shop_server("ui-first-paint");
+    let (_dir, server, java) = java_shop_server("ui-first-paint");
     let stacks = cpu_stacks(&java);
     // The whole call tree's nodes: the root and every distinct call path.
     let paths: BTreeSet<&[String]> = stacks
@@ -269,5 +268,4 @@ fn web_ui_draws_the_first_view_early_and_it_is_the_full_view() {
     });
     run_script("ui_first_paint.mjs", &args, 31);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -41,6 +41,7 @@ fn unit_of(title: &str) -> &str {
 #[test]
 fn every_flame_graph_names_values_alike() {
     let dir = server_util::temp_dir("units-vocabulary");
+    let dir = dir.path();
     let server = server_util::Server::start(&dir.join("data"), &[]);
     let url = format!("http://{}", server.endpoint.addr);
     let cpu = server_util::corpus("pyroscope/pkg/og/convert/pprof/testdata/cpu.pb.gz");

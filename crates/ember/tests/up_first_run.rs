@@ -94,8 +94,9 @@ fn up_names_the_services_and_a_query_that_runs_as_printed() {
         return;
     }
     let dir = server_util::temp_dir("up-first-run");
-    let _workload = agent_util::Workload::start(&dir);
-    let (mut child, url, out, err) = up(&dir, &["--upload-interval", "2"]);
+    let dir = dir.path();
+    let _workload = agent_util::Workload::start(dir);
+    let (mut child, url, out, err) = up(dir, &["--upload-interval", "2"]);
     let listed = wait_until(Duration::from_secs(40), || {
         out.lock().unwrap().contains("look at one:")
     });
@@ -152,6 +153,7 @@ fn up_names_the_services_and_a_query_that_runs_as_printed() {
 #[test]
 fn the_status_line_is_drawn_on_a_terminal_only() {
     let dir = server_util::temp_dir("up-status");
+    let dir = dir.path();
     let port = agent_util::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let command = format!(
@@ -201,7 +203,8 @@ fn the_status_line_is_drawn_on_a_terminal_only() {
 
     // Piped: the listing, never the status line.
     let dir = server_util::temp_dir("up-status-piped");
-    let (mut child, url, out, err) = up(&dir, &["--host-profiling", "off"]);
+    let dir = dir.path();
+    let (mut child, url, out, err) = up(dir, &["--host-profiling", "off"]);
     assert!(wait_until(Duration::from_secs(10), || out
         .lock()
         .unwrap()
@@ -264,12 +267,12 @@ fn as_nobody() -> Option<Vec<String>> {
     Some(wrap)
 }
 
-/// A data directory nobody can write.
-fn nobody_dir(name: &str) -> std::path::PathBuf {
+/// A data directory nobody can write (removed when the guard drops).
+fn nobody_dir(name: &str) -> tempfile::TempDir {
     let dir = server_util::temp_dir(name);
     let ok = Command::new("chown")
         .args(["-R", "65534:65534"])
-        .arg(&dir)
+        .arg(dir.path())
         .status()
         .unwrap();
     assert!(ok.success());
@@ -287,7 +290,7 @@ fn without_permission_up_says_so_once_and_keeps_serving() {
         .args(&wrap[1..])
         .args([EMBER, "up", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--agent-listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.join("data"))
+        .arg(dir.path().join("data"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -333,7 +336,7 @@ fn without_permission_up_exits_when_host_profiling_was_asked_for() {
         return;
     };
     let dir = nobody_dir("up-nobody-asked");
-    let config = dir.join("agent.yaml");
+    let config = dir.path().join("agent.yaml");
     std::fs::write(&config, "profiling: {enabled: true}\n").unwrap();
     for asked in [
         vec!["--host-profiling", "on"],
@@ -345,7 +348,7 @@ fn without_permission_up_exits_when_host_profiling_was_asked_for() {
             .args(&wrap[1..])
             .args([EMBER, "up", "--listen", "127.0.0.1:0"])
             .args(["--agent-listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.join("data"))
+            .arg(dir.path().join("data"))
             .args(&asked)
             .stdin(Stdio::null())
             .output()

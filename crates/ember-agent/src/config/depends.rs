@@ -461,8 +461,12 @@ mod tests {
 
     #[test]
     fn server_ca_file_needs_https() {
-        let dir = std::env::temp_dir().join(format!("ember-depends-ca-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed with its content when `dir` drops, at the end of the test.
+        let dir = tempfile::Builder::new()
+            .prefix("ember-depends-ca-")
+            .tempdir()
+            .expect("temp dir");
+        let dir = dir.path();
         let ca = dir.join("ca.pem");
         // A real certificate, so only the dependency is wrong.
         let made = std::process::Command::new("openssl")
@@ -488,7 +492,6 @@ mod tests {
                 ca.display()
             ),
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -355,6 +355,8 @@ pub struct Moto {
     server: Server,
     /// Its port.
     pub port: u16,
+    /// Where its log is written; removed after the server (declared after it).
+    _logs: tempfile::TempDir,
 }
 
 impl Moto {
@@ -362,10 +364,11 @@ impl Moto {
     pub fn start(port: u16) -> Moto {
         let mut cmd = Command::new("moto_server");
         cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
-        let log = scratch(&format!("moto-{port}")).join("moto.log");
+        let logs = scratch(&format!("moto-{port}"));
         Moto {
-            server: Server::start("moto_server", cmd, port, log),
+            server: Server::start("moto_server", cmd, port, logs.path().join("moto.log")),
             port,
+            _logs: logs,
         }
     }
 
@@ -382,11 +385,13 @@ impl Moto {
 }
 
 /// A fresh empty folder under the target dir.
-pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-export-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+pub fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-export-test-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 /// Every key in `store`, sorted.

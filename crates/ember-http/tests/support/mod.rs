@@ -254,9 +254,13 @@ async fn proxy_one(mut client: TcpStream, seen: Arc<Mutex<Vec<String>>>) {
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
 }
 
-/// [`make_certs`] in a fresh temporary directory named after `name`.
-pub fn temp_certs(name: &str) -> Certs {
-    let dir = std::env::temp_dir().join(format!("ember-http-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    make_certs(&dir)
+/// [`make_certs`] in a fresh temporary directory named after `name`, with the guard that
+/// removes the directory when dropped (hold it as long as the files are used).
+pub fn temp_certs(name: &str) -> (tempfile::TempDir, Certs) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("ember-http-{name}-"))
+        .tempdir()
+        .expect("temp dir");
+    let certs = make_certs(dir.path());
+    (dir, certs)
 }

@@ -474,8 +474,12 @@ mod tests {
     #[test]
     fn same_build_id_at_another_path_shares_one_entry() {
         let exe = std::env::current_exe().unwrap();
-        let dir = std::env::temp_dir().join(format!("ember-unwind-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed with its content when `dir` drops, at the end of the test.
+        let dir = tempfile::Builder::new()
+            .prefix("ember-unwind-")
+            .tempdir()
+            .expect("temp dir");
+        let dir = dir.path();
         let copy = dir.join("copy");
         std::fs::copy(&exe, &copy).unwrap();
         let pid = std::process::id();
@@ -486,7 +490,7 @@ mod tests {
         let b = u
             .binary_for(&Arc::from(copy.to_str().unwrap()), pid)
             .unwrap();
-        std::fs::remove_dir_all(&dir).ok();
+        std::fs::remove_dir_all(dir).ok();
         assert!(
             matches!(a, BinaryId::BuildId(_)),
             "test binaries carry a build-id"

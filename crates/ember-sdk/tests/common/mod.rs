@@ -162,12 +162,13 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
     }
 }
 
-/// A fresh temporary directory.
-pub fn temp_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-sdk-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+pub fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-sdk-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 /// `go tool pprof -top FILE` when Go is installed: Some(stdout), panics on failure.
@@ -176,10 +177,11 @@ pub fn go_pprof_top(file: &std::path::Path) -> Option<String> {
         .into_iter()
         .find(|g| std::path::Path::new(g).exists())?;
     let home = temp_dir("gohome");
+    let home = home.path();
     let out = std::process::Command::new(go)
         .args(["tool", "pprof", "-top"])
         .arg(file)
-        .env("HOME", &home)
+        .env("HOME", home)
         .env("GOCACHE", home.join("cache"))
         .output()
         .unwrap();

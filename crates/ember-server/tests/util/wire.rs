@@ -146,12 +146,13 @@ pub fn corpus(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// A fresh, empty temporary directory.
-pub fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ember-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty directory for one test, removed with its content when dropped (when the
+/// test that holds it ends), so test runs leave nothing behind in the temp directory.
+pub fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ember-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 /// Encodes a push.v1.PushRequest with one series and one sample (hand-rolled protobuf).

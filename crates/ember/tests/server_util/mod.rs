@@ -99,10 +99,11 @@ impl Drop for Server {
 pub const JAVA_SHOP: &str = "pyroscope/pkg/pprof/testdata/profile_java";
 
 /// A server in a fresh `temp_dir(tag)` holding [`JAVA_SHOP`] as the application
-/// `java-shop.cpu` (legacy `/ingest`): the directory, the server and the profile's path.
-pub fn java_shop_server(tag: &str) -> (PathBuf, Server, PathBuf) {
+/// `java-shop.cpu` (legacy `/ingest`): the directory (removed when dropped: keep it declared
+/// before the server), the server and the profile's path.
+pub fn java_shop_server(tag: &str) -> (tempfile::TempDir, Server, PathBuf) {
     let dir = temp_dir(tag);
-    let server = Server::start(&dir.join("data"), &[]);
+    let server = Server::start(&dir.path().join("data"), &[]);
     let java = corpus(JAVA_SHOP);
     let body = std::fs::read(&java).unwrap();
     let (status, answer) = server.request(
