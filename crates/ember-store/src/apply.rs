@@ -1,12 +1,14 @@
-//! Applying a decoded profile to a tenant's head: finding each distinct stack by its
+//! Applying a decoded profile to a tenant's head: finding each sample's stack by its
 //! fingerprint, interning the mappings, functions and locations of new stacks and walking
-//! them into the shared stack tree once, and storing one profile per sample type. The same code runs for live ingest, log replay and flush, so the
-//! head is built identically either way.
+//! them into the shared stack tree once, finding each sample's label set through the
+//! head's memo of raw labels, summing every sample type in one pass, and storing one
+//! profile per sample type. The same code runs for live ingest, log replay and flush, so
+//! the head is built identically either way.
 
 use ember_pprof::{DecodeLimits, ProfileView};
 
 use crate::ingest::IngestRecord;
-use crate::{Labels, StoredProfile, TenantHead, head, series_labels};
+use crate::{Labels, StoredProfile, TenantHead, series_labels};
 
 pub(crate) mod spare;
 mod symbols;
@@ -232,8 +234,10 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>, scratch: &mut Scr
             *leaf = made.next().unwrap_or(0);
         }
     }
-    // Label set by the sample's labels as the profile sends them (string table indexes).
-    let mut sets_of: head::FastMap<&[ember_pprof::Label], u32> = head::FastMap::default();
+    // Label sets: by the fingerprint of the sample's labels as the profile sends them
+    // (string table indexes differ from profile to profile, the bytes do not), remembered
+    // by the head; a sample with the same labels as the one before takes its set.
+    let mut last: (&[ember_pprof::Label], u32) = (&[], 0);
     rows.clear();
     for (&(_, i), &node) in stacks.iter().zip(leaves.iter()) {
         let sample = &profile.sample[i as usize];
@@ -243,24 +247,30 @@ fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>, scratch: &mut Scr
             .unwrap_or(&[]);
         let set = if raw_labels.is_empty() {
             0
-        } else if let Some(&set) = sets_of.get(raw_labels) {
-            // The same labels as an earlier sample (a thread and an endpoint, typically):
-            // found in this small table instead of sorting them and looking the set up in
-            // the head's, which holds every span id's set.
-            set
+        } else if raw_labels == last.0 {
+            last.1
         } else {
-            pairs.clear();
-            for l in raw_labels {
-                let value = if l.str != 0 {
-                    symbols.string(head, l.str)
-                } else {
-                    // A numeric label (Go heap profiles' `bytes`) is kept as its decimal text.
-                    head.intern(&l.num.to_string())
-                };
-                pairs.push((symbols.string(head, l.key), value));
-            }
-            let set = head.label_set(pairs);
-            sets_of.insert(raw_labels, set);
+            let print = symbols.labels_print(raw_labels);
+            let set = match head.label_set_by_print(print) {
+                Some(set) => set,
+                None => {
+                    pairs.clear();
+                    for l in raw_labels {
+                        let value = if l.str != 0 {
+                            symbols.string(head, l.str)
+                        } else {
+                            // A numeric label (Go heap profiles' `bytes`) is kept as its
+                            // decimal text.
+                            head.intern(&l.num.to_string())
+                        };
+                        pairs.push((symbols.string(head, l.key), value));
+                    }
+                    let set = head.label_set(pairs);
+                    head.remember_label_set(print, set);
+                    set
+                }
+            };
+            last = (raw_labels, set);
             set
         };
         rows.push((u64::from(node) << 32 | u64::from(set), i));
@@ -444,6 +454,82 @@ mod tests {
         assert_eq!(sets[5].1, vec![pair("bytes", "2")]);
         let distinct: std::collections::BTreeSet<u32> = sets.iter().map(|s| s.0).collect();
         assert_eq!(distinct.len(), 4);
+    }
+
+    #[test]
+    fn label_sets_remembered_across_profiles_are_the_sets_of_their_labels() {
+        use ember_pprof::SampleLabel::{self, Num, Str};
+        // Each profile interns its strings in another order, so the same labels have
+        // other string table indexes in each.
+        let one = |first: &str, labels: &[&[SampleLabel<'_>]]| {
+            let mut b = ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+            let _ = b.function(first, first, "x.go");
+            let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+            let f = b.function("main", "main", "main.go");
+            for (i, l) in labels.iter().enumerate() {
+                let loc = b.location(m, 0x1100 + i as u64, &[(f, 3)]);
+                b.add_sample(&[loc], &[1], l);
+            }
+            ember_pprof::encode(&b.build())
+        };
+        let sets = |head: &TenantHead| -> Vec<Vec<(String, String)>> {
+            let p = head.all_series().next().unwrap().profiles.last().unwrap();
+            let mut by_address: Vec<(u64, Vec<(String, String)>)> = (0..p.nodes.len())
+                .map(|i| {
+                    let l = head.stack_locations(p.nodes[i])[0];
+                    let mut pairs: Vec<(String, String)> = head
+                        .label_set_pairs(p.set(i))
+                        .iter()
+                        .map(|(k, v)| (head.string(*k).into(), head.string(*v).into()))
+                        .collect();
+                    pairs.sort();
+                    (head.location_sym(l).unwrap().address, pairs)
+                })
+                .collect();
+            by_address.sort();
+            by_address.into_iter().map(|x| x.1).collect()
+        };
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let mut head = TenantHead::new();
+        apply(
+            &mut head,
+            &one(
+                "a",
+                &[
+                    &[Str("thread", "a"), Str("endpoint", "/x")],
+                    &[Num("bytes", 1, "")],
+                ],
+            ),
+            1,
+        );
+        let count = head.label_set_count();
+        apply(
+            &mut head,
+            &one(
+                "endpoint",
+                &[
+                    &[Str("thread", "a"), Str("endpoint", "/x")],
+                    &[Str("bytes", "1")],
+                    &[Str("thread", "b"), Str("endpoint", "/x")],
+                    &[Str("endpoint", "/x"), Str("thread", "a")],
+                ],
+            ),
+            2,
+        );
+        assert_eq!(
+            sets(&head),
+            vec![
+                vec![pair("endpoint", "/x"), pair("thread", "a")],
+                vec![pair("bytes", "1")],
+                vec![pair("endpoint", "/x"), pair("thread", "b")],
+                vec![pair("endpoint", "/x"), pair("thread", "a")],
+            ]
+        );
+        assert_eq!(
+            head.label_set_count(),
+            count + 1,
+            "only thread b's set is new"
+        );
     }
 
     /// Applies `raw` to `head` as the next profile of one series; returns its leaf nodes.

@@ -235,6 +235,11 @@ pub struct TenantHead {
     /// and mapping again. Per head, so per tenant: no entry is shared between tenants, and
     /// a renamed function changes the fingerprint, so it never finds a stale name.
     location_prints: FastMap<u128, u32>,
+    /// Sample label set by the keyed fingerprint of a sample's labels as a profile sends
+    /// them (keys and values by their bytes, in the profile's order): the sets that repeat
+    /// from profile to profile (threads, endpoints) cost one lookup instead of interning
+    /// their strings, sorting and looking the set up.
+    label_set_prints: FastMap<u128, u32>,
     /// The random keys of the fingerprints (fresh for every head, so a client cannot craft
     /// two stacks with one fingerprint).
     fingerprint_keys: fingerprint::FingerprintKeys,
@@ -276,6 +281,7 @@ impl TenantHead {
             node_ids: tables::NodeTable::default(),
             stack_leaves: tables::StackTable::default(),
             location_prints: FastMap::default(),
+            label_set_prints: FastMap::default(),
             fingerprint_keys: fingerprint::FingerprintKeys::random(),
             node_frame: vec![0],
             frames: vec![(0, 0)],
@@ -689,6 +695,7 @@ impl TenantHead {
             + self.node_ids.bytes()
             + self.stack_leaves.bytes()
             + map(&self.location_prints)
+            + map(&self.label_set_prints)
             + self.node_frame.capacity() * 4
             + self.frames.capacity() * 8
             + map(&self.frame_ids)
@@ -734,6 +741,7 @@ impl TenantHead {
         self.node_ids = tables::NodeTable::default();
         self.stack_leaves = tables::StackTable::default();
         self.location_prints = FastMap::default();
+        self.label_set_prints = FastMap::default();
         self.frame_ids = FastMap::default();
         self.label_sets.ids = FastMap::default();
         self.nodes.shrink_to_fit();

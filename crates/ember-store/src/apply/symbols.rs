@@ -245,6 +245,25 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
         f.finish()
     }
 
+    /// The keyed fingerprint of a sample's labels as the profile sends them: each key's
+    /// and string value's bytes, or a numeric value, in order. Not a stack or location
+    /// fingerprint: a domain word keeps the kinds apart.
+    pub(super) fn labels_print(&self, labels: &[ember_pprof::Label]) -> u128 {
+        let mut f = self.start;
+        f.word(u64::MAX - 1);
+        for l in labels {
+            f.bytes(self.profile.string_bytes(l.key));
+            if l.str != 0 {
+                f.bytes(self.profile.string_bytes(l.str));
+            } else {
+                // A length is below 2^63: the marker cannot read as a string's feed.
+                f.word(u64::MAX);
+                f.word(l.num as u64);
+            }
+        }
+        f.finish()
+    }
+
     /// The head's id of string `i` (a sample label's key or value), interned on first use.
     pub(super) fn string(&mut self, head: &mut TenantHead, i: i64) -> u32 {
         let profile = self.profile;

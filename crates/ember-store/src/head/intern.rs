@@ -69,6 +69,18 @@ impl TenantHead {
         self.location_prints.insert(print, id);
     }
 
+    /// The sample label set remembered for the raw-label fingerprint `print` (see
+    /// [`TenantHead::remember_label_set`]), if any.
+    pub(crate) fn label_set_by_print(&self, print: u128) -> Option<u32> {
+        self.label_set_prints.get(&print).copied()
+    }
+
+    /// Remembers that a sample whose labels, as the profile sent them, have the keyed
+    /// fingerprint `print` is in label set `set`.
+    pub(crate) fn remember_label_set(&mut self, print: u128, set: u32) {
+        self.label_set_prints.insert(print, set);
+    }
+
     /// The keys of this head's stack fingerprints.
     pub(crate) fn fingerprints(&self) -> super::fingerprint::FingerprintKeys {
         self.fingerprint_keys
