@@ -1,12 +1,14 @@
-//! Applying a decoded profile to a tenant's head: finding each distinct stack by its
+//! Applying a decoded profile to a tenant's head: finding each sample's stack by its
 //! fingerprint, interning the mappings, functions and locations of new stacks and walking
-//! them into the shared stack tree once, and storing one profile per sample type. The same code runs for live ingest, log replay and flush, so the
-//! head is built identically either way.
+//! them into the shared stack tree once, finding each sample's label set through the
+//! head's memo of raw labels, summing every sample type in one pass, and storing one
+//! profile per sample type. The same code runs for live ingest, log replay and flush, so
+//! the head is built identically either way.
 
 use ember_pprof::{DecodeLimits, ProfileView};
 
 use crate::ingest::IngestRecord;
-use crate::{Labels, StoredProfile, TenantHead, head, series_labels};
+use crate::{Labels, StoredProfile, TenantHead, series_labels};
 
 pub(crate) mod spare;
 mod symbols;
@@ -45,6 +47,9 @@ pub(crate) fn apply_record(
 /// Adds a profile to `head` under `label_sets` (one per sample type), at `time_nanos` if
 /// set, else at the profile's own time, else at `received_nanos`. Returns the number of
 /// series written to.
+///
+/// The stacks, label sets and sums are worked out once for all sample types
+/// ([`stacks_of`]); each type then keeps its own non-zero entries.
 pub(crate) fn apply_to(
     head: &mut TenantHead,
     time_nanos: i64,
@@ -53,27 +58,43 @@ pub(crate) fn apply_to(
     label_sets: Vec<Labels>,
 ) -> usize {
     let time = profile_time(time_nanos, profile.time_nanos, received_nanos);
-    let per_type = stacks_of(head, profile);
     let n = label_sets.len();
-    for (labels, mut entries) in label_sets.into_iter().zip(per_type) {
-        entries.retain(|e| e.2 != 0);
-        entries.sort_unstable();
-        let labelled = entries.iter().any(|e| e.1 != 0);
-        head.insert_with_period(
-            labels,
-            StoredProfile {
-                time_nanos: time,
-                nodes: entries.iter().map(|e| e.0).collect(),
-                values: entries.iter().map(|e| e.2).collect(),
-                sets: if labelled {
-                    entries.iter().map(|e| e.1).collect()
-                } else {
-                    Vec::new()
+    with_scratch(|scratch| {
+        stacks_of(head, profile, scratch);
+        let Scratch { keys, sums, .. } = scratch;
+        let n_types = profile.sample_type.len();
+        for (t, labels) in label_sets.into_iter().enumerate().take(n_types) {
+            let kept = || {
+                keys.iter()
+                    .zip(sums.chunks_exact(n_types))
+                    .filter(move |(_, v)| v[t] != 0)
+            };
+            let count = kept().count();
+            let mut nodes = Vec::with_capacity(count);
+            let mut values = Vec::with_capacity(count);
+            let mut labelled = false;
+            for (&key, v) in kept() {
+                nodes.push((key >> 32) as u32);
+                values.push(v[t]);
+                labelled |= key as u32 != 0;
+            }
+            let sets = if labelled {
+                kept().map(|(&key, _)| key as u32).collect()
+            } else {
+                Vec::new()
+            };
+            head.insert_with_period(
+                labels,
+                StoredProfile {
+                    time_nanos: time,
+                    nodes,
+                    values,
+                    sets,
                 },
-            },
-            profile.period,
-        );
-    }
+                profile.period,
+            );
+        }
+    });
     n
 }
 
@@ -89,117 +110,195 @@ pub(crate) fn profile_time(override_nanos: i64, own_nanos: i64, received_nanos: 
     }
 }
 
+/// What applying a profile needs besides the head, kept from one profile to the next so
+/// that a profile allocates none of it (per thread: ingest threads, replay and flush each
+/// have theirs).
+#[derive(Default)]
+struct Scratch {
+    /// The profile's symbol tables ([`ProfileSymbols`]).
+    symbols: symbols::SymbolTables,
+    /// Stack key and position of each sample with a value: the fingerprint of its
+    /// locations' content.
+    stacks: Vec<(u128, u32)>,
+    /// Leaf node of each of `stacks` ([`NO_STACK`] while unknown).
+    leaves: Vec<u32>,
+    /// Interned locations of the new stacks, concatenated, and each new stack's key and
+    /// range there.
+    flat: Vec<u32>,
+    ranges: Vec<(u128, std::ops::Range<usize>)>,
+    /// `(leaf node << 32 | label set, sample position)` of every sample with a stack.
+    rows: Vec<(u64, u32)>,
+    /// The profile's entries: `leaf node << 32 | label set`, ascending and distinct, and
+    /// their sums, one per sample type each (row-major).
+    keys: Vec<u64>,
+    sums: Vec<i64>,
+    /// Label set pairs being built.
+    pairs: Vec<(u32, u32)>,
+}
+
+/// A stack not found (yet).
+const NO_STACK: u32 = u32::MAX;
+
+/// Scratch larger than this (in bytes of capacity) after an unusually large profile is
+/// dropped rather than kept for the thread's life.
+const MAX_SCRATCH_BYTES: usize = 4 << 20;
+
+impl Scratch {
+    fn capacity_bytes(&self) -> usize {
+        self.symbols.capacity_bytes()
+            + self.stacks.capacity() * 32
+            + (self.leaves.capacity() + self.flat.capacity()) * 4
+            + self.ranges.capacity() * 32
+            + self.rows.capacity() * 16
+            + self.keys.capacity() * 8
+            + self.sums.capacity() * 8
+            + self.pairs.capacity() * 8
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with this thread's scratch (taken out while it runs, so a nested call would
+/// get a fresh one rather than a borrowed one).
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+    let mut scratch = SCRATCH.with(|s| s.take()).unwrap_or_default();
+    let out = f(&mut scratch);
+    if scratch.capacity_bytes() <= MAX_SCRATCH_BYTES {
+        SCRATCH.with(|s| s.set(Some(scratch)));
+    }
+    out
+}
+
 /// Finds or makes the stack node of every distinct stack of the profile and the label set
-/// of every sample, and sums values per leaf node and label set: one `(node, label set,
-/// value)` list per sample type (unsorted, may hold zeros).
+/// of every sample, and sums values per leaf node and label set into `scratch.keys` and
+/// `scratch.sums` (one sum per sample type; sums may be zero).
 ///
 /// A stack is looked up by the fingerprint of its locations' content, computed from the
-/// profile's own bytes; only the stacks the head does not know yet have their locations
-/// interned (with their functions, mappings and strings) and walked into the tree. In a
-/// steady fleet nearly every stack is known, so a profile costs hashing, not interning.
-fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>) -> Vec<Vec<(u32, u32, i64)>> {
-    let mut symbols = ProfileSymbols::new(head, profile);
+/// profile's own bytes while its location ids are read; only the stacks the head does not
+/// know yet have their locations interned (with their functions, mappings and strings) and
+/// walked into the tree. In a steady fleet nearly every stack is known, so a profile costs
+/// hashing, not interning.
+fn stacks_of(head: &mut TenantHead, profile: &ProfileView<'_>, scratch: &mut Scratch) {
+    let tables = std::mem::take(&mut scratch.symbols);
+    let mut symbols = ProfileSymbols::new(head, profile, tables);
     let n_types = profile.sample_type.len();
-    // Samples often repeat a stack (Go profiles split samples by labels, e.g. span ids):
-    // each distinct stack is looked up once. `distinct[k]` is the k-th distinct stack's key
-    // and pprof location ids; `of_sample[i]` is sample i's k (None when all its values are
-    // zero). Sized for the profile up front: growing these maps rehashed them ~10 times.
-    let samples = profile.sample.len();
-    let mut by_ids: head::FastMap<&[u64], usize> =
-        head::FastMap::with_capacity_and_hasher(samples, Default::default());
-    let mut distinct: Vec<(u128, &[u64])> = Vec::with_capacity(samples);
-    let mut of_sample: Vec<Option<usize>> = Vec::with_capacity(samples);
-    for sample in &profile.sample {
+    let Scratch {
+        stacks,
+        leaves,
+        flat,
+        ranges,
+        rows,
+        keys,
+        sums,
+        pairs,
+        ..
+    } = scratch;
+    // Each sample's stack key, computed as its location ids are read, then looked up in
+    // the head. Samples often repeat a stack (Go profiles split samples by labels, e.g.
+    // span ids), but finding the repeats first in a per-profile table cost more than the
+    // lookups it saved: a table written at random misses the cache on nearly every entry
+    // (the head's tables evict it between profiles), while these columns are written in
+    // order and the lookups into the head do not wait on each other.
+    stacks.clear();
+    for (i, sample) in profile.sample.iter().enumerate() {
         let (ids, values) = profile.sample_data(sample);
         if values.iter().all(|v| *v == 0) {
-            of_sample.push(None);
             continue;
         }
-        let k = *by_ids.entry(ids).or_insert_with(|| {
-            distinct.push((symbols.stack_key(ids), ids));
-            distinct.len() - 1
-        });
-        of_sample.push(Some(k));
+        stacks.push((symbols.stack_key(ids), i as u32));
     }
-    let mut leaves = head.known_stacks(distinct.iter().map(|d| d.0));
-    // The new stacks: their locations interned, then walked into the tree together.
-    let mut flat: Vec<u32> = Vec::new();
-    let mut ranges: Vec<(u128, std::ops::Range<usize>)> = Vec::new();
-    for ((key, ids), leaf) in distinct.iter().zip(&leaves) {
-        if leaf.is_none() {
+    head.known_stacks_into(stacks.iter().map(|s| s.0), leaves);
+    // The new stacks: their locations interned, then walked into the tree together (a
+    // new stack of several samples is walked once per sample; the walks after the first
+    // take the first one's nodes, see `walk_stacks`).
+    flat.clear();
+    ranges.clear();
+    for (&(key, i), leaf) in stacks.iter().zip(leaves.iter()) {
+        if *leaf == NO_STACK {
+            let (ids, _) = profile.sample_data(&profile.sample[i as usize]);
             let start = flat.len();
-            for id in ids.iter() {
+            for id in ids {
                 if let Some(at) = profile.location_position(*id) {
                     flat.push(symbols.location(head, at));
                 }
             }
-            ranges.push((*key, start..flat.len()));
+            ranges.push((key, start..flat.len()));
         }
     }
-    let new: Vec<(u128, &[u32])> = ranges.iter().map(|(k, r)| (*k, &flat[r.clone()])).collect();
-    let mut made = head.walk_stacks(&new).into_iter();
-    for leaf in leaves.iter_mut().filter(|l| l.is_none()) {
-        *leaf = made.next();
+    if !ranges.is_empty() {
+        let new: Vec<(u128, &[u32])> = ranges.iter().map(|(k, r)| (*k, &flat[r.clone()])).collect();
+        let mut made = head.walk_stacks(&new).into_iter();
+        for leaf in leaves.iter_mut().filter(|l| **l == NO_STACK) {
+            *leaf = made.next().unwrap_or(0);
+        }
     }
-    let mut sums: head::FastMap<(u32, u32), usize> =
-        head::FastMap::with_capacity_and_hasher(distinct.len(), Default::default());
-    let mut out: Vec<Vec<(u32, u32, i64)>> = (0..n_types)
-        .map(|_| Vec::with_capacity(distinct.len()))
-        .collect();
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    // Label set by the sample's labels as the profile sends them (string table indexes).
-    let mut sets_of: head::FastMap<&[ember_pprof::Label], u32> = head::FastMap::default();
-    for (sample, k) in profile.sample.iter().zip(of_sample) {
-        let Some(&Some(node)) = k.and_then(|k| leaves.get(k)) else {
-            continue;
-        };
+    // Label sets: by the fingerprint of the sample's labels as the profile sends them
+    // (string table indexes differ from profile to profile, the bytes do not), remembered
+    // by the head; a sample with the same labels as the one before takes its set.
+    let mut last: (&[ember_pprof::Label], u32) = (&[], 0);
+    rows.clear();
+    for (&(_, i), &node) in stacks.iter().zip(leaves.iter()) {
+        let sample = &profile.sample[i as usize];
         let raw_labels = profile
             .sample_labels
             .get(sample.label.clone())
             .unwrap_or(&[]);
         let set = if raw_labels.is_empty() {
             0
-        } else if let Some(&set) = sets_of.get(raw_labels) {
-            // The same labels as an earlier sample (a thread and an endpoint, typically):
-            // found in this small table instead of sorting them and looking the set up in
-            // the head's, which holds every span id's set.
-            set
+        } else if raw_labels == last.0 {
+            last.1
         } else {
-            pairs.clear();
-            for l in raw_labels {
-                let value = if l.str != 0 {
-                    symbols.string(head, l.str)
-                } else {
-                    // A numeric label (Go heap profiles' `bytes`) is kept as its decimal text.
-                    head.intern(&l.num.to_string())
-                };
-                pairs.push((symbols.string(head, l.key), value));
-            }
-            let set = head.label_set(&mut pairs);
-            sets_of.insert(raw_labels, set);
+            let print = symbols.labels_print(raw_labels);
+            let set = match head.label_set_by_print(print) {
+                Some(set) => set,
+                None => {
+                    pairs.clear();
+                    for l in raw_labels {
+                        let value = if l.str != 0 {
+                            symbols.string(head, l.str)
+                        } else {
+                            // A numeric label (Go heap profiles' `bytes`) is kept as its
+                            // decimal text.
+                            head.intern(&l.num.to_string())
+                        };
+                        pairs.push((symbols.string(head, l.key), value));
+                    }
+                    let set = head.label_set(pairs);
+                    head.remember_label_set(print, set);
+                    set
+                }
+            };
+            last = (raw_labels, set);
             set
         };
-        let (_, values) = profile.sample_data(sample);
-        // Samples with the same stack and labels add up.
-        let slot = *sums.entry((node, set)).or_insert_with(|| {
-            for o in out.iter_mut() {
-                o.push((node, set, 0));
-            }
-            out.first().map_or(0, |o| o.len() - 1)
-        });
-        for (i, v) in values.iter().enumerate().take(n_types) {
-            if let Some(e) = out.get_mut(i).and_then(|o| o.get_mut(slot)) {
-                e.2 = e.2.saturating_add(*v);
-            }
+        rows.push((u64::from(node) << 32 | u64::from(set), i));
+    }
+    // Samples with the same stack and labels add up: sorted by (node, set) and then sample
+    // position, so the sums add in sample order (saturating, as the flush and reads do).
+    rows.sort_unstable();
+    keys.clear();
+    sums.clear();
+    for &(key, i) in rows.iter() {
+        if keys.last() != Some(&key) {
+            keys.push(key);
+            sums.resize(sums.len() + n_types, 0);
+        }
+        let (_, values) = profile.sample_data(&profile.sample[i as usize]);
+        let at = sums.len() - n_types;
+        for (sum, v) in sums[at..].iter_mut().zip(values) {
+            *sum = sum.saturating_add(*v);
         }
     }
-    out
+    scratch.symbols = symbols.into_tables();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use ember_pprof::ProfileBuilder;
+    use std::collections::BTreeMap;
 
     /// A profile of one sample `leaf <- main` (leaf first), its functions declared in the
     /// given order (so pprof ids differ between calls), `leaf` in `file` at `line`, plus
@@ -357,6 +456,82 @@ mod tests {
         assert_eq!(distinct.len(), 4);
     }
 
+    #[test]
+    fn label_sets_remembered_across_profiles_are_the_sets_of_their_labels() {
+        use ember_pprof::SampleLabel::{self, Num, Str};
+        // Each profile interns its strings in another order, so the same labels have
+        // other string table indexes in each.
+        let one = |first: &str, labels: &[&[SampleLabel<'_>]]| {
+            let mut b = ProfileBuilder::new(&[("cpu", "nanoseconds")]);
+            let _ = b.function(first, first, "x.go");
+            let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+            let f = b.function("main", "main", "main.go");
+            for (i, l) in labels.iter().enumerate() {
+                let loc = b.location(m, 0x1100 + i as u64, &[(f, 3)]);
+                b.add_sample(&[loc], &[1], l);
+            }
+            ember_pprof::encode(&b.build())
+        };
+        let sets = |head: &TenantHead| -> Vec<Vec<(String, String)>> {
+            let p = head.all_series().next().unwrap().profiles.last().unwrap();
+            let mut by_address: Vec<(u64, Vec<(String, String)>)> = (0..p.nodes.len())
+                .map(|i| {
+                    let l = head.stack_locations(p.nodes[i])[0];
+                    let mut pairs: Vec<(String, String)> = head
+                        .label_set_pairs(p.set(i))
+                        .iter()
+                        .map(|(k, v)| (head.string(*k).into(), head.string(*v).into()))
+                        .collect();
+                    pairs.sort();
+                    (head.location_sym(l).unwrap().address, pairs)
+                })
+                .collect();
+            by_address.sort();
+            by_address.into_iter().map(|x| x.1).collect()
+        };
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let mut head = TenantHead::new();
+        apply(
+            &mut head,
+            &one(
+                "a",
+                &[
+                    &[Str("thread", "a"), Str("endpoint", "/x")],
+                    &[Num("bytes", 1, "")],
+                ],
+            ),
+            1,
+        );
+        let count = head.label_set_count();
+        apply(
+            &mut head,
+            &one(
+                "endpoint",
+                &[
+                    &[Str("thread", "a"), Str("endpoint", "/x")],
+                    &[Str("bytes", "1")],
+                    &[Str("thread", "b"), Str("endpoint", "/x")],
+                    &[Str("endpoint", "/x"), Str("thread", "a")],
+                ],
+            ),
+            2,
+        );
+        assert_eq!(
+            sets(&head),
+            vec![
+                vec![pair("endpoint", "/x"), pair("thread", "a")],
+                vec![pair("bytes", "1")],
+                vec![pair("endpoint", "/x"), pair("thread", "b")],
+                vec![pair("endpoint", "/x"), pair("thread", "a")],
+            ]
+        );
+        assert_eq!(
+            head.label_set_count(),
+            count + 1,
+            "only thread b's set is new"
+        );
+    }
+
     /// Applies `raw` to `head` as the next profile of one series; returns its leaf nodes.
     fn apply(head: &mut TenantHead, raw: &[u8], time: i64) -> Vec<u32> {
         let view = ProfileView::parse(raw).unwrap();
@@ -388,5 +563,195 @@ mod tests {
         assert_ne!(other_line, other_file);
         assert_eq!(head.path(other_file[0]), head.path(first[0]), "same names");
         assert_eq!(head.stack_locations(first[0]).len(), 2);
+    }
+
+    /// What a profile says, per sample type, as `(stack of (address, [(function, line)])
+    /// leaf first, sorted sample labels) → sum`, zero sums left out: computed from the
+    /// decoded source, and from what the head stored.
+    type Sums = BTreeMap<(Vec<(u64, Vec<(String, i64)>)>, Vec<(String, String)>), i64>;
+
+    fn source_sums(p: &ember_pprof::Profile) -> Vec<Sums> {
+        let s = |i: i64| p.string_table.get(i as usize).cloned().unwrap_or_default();
+        let locations: std::collections::HashMap<u64, &ember_pprof::Location> =
+            p.location.iter().map(|l| (l.id, l)).collect();
+        let functions: std::collections::HashMap<u64, &ember_pprof::Function> =
+            p.function.iter().map(|f| (f.id, f)).collect();
+        let mut out = vec![Sums::new(); p.sample_type.len()];
+        for sample in &p.sample {
+            if sample.value.iter().all(|v| *v == 0) {
+                continue;
+            }
+            let stack: Vec<(u64, Vec<(String, i64)>)> = sample
+                .location_id
+                .iter()
+                .filter_map(|id| locations.get(id))
+                .map(|l| {
+                    let lines = l
+                        .line
+                        .iter()
+                        .filter_map(|line| {
+                            let f = functions.get(&line.function_id)?;
+                            Some((s(f.name), line.line))
+                        })
+                        .collect();
+                    (l.address, lines)
+                })
+                .collect();
+            let mut labels: Vec<(String, String)> = sample
+                .label
+                .iter()
+                .map(|l| {
+                    let v = if l.str != 0 {
+                        s(l.str)
+                    } else {
+                        l.num.to_string()
+                    };
+                    (s(l.key), v)
+                })
+                .collect();
+            labels.sort();
+            labels.dedup();
+            for (t, v) in sample.value.iter().enumerate().take(out.len()) {
+                let e = out[t].entry((stack.clone(), labels.clone())).or_insert(0);
+                *e = e.saturating_add(*v);
+            }
+        }
+        for sums in &mut out {
+            sums.retain(|_, v| *v != 0);
+        }
+        out
+    }
+
+    fn head_sums(head: &TenantHead, p: &StoredProfile) -> Sums {
+        let mut out = Sums::new();
+        for i in 0..p.nodes.len() {
+            let stack = head
+                .stack_locations(p.nodes[i])
+                .into_iter()
+                .map(|l| {
+                    let loc = head.location_sym(l).unwrap();
+                    let lines = loc
+                        .lines
+                        .iter()
+                        .map(|(f, line)| {
+                            let name = head.function_sym(*f).unwrap().name;
+                            (head.string(name).to_string(), *line)
+                        })
+                        .collect();
+                    (loc.address, lines)
+                })
+                .collect();
+            let mut labels: Vec<(String, String)> = head
+                .label_set_pairs(p.set(i))
+                .iter()
+                .map(|(k, v)| (head.string(*k).to_string(), head.string(*v).to_string()))
+                .collect();
+            labels.sort();
+            assert_ne!(p.values[i], 0, "zero sums are not stored");
+            // Locations that differ in what this key leaves out (mapping, file) add up.
+            let e = out.entry((stack, labels)).or_insert(0);
+            *e = e.saturating_add(p.values[i]);
+        }
+        out.retain(|_, v| *v != 0);
+        assert!(
+            p.nodes
+                .windows(2)
+                .zip(0..)
+                .all(|(w, i)| (w[0], p.set(i)) < (w[1], p.set(i + 1))),
+            "entries sorted by node and set"
+        );
+        out
+    }
+
+    /// Applies `raw` under one series per sample type and checks every type's stored
+    /// profile against the source; returns the head.
+    fn check_against_source(head: &mut TenantHead, raw: &[u8], what: &str) {
+        let view = ProfileView::parse(raw).unwrap();
+        let want = source_sums(&view.to_profile());
+        let labels: Vec<Labels> = (0..view.sample_type.len())
+            .map(|t| vec![("t".to_string(), format!("{what}/{t}"))])
+            .collect();
+        apply_to(head, 1, 0, &view, labels.clone());
+        for (t, labels) in labels.iter().enumerate() {
+            let series = head.all_series().find(|s| &s.labels == labels);
+            let got = match series.and_then(|s| s.profiles.last()) {
+                Some(p) => head_sums(head, p),
+                None => Sums::new(),
+            };
+            assert_eq!(got, want[t], "{what}, sample type {t}");
+        }
+    }
+
+    #[test]
+    fn every_sample_type_of_every_corpus_profile_stores_what_the_source_says() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora");
+        let mut files = Vec::new();
+        let mut dirs = vec![root.join("pprof"), root.join("pyroscope")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        let mut checked = 0;
+        // One head for all, so later profiles meet stacks, locations and label sets that
+        // earlier ones made (the known-stack paths), and a fresh one for each.
+        let mut shared = TenantHead::new();
+        for path in &files {
+            let bytes = std::fs::read(path).unwrap();
+            let Ok(raw) = ember_pprof::decompress(&bytes, &DecodeLimits::default()) else {
+                continue;
+            };
+            if ProfileView::parse(&raw).map_or(true, |v| v.sample.is_empty()) {
+                continue;
+            }
+            let what = path.display().to_string();
+            check_against_source(&mut TenantHead::new(), &raw, &what);
+            check_against_source(&mut shared, &raw, &what);
+            check_against_source(&mut shared, &raw, &format!("{what} again"));
+            checked += 1;
+        }
+        assert!(checked >= 10, "only {checked} corpus profiles decoded");
+    }
+
+    #[test]
+    fn three_sample_types_with_zeros_in_some_store_each_type_apart() {
+        use ember_pprof::SampleLabel::Str;
+        let mut b = ProfileBuilder::new(&[
+            ("alloc_objects", "count"),
+            ("alloc_space", "bytes"),
+            ("inuse_space", "bytes"),
+        ]);
+        let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+        let main = b.function("main", "main", "main.go");
+        let f = b.function("alloc", "alloc", "alloc.go");
+        let l_main = b.location(m, 0x1100, &[(main, 3)]);
+        let l_f = b.location(m, 0x1200, &[(f, 7)]);
+        let l_g = b.location(m, 0x1300, &[(f, 9)]);
+        // Zeros in some types only, a stack repeated under other labels and under the
+        // same ones, a sample of zeros only, values that cancel out in one type.
+        b.add_sample(&[l_f, l_main], &[1, 64, 0], &[]);
+        b.add_sample(&[l_f, l_main], &[2, 128, 64], &[Str("span_id", "1")]);
+        b.add_sample(&[l_f, l_main], &[3, 0, 32], &[Str("span_id", "1")]);
+        b.add_sample(&[l_g, l_main], &[0, 0, 0], &[]);
+        b.add_sample(&[l_g, l_main], &[5, 10, 0], &[Str("span_id", "2")]);
+        b.add_sample(&[l_main], &[0, 7, -7], &[]);
+        b.add_sample(&[l_main], &[0, -7, 7], &[]);
+        let raw = ember_pprof::encode(&b.build());
+        let mut head = TenantHead::new();
+        check_against_source(&mut head, &raw, "three");
+        // And by hand, for the type whose entries differ most from the others'.
+        let inuse = head.all_series().nth(2).unwrap().profiles[0].clone();
+        assert_eq!(inuse.values, vec![96]);
+        assert_eq!(head.label_set_pairs(inuse.set(0)).len(), 1);
+        let objects = head.all_series().next().unwrap().profiles[0].clone();
+        assert_eq!(objects.total(), 11);
+        assert_eq!(objects.nodes.len(), 3);
     }
 }

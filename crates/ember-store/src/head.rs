@@ -21,6 +21,7 @@ use crate::selector::Selector;
 mod codec;
 pub(crate) mod fingerprint;
 mod intern;
+mod tables;
 
 /// A `HashMap` with rustc's Fx hash for the symbol and stack maps: their keys are small
 /// integers and short strings from the tenant's own data, looked up once per frame of every
@@ -222,11 +223,11 @@ pub struct TenantHead {
     location_frames: Vec<Box<[u32]>>,
     /// Stack tree: (parent node, location index); node 0 is the root.
     nodes: Vec<(u32, u32)>,
-    node_ids: FastMap<(u32, u32), u32>,
+    node_ids: tables::NodeTable,
     /// Leaf node by a 128-bit keyed fingerprint of a whole stack (of its locations' content
     /// at ingest, or of interned location ids): a stack seen before costs one fingerprint
     /// and one lookup instead of interning its symbols and a lookup per frame.
-    stack_leaves: FastMap<u128, u32>,
+    stack_leaves: tables::StackTable,
     /// Location id by the 128-bit keyed fingerprint of a location's content as a profile
     /// sends it (mapping, address, lines with their functions' strings; see
     /// `apply/symbols.rs`): a new stack whose locations were seen before (nearly all of
@@ -234,6 +235,11 @@ pub struct TenantHead {
     /// and mapping again. Per head, so per tenant: no entry is shared between tenants, and
     /// a renamed function changes the fingerprint, so it never finds a stale name.
     location_prints: FastMap<u128, u32>,
+    /// Sample label set by the keyed fingerprint of a sample's labels as a profile sends
+    /// them (keys and values by their bytes, in the profile's order): the sets that repeat
+    /// from profile to profile (threads, endpoints) cost one lookup instead of interning
+    /// their strings, sorting and looking the set up.
+    label_set_prints: FastMap<u128, u32>,
     /// The random keys of the fingerprints (fresh for every head, so a client cannot craft
     /// two stacks with one fingerprint).
     fingerprint_keys: fingerprint::FingerprintKeys,
@@ -272,9 +278,10 @@ impl TenantHead {
             locations: Interner::new(),
             location_frames: Vec::new(),
             nodes: vec![(0, 0)],
-            node_ids: FastMap::default(),
-            stack_leaves: FastMap::default(),
+            node_ids: tables::NodeTable::default(),
+            stack_leaves: tables::StackTable::default(),
             location_prints: FastMap::default(),
+            label_set_prints: FastMap::default(),
             fingerprint_keys: fingerprint::FingerprintKeys::random(),
             node_frame: vec![0],
             frames: vec![(0, 0)],
@@ -430,7 +437,7 @@ impl TenantHead {
     /// The stack node for location `location` called from node `parent`, created if new.
     /// Returns `parent` unchanged for an unknown location.
     pub fn child(&mut self, parent: u32, location: u32) -> u32 {
-        if let Some(&id) = self.node_ids.get(&(parent, location)) {
+        if let Some(id) = self.node_ids.get(parent, location) {
             return id;
         }
         let (Some(frames), Some(&parent_frame)) = (
@@ -452,8 +459,8 @@ impl TenantHead {
             };
         }
         let id = self.nodes.len() as u32;
+        self.node_ids.insert(parent, location, id);
         self.nodes.push((parent, location));
-        self.node_ids.insert((parent, location), id);
         self.node_frame.push(f);
         id
     }
@@ -685,9 +692,10 @@ impl TenantHead {
                 .map(|f| f.len() * 4 + 16)
                 .sum::<usize>();
         let trees = self.nodes.capacity() * 8
-            + map(&self.node_ids)
-            + map(&self.stack_leaves)
+            + self.node_ids.bytes()
+            + self.stack_leaves.bytes()
             + map(&self.location_prints)
+            + map(&self.label_set_prints)
             + self.node_frame.capacity() * 4
             + self.frames.capacity() * 8
             + map(&self.frame_ids)
@@ -730,9 +738,10 @@ impl TenantHead {
         self.mappings.ids = FastMap::default();
         self.functions.ids = FastMap::default();
         self.locations.ids = FastMap::default();
-        self.node_ids = FastMap::default();
-        self.stack_leaves = FastMap::default();
+        self.node_ids = tables::NodeTable::default();
+        self.stack_leaves = tables::StackTable::default();
         self.location_prints = FastMap::default();
+        self.label_set_prints = FastMap::default();
         self.frame_ids = FastMap::default();
         self.label_sets.ids = FastMap::default();
         self.nodes.shrink_to_fit();

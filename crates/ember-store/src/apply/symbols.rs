@@ -1,6 +1,9 @@
 //! One profile's symbols as the head sees them: each location's content fingerprint,
-//! computed up front from the profile's own bytes, and its interned id, found through the
-//! head's memo of location fingerprints or made only when a new stack needs it.
+//! computed up front from the profile's own bytes, and its interned id, found through the head's memo of location fingerprints or made only
+//! when a new stack needs it.
+//!
+//! The tables are reused from profile to profile ([`SymbolTables`]), so a profile
+//! allocates none of them.
 
 use ember_pprof::ProfileView;
 
@@ -10,13 +13,55 @@ use crate::head::{self, fingerprint::Fingerprint};
 /// Not interned yet.
 const NONE: u32 = u32::MAX;
 
+/// Not fingerprinted yet. A finished fingerprint is 0 with probability 2^-128, and then it
+/// is only computed again on each use, to the same value: the sentinel never changes a key.
+const UNPRINTED: u128 = 0;
+
+/// The per-profile tables of [`ProfileSymbols`], kept emptied between profiles.
+#[derive(Debug, Default)]
+pub(super) struct SymbolTables {
+    prints: Vec<u128>,
+    function_prints: Vec<u128>,
+    mapping_prints: Vec<u128>,
+    strings: Vec<u32>,
+    mappings: Vec<u32>,
+    functions: Vec<u32>,
+    locations: Vec<u32>,
+    lines: Vec<(u32, i64)>,
+}
+
+impl SymbolTables {
+    /// Bytes of capacity held (what keeping them for the next profile costs).
+    pub(super) fn capacity_bytes(&self) -> usize {
+        (self.prints.capacity() + self.function_prints.capacity() + self.mapping_prints.capacity())
+            * 16
+            + (self.strings.capacity()
+                + self.mappings.capacity()
+                + self.functions.capacity()
+                + self.locations.capacity())
+                * 4
+            + self.lines.capacity() * 16
+    }
+}
+
+/// Clears `v` and fills it with `len` copies of `x`, keeping its allocation.
+fn refill<T: Copy>(v: &mut Vec<T>, len: usize, x: T) {
+    v.clear();
+    v.resize(len, x);
+}
+
 /// The head's view of one profile's string, mapping, function and location tables.
 pub(super) struct ProfileSymbols<'a, 'v> {
     profile: &'a ProfileView<'v>,
-    /// Content fingerprint of each location, by table position: its mapping, address,
-    /// `is_folded` and lines (each line's function by its strings and start line), so equal
-    /// content in any two profiles gives equal fingerprints whatever their pprof ids.
+    /// Content fingerprint of each location, by table position, or [`UNPRINTED`]: its
+    /// mapping, address, `is_folded` and lines (each line's function by its strings and
+    /// start line), so equal content in any two profiles gives equal fingerprints whatever
+    /// their pprof ids.
     prints: Vec<u128>,
+    /// Content fingerprint of each function, or [`UNPRINTED`].
+    function_prints: Vec<u128>,
+    /// Content fingerprint of each mapping, or [`UNPRINTED`].
+    mapping_prints: Vec<u128>,
     /// The start of a fingerprint under the head's keys.
     start: Fingerprint,
     /// Head string id of each string of the table, or [`NONE`].
@@ -32,99 +77,188 @@ pub(super) struct ProfileSymbols<'a, 'v> {
 }
 
 impl<'a, 'v> ProfileSymbols<'a, 'v> {
-    /// Fingerprints every location of `profile` under `head`'s keys; interns nothing.
-    pub(super) fn new(head: &TenantHead, profile: &'a ProfileView<'v>) -> Self {
-        let start = head.fingerprints().start();
-        let bytes = |f: &mut Fingerprint, i: i64| f.bytes(profile.string_bytes(i));
-        let mappings: Vec<u128> = profile
-            .mapping
-            .iter()
-            .map(|m| {
-                let mut f = start;
-                f.word(m.memory_start);
-                f.word(m.memory_limit);
-                f.word(m.file_offset);
-                bytes(&mut f, m.filename);
-                bytes(&mut f, m.build_id);
-                f.word(
-                    u64::from(m.has_functions)
-                        | u64::from(m.has_filenames) << 1
-                        | u64::from(m.has_line_numbers) << 2
-                        | u64::from(m.has_inline_frames) << 3,
-                );
-                f.finish()
-            })
-            .collect();
-        let functions: Vec<u128> = profile
-            .function
-            .iter()
-            .map(|func| {
-                let mut f = start;
-                let name = profile.string_bytes(func.name);
-                f.bytes(name);
-                // Go's functions carry their name twice (one string): a marker word instead
-                // of hashing the same bytes again. A byte string's feed starts with its
-                // length, never `u64::MAX`, so the marker cannot stand for other content.
-                let system_name = profile.string_bytes(func.system_name);
-                if func.system_name == func.name || system_name == name {
-                    f.word(u64::MAX);
-                } else {
-                    f.bytes(system_name);
-                }
-                bytes(&mut f, func.filename);
-                f.word(func.start_line as u64);
-                f.finish()
-            })
-            .collect();
-        let prints = profile
-            .location
-            .iter()
-            .map(|loc| {
-                let mut f = start;
-                // What the head keeps of a location: a mapping it can resolve (else none),
-                // the lines whose function it can resolve (others are dropped).
-                match profile.mapping_position(loc.mapping_id) {
-                    Some(i) => {
-                        f.word(1);
-                        f.print(mappings[i]);
-                    }
-                    None => f.word(0),
-                }
-                f.word(loc.address);
-                f.word(u64::from(loc.is_folded));
-                for l in profile.location_lines(loc) {
-                    if let Some(i) = profile.function_position(l.function_id) {
-                        f.print(functions[i]);
-                        f.word(l.line as u64);
-                    }
-                }
-                f.finish()
-            })
-            .collect();
-        ProfileSymbols {
+    /// The symbols of `profile` under `head`'s keys, in `tables` (emptied here): every
+    /// location fingerprinted, nothing interned yet.
+    pub(super) fn new(
+        head: &TenantHead,
+        profile: &'a ProfileView<'v>,
+        tables: SymbolTables,
+    ) -> Self {
+        let SymbolTables {
+            mut prints,
+            mut function_prints,
+            mut mapping_prints,
+            mut strings,
+            mut mappings,
+            mut functions,
+            mut locations,
+            mut lines,
+        } = tables;
+        refill(&mut prints, profile.location.len(), UNPRINTED);
+        refill(&mut function_prints, profile.function.len(), UNPRINTED);
+        refill(&mut mapping_prints, profile.mapping.len(), UNPRINTED);
+        refill(&mut strings, profile.string_count(), NONE);
+        refill(&mut mappings, profile.mapping.len(), NONE);
+        refill(&mut functions, profile.function.len(), NONE);
+        refill(&mut locations, profile.location.len(), NONE);
+        lines.clear();
+        let mut symbols = ProfileSymbols {
             profile,
             prints,
-            start,
-            strings: vec![NONE; profile.string_count()],
-            mappings: vec![NONE; profile.mapping.len()],
-            functions: vec![NONE; profile.function.len()],
-            locations: vec![NONE; profile.location.len()],
-            lines: Vec::new(),
+            function_prints,
+            mapping_prints,
+            start: head.fingerprints().start(),
+            strings,
+            mappings,
+            functions,
+            locations,
+            lines,
+        };
+        // Every fingerprint up front, table by table: in table order the reads of the
+        // profile's tables and strings go forward through memory, while computed on first
+        // use (in the order samples meet them) they missed the cache, costing twice as
+        // much, and real profiles (Go's) list only locations their samples use.
+        for at in 0..profile.mapping.len() {
+            symbols.mapping_print(at);
         }
+        for at in 0..profile.function.len() {
+            symbols.function_print(at);
+        }
+        for at in 0..profile.location.len() {
+            symbols.print_first(at);
+        }
+        symbols
+    }
+
+    /// The tables, for the next profile.
+    pub(super) fn into_tables(self) -> SymbolTables {
+        SymbolTables {
+            prints: self.prints,
+            function_prints: self.function_prints,
+            mapping_prints: self.mapping_prints,
+            strings: self.strings,
+            mappings: self.mappings,
+            functions: self.functions,
+            locations: self.locations,
+            lines: self.lines,
+        }
+    }
+
+    /// The content fingerprint of the mapping at table position `at` (a valid position).
+    fn mapping_print(&mut self, at: usize) -> u128 {
+        if self.mapping_prints[at] != UNPRINTED {
+            return self.mapping_prints[at];
+        }
+        let profile = self.profile;
+        let m = &profile.mapping[at];
+        let mut f = self.start;
+        f.word(m.memory_start);
+        f.word(m.memory_limit);
+        f.word(m.file_offset);
+        f.bytes(profile.string_bytes(m.filename));
+        f.bytes(profile.string_bytes(m.build_id));
+        f.word(
+            u64::from(m.has_functions)
+                | u64::from(m.has_filenames) << 1
+                | u64::from(m.has_line_numbers) << 2
+                | u64::from(m.has_inline_frames) << 3,
+        );
+        let print = f.finish();
+        self.mapping_prints[at] = print;
+        print
+    }
+
+    /// The content fingerprint of the function at table position `at` (a valid position).
+    fn function_print(&mut self, at: usize) -> u128 {
+        if self.function_prints[at] != UNPRINTED {
+            return self.function_prints[at];
+        }
+        let profile = self.profile;
+        let func = &profile.function[at];
+        let mut f = self.start;
+        let name = profile.string_bytes(func.name);
+        f.bytes(name);
+        // Go's functions carry their name twice (one string): a marker word instead of
+        // hashing the same bytes again. A byte string's feed starts with its length, never
+        // `u64::MAX`, so the marker cannot stand for other content.
+        let system_name = profile.string_bytes(func.system_name);
+        if func.system_name == func.name || system_name == name {
+            f.word(u64::MAX);
+        } else {
+            f.bytes(system_name);
+        }
+        f.bytes(profile.string_bytes(func.filename));
+        f.word(func.start_line as u64);
+        let print = f.finish();
+        self.function_prints[at] = print;
+        print
+    }
+
+    /// The content fingerprint of the location at table position `at` (a valid position).
+    #[inline]
+    fn print(&mut self, at: usize) -> u128 {
+        match self.prints[at] {
+            UNPRINTED => self.print_first(at),
+            p => p,
+        }
+    }
+
+    /// Computes [`ProfileSymbols::print`]: what the head keeps of a location, a
+    /// mapping it can resolve (else none) and the lines whose function it can resolve
+    /// (others are dropped).
+    #[inline(never)]
+    fn print_first(&mut self, at: usize) -> u128 {
+        let profile = self.profile;
+        let loc = &profile.location[at];
+        let mut f = self.start;
+        match profile.mapping_position(loc.mapping_id) {
+            Some(i) => {
+                f.word(1);
+                f.print(self.mapping_print(i));
+            }
+            None => f.word(0),
+        }
+        f.word(loc.address);
+        f.word(u64::from(loc.is_folded));
+        for l in profile.location_lines(loc) {
+            if let Some(i) = profile.function_position(l.function_id) {
+                f.print(self.function_print(i));
+                f.word(l.line as u64);
+            }
+        }
+        let print = f.finish();
+        self.prints[at] = print;
+        print
     }
 
     /// The key of a stack of pprof location ids (leaf first) in the head's stack table:
     /// the fingerprint of its locations' fingerprints. Unknown ids are left out, as the
     /// walk into the tree leaves them out.
-    pub(super) fn stack_key(&self, ids: &[u64]) -> u128 {
+    pub(super) fn stack_key(&mut self, ids: &[u64]) -> u128 {
         let mut f = self.start;
+        let profile = self.profile;
         for id in ids {
-            if let Some(&p) = self
-                .profile
-                .location_position(*id)
-                .and_then(|i| self.prints.get(i))
-            {
-                f.print(p);
+            if let Some(at) = profile.location_position(*id) {
+                f.print(self.print(at));
+            }
+        }
+        f.finish()
+    }
+
+    /// The keyed fingerprint of a sample's labels as the profile sends them: each key's
+    /// and string value's bytes, or a numeric value, in order. Not a stack or location
+    /// fingerprint: a domain word keeps the kinds apart.
+    pub(super) fn labels_print(&self, labels: &[ember_pprof::Label]) -> u128 {
+        let mut f = self.start;
+        f.word(u64::MAX - 1);
+        for l in labels {
+            f.bytes(self.profile.string_bytes(l.key));
+            if l.str != 0 {
+                f.bytes(self.profile.string_bytes(l.str));
+            } else {
+                // A length is below 2^63: the marker cannot read as a string's feed.
+                f.word(u64::MAX);
+                f.word(l.num as u64);
             }
         }
         f.finish()
@@ -192,7 +326,7 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
         if self.locations[at] != NONE {
             return self.locations[at];
         }
-        let print = self.prints[at];
+        let print = self.print(at);
         if let Some(id) = head.location_by_print(print) {
             self.locations[at] = id;
             return id;

@@ -69,6 +69,18 @@ impl TenantHead {
         self.location_prints.insert(print, id);
     }
 
+    /// The sample label set remembered for the raw-label fingerprint `print` (see
+    /// [`TenantHead::remember_label_set`]), if any.
+    pub(crate) fn label_set_by_print(&self, print: u128) -> Option<u32> {
+        self.label_set_prints.get(&print).copied()
+    }
+
+    /// Remembers that a sample whose labels, as the profile sent them, have the keyed
+    /// fingerprint `print` is in label set `set`.
+    pub(crate) fn remember_label_set(&mut self, print: u128, set: u32) {
+        self.label_set_prints.insert(print, set);
+    }
+
     /// The keys of this head's stack fingerprints.
     pub(crate) fn fingerprints(&self) -> super::fingerprint::FingerprintKeys {
         self.fingerprint_keys
@@ -78,32 +90,91 @@ impl TenantHead {
     /// lookups do not depend on each other, so their cache misses in a table of millions
     /// of stacks overlap instead of coming one after the other.
     pub(crate) fn known_stacks(&self, keys: impl IntoIterator<Item = u128>) -> Vec<Option<u32>> {
-        keys.into_iter()
-            .map(|k| self.stack_leaves.get(&k).copied())
-            .collect()
+        keys.into_iter().map(|k| self.stack_leaves.get(k)).collect()
+    }
+
+    /// [`TenantHead::known_stacks`] into `leaves` (cleared first), `u32::MAX` for a new
+    /// stack: no allocation per profile. The keys go in chunks: each chunk's slots are
+    /// read first, so their cache misses overlap, then looked up.
+    pub(crate) fn known_stacks_into(
+        &self,
+        keys: impl Iterator<Item = u128> + Clone,
+        leaves: &mut Vec<u32>,
+    ) {
+        const CHUNK: usize = 32;
+        leaves.clear();
+        let mut keys = keys.peekable();
+        while keys.peek().is_some() {
+            let chunk = keys.clone().take(CHUNK);
+            std::hint::black_box(chunk.fold(0u32, |t, k| t ^ self.stack_leaves.touch(k)));
+            leaves.extend(
+                keys.by_ref()
+                    .take(CHUNK)
+                    .map(|k| self.stack_leaves.get(k).unwrap_or(u32::MAX)),
+            );
+        }
     }
 
     /// Walks each new stack `(key, interned locations leaf first)` into the stack tree and
     /// remembers its leaf under its key; returns the leaves in order.
     pub(crate) fn walk_stacks(&mut self, stacks: &[(u128, &[u32])]) -> Vec<u32> {
-        let mut leaves = vec![0u32; stacks.len()];
+        let n = stacks.len();
+        let mut leaves = vec![0u32; n];
         // The stacks are walked from the root together, one frame of each per pass: the
         // steps of one walk wait on each other (a child's key holds its parent), those of
-        // different walks do not, so their misses in the (large) node table overlap. Two
-        // walks of one stack meet the same nodes, the second finding what the first made.
-        let mut walks: Vec<(usize, u32)> = (0..stacks.len()).map(|i| (i, 0u32)).collect();
+        // different walks do not, so their misses in the (large) node table overlap.
+        //
+        // New stacks mostly share their callers (a deploy renames a function: every stack
+        // through it is new). Sorted root first, a stack shares the longest such prefix
+        // with the one before it, and takes that one's nodes for it instead of looking
+        // each frame up again in the node table.
+        let root_first = |i: usize| stacks[i].1.iter().rev();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_unstable_by(|&a, &b| root_first(a).cmp(root_first(b)));
+        // shared[j]: frames the j-th stack in that order shares, root first, with the one
+        // before it.
+        let shared: Vec<usize> = (0..n)
+            .map(|j| match j.checked_sub(1) {
+                Some(prev) => root_first(order[prev])
+                    .zip(root_first(order[j]))
+                    .take_while(|(a, b)| a == b)
+                    .count(),
+                None => 0,
+            })
+            .collect();
+        // The node each walk (by sorted position) is at.
+        let mut at = vec![0u32; n];
+        let mut walks: Vec<usize> = (0..n).collect();
         let mut depth = 0;
         while !walks.is_empty() {
-            walks.retain_mut(|(i, node)| {
-                let (key, locations) = stacks[*i];
+            // The slots of this depth's lookups first: reads that nothing waits on, so
+            // their misses overlap (see `NodeTable`).
+            let mut touched = 0u32;
+            for &j in &walks {
+                let locations = stacks[order[j]].1;
+                if let Some(frame) = locations.len().checked_sub(depth + 1)
+                    && shared[j] <= depth
+                {
+                    touched ^= self.node_ids.touch(at[j], locations[frame]);
+                }
+            }
+            std::hint::black_box(touched);
+            walks.retain(|&j| {
+                let (key, locations) = stacks[order[j]];
                 match locations.len().checked_sub(depth + 1) {
-                    Some(at) => {
-                        *node = self.child(*node, locations[at]);
+                    Some(frame) => {
+                        // The walk before (j - 1) is at least this deep and has taken this
+                        // step already in this pass.
+                        at[j] = if shared[j] > depth {
+                            at[j - 1]
+                        } else {
+                            self.child(at[j], locations[frame])
+                        };
                         true
                     }
                     None => {
-                        leaves[*i] = *node;
-                        self.stack_leaves.insert(key, *node);
+                        leaves[order[j]] = at[j];
+                        self.stack_leaves.insert(key, at[j]);
                         false
                     }
                 }
@@ -179,6 +250,40 @@ mod tests {
         let nodes = together.node_count();
         assert_eq!(together.stacks(batch.iter().map(|s| &s[..])), leaves);
         assert_eq!(together.node_count(), nodes);
+    }
+
+    #[test]
+    fn many_stacks_sharing_callers_walk_to_the_nodes_of_walks_from_the_root() {
+        // Stacks over a few locations, so many share callers with each other (the prefix
+        // one walk takes from the one before it in root-first order), repeat exactly, or
+        // are another's callers; some batches meet stacks of earlier batches.
+        let names: Vec<String> = (0..6).map(|i| format!("f{i}")).collect();
+        let names: Vec<&str> = names.iter().map(|s| &s[..]).collect();
+        let (mut together, l) = head_with(&names);
+        let (mut one_by_one, _) = head_with(&names);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20 {
+            let batch: Vec<Vec<u32>> = (0..60)
+                .map(|_| {
+                    let depth = (next() % 9) as usize;
+                    (0..depth).map(|_| l[(next() % 3) as usize]).collect()
+                })
+                .collect();
+            let leaves = together.stacks(batch.iter().map(|s| &s[..]));
+            for (stack, leaf) in batch.iter().zip(&leaves) {
+                let single = one_by_one.stack(stack);
+                assert_eq!(together.stack_locations(*leaf), *stack);
+                assert_eq!(together.path(*leaf), one_by_one.path(single));
+            }
+            assert_eq!(together.node_count(), one_by_one.node_count());
+            assert_eq!(together.frame_count(), one_by_one.frame_count());
+        }
     }
 
     #[test]
