@@ -277,12 +277,19 @@ impl<'a> ProfileView<'a> {
 
     /// Builds the id indexes and applies the rules of [`validate`](crate::validate).
     /// Only acceptance matters here: the error text comes from the owned decoder.
+    ///
+    /// The passes over the large tables (string indexes of functions and labels, the ids of
+    /// every line, location and sample) are folds to the largest value, without an early
+    /// exit or an index lookup per element: a valid profile, the usual case, is read to the
+    /// end anyway, and this way in a straight loop.
     fn index_and_validate(&mut self) -> Walk<()> {
         if self.strings.first().is_none_or(|s| !s.is_empty()) {
             return Err("string_table[0]");
         }
+        // A string index is valid when below the table's length; read as `u64`, a negative
+        // one is above any length, so the largest index decides for all of them.
         let n = self.strings.len() as u64;
-        let ok = |i: i64| i >= 0 && (i as u64) < n;
+        let ok = |i: i64| (i as u64) < n;
         let types_ok = self
             .sample_type
             .iter()
@@ -297,49 +304,69 @@ impl<'a> ProfileView<'a> {
         .into_iter()
         .chain(self.comment.iter().copied())
         .all(ok);
-        let mappings_ok = self
-            .mapping
-            .iter()
-            .all(|m| ok(m.filename) && ok(m.build_id));
-        let functions_ok = self
-            .function
-            .iter()
-            .all(|f| ok(f.name) && ok(f.system_name) && ok(f.filename));
-        let labels_ok = self
-            .sample_labels
-            .iter()
-            .all(|l| ok(l.key) && ok(l.str) && ok(l.num_unit));
-        if !(types_ok && header_ok && mappings_ok && functions_ok && labels_ok) {
+        let as_u64 = |i: i64| i as u64;
+        let tables_max = (self.mapping.iter())
+            .fold(0, |m, x| m.max(as_u64(x.filename)).max(as_u64(x.build_id)))
+            .max(self.function.iter().fold(0, |m, f| {
+                m.max(as_u64(f.name))
+                    .max(as_u64(f.system_name))
+                    .max(as_u64(f.filename))
+            }))
+            .max(self.sample_labels.iter().fold(0, |m, l| {
+                m.max(as_u64(l.key))
+                    .max(as_u64(l.str))
+                    .max(as_u64(l.num_unit))
+            }));
+        // (`n` is at least 1 here, so empty tables pass.)
+        let tables_ok = tables_max < n;
+        if !(types_ok && header_ok && tables_ok) {
             return Err("string index");
         }
         self.mapping_ids =
             IdIndex::build(self.mapping.iter().map(|m| m.id)).map_err(|_| "mapping id")?;
         self.function_ids =
             IdIndex::build(self.function.iter().map(|f| f.id)).map_err(|_| "function id")?;
-        let refs_ok = self.location.iter().all(|l| {
-            (l.mapping_id == 0 || self.mapping_ids.get(l.mapping_id).is_some())
-                && self
-                    .lines
-                    .get(l.line.clone())
-                    .unwrap_or(&[])
-                    .iter()
-                    .all(|x| x.function_id == 0 || self.function_ids.get(x.function_id).is_some())
-        });
+        // Every line belongs to exactly one location, so the lines column is every
+        // location's lines.
+        let refs_ok =
+            ids_or_zero_in(
+                &self.mapping_ids,
+                self.location.iter().map(|l| l.mapping_id),
+            ) && ids_or_zero_in(&self.function_ids, self.lines.iter().map(|l| l.function_id));
         if !refs_ok {
             return Err("location reference");
         }
         self.location_ids =
             IdIndex::build(self.location.iter().map(|l| l.id)).map_err(|_| "location id")?;
         let types = self.sample_type.len();
-        let samples_ok = self.sample.iter().all(|s| s.value.len() == types)
-            && self
-                .sample_location_ids
-                .iter()
-                .all(|id| self.location_ids.get(*id).is_some());
+        let samples_ok = self
+            .sample
+            .iter()
+            .fold(true, |ok, s| ok & (s.value.len() == types))
+            && ids_in(&self.location_ids, &self.sample_location_ids);
         if !samples_ok {
             return Err("sample");
         }
         Ok(())
+    }
+}
+
+/// Whether every id of `ids` is in `index` (0 never is).
+fn ids_in(index: &IdIndex, ids: &[u64]) -> bool {
+    match index {
+        // 1..=n: `id - 1` below n, 0 wrapping around to the largest value.
+        IdIndex::Dense(n) => {
+            ids.is_empty() || ids.iter().fold(0, |m, &id| m.max(id.wrapping_sub(1))) < *n as u64
+        }
+        IdIndex::Sparse(_) => ids.iter().all(|&id| index.get(id).is_some()),
+    }
+}
+
+/// Whether every id of `ids` is 0 (none) or in `index`.
+fn ids_or_zero_in(index: &IdIndex, mut ids: impl Iterator<Item = u64>) -> bool {
+    match index {
+        IdIndex::Dense(n) => ids.fold(0, u64::max) <= *n as u64,
+        IdIndex::Sparse(_) => ids.all(|id| id == 0 || index.get(id).is_some()),
     }
 }
 
@@ -367,7 +394,7 @@ impl<'a> Wire<'a> {
     }
 
     /// A base-128 varint of at most 10 bytes whose value fits 64 bits (prost's rule).
-    #[inline]
+    #[inline(always)]
     fn varint(&mut self) -> Walk<u64> {
         // Most keys fit one byte, most ids, string indices and line numbers one or two.
         match self.b.get(self.pos..) {

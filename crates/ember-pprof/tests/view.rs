@@ -305,3 +305,95 @@ fn random_edits_agree() {
     // Many edits land in values and keep the profile valid: both paths must read those.
     assert!(accepted > 100, "only {accepted} edited profiles decoded");
 }
+
+/// The checks after the walk read each large table in one pass without an early exit (the
+/// largest string index, the largest id): the edge cases of that arithmetic, each accepted
+/// or refused as `decode` does.
+#[test]
+fn index_checks_at_their_edges_agree() {
+    let base: Profile = common::read_case("pprof/internal/report/testdata/sample.cpu");
+    let last = base.string_table.len() as i64 - 1;
+    let n_loc = base.location.len() as u64;
+    type Edit = (&'static str, bool, fn(&mut Profile, i64, u64));
+    let edits: [Edit; 16] = [
+        ("last string index", true, |p, last, _| {
+            p.function[0].name = last
+        }),
+        ("one past the strings", false, |p, last, _| {
+            p.function[0].filename = last + 1
+        }),
+        (
+            "a negative string index beside large ones",
+            false,
+            |p, last, _| {
+                p.function[0].name = last;
+                p.function[1].system_name = -1;
+            },
+        ),
+        ("i64::MIN as a string index", false, |p, _, _| {
+            p.function[0].name = i64::MIN
+        }),
+        ("a negative label key", false, |p, _, _| {
+            p.sample[0].label.push(ember_pprof::Label {
+                key: -5,
+                ..Default::default()
+            })
+        }),
+        ("a negative mapping filename", false, |p, _, _| {
+            if let Some(m) = p.mapping.first_mut() {
+                m.filename = -1;
+            } else {
+                p.function[0].name = -1;
+            }
+        }),
+        ("no mapping (id 0)", true, |p, _, _| {
+            p.location[0].mapping_id = 0
+        }),
+        ("a mapping id past the table", false, |p, _, _| {
+            p.location[0].mapping_id = p.mapping.len() as u64 + 1
+        }),
+        ("no function (id 0) on a line", true, |p, _, _| {
+            p.location[0].line[0].function_id = 0
+        }),
+        ("a function id past the table", false, |p, _, _| {
+            p.location[0].line[0].function_id = p.function.len() as u64 + 1
+        }),
+        ("u64::MAX as a function id", false, |p, _, _| {
+            p.location[0].line[0].function_id = u64::MAX
+        }),
+        ("the last location id", true, |p, _, n| {
+            p.sample[0].location_id[0] = n
+        }),
+        ("location id 0 in a sample", false, |p, _, _| {
+            p.sample[0].location_id[0] = 0
+        }),
+        ("a location id past the table", false, |p, _, n| {
+            p.sample[0].location_id[0] = n + 1
+        }),
+        ("u64::MAX as a location id", false, |p, _, _| {
+            p.sample[0].location_id[0] = u64::MAX
+        }),
+        ("sparse location ids", true, |p, _, n| {
+            // Renumber one location out of the dense run, and its uses.
+            let old = p.location[0].id;
+            p.location[0].id = n + 1000;
+            for s in &mut p.sample {
+                for id in &mut s.location_id {
+                    if *id == old {
+                        *id = n + 1000;
+                    }
+                }
+            }
+        }),
+    ];
+    for (what, accepted, edit) in edits {
+        let mut p = base.clone();
+        edit(&mut p, last, n_loc);
+        assert_eq!(parity(&encode(&p)), accepted, "{what}");
+    }
+    // Sparse ids with a sample pointing at one that does not exist.
+    let mut p = base.clone();
+    p.location[0].id = n_loc + 1000;
+    p.sample[0].location_id[0] = n_loc + 999;
+    assert!(!parity(&encode(&p)), "sparse ids, missing location");
+}
