@@ -54,11 +54,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use object_store::path::Path as ObjPath;
 
-use crate::chunks::{ChunkRef, ChunkWriter, Run};
-use crate::encoding::{Reader, put_deltas, put_labels, put_signed, put_str, put_varint};
+use crate::chunks::{ChunkRef, Run};
+use crate::encoding::Reader;
 use crate::head::TenantHead;
 use crate::objects::{Listed, Objects};
 use crate::{Labels, StoreError};
+
+pub(crate) mod fold;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+pub(crate) use writer::{BlockWriter, compact};
 
 const MAGIC_V1: &[u8] = b"EMBERBLK1\n";
 /// The second format: as this one without the sample label names in the index (its
@@ -547,157 +554,6 @@ fn read_chunks(
     whole.then_some((chunks, runs))
 }
 
-/// Builds a block one tenant head at a time (so compaction holds one merged head, not all).
-pub(crate) struct BlockWriter {
-    file: Vec<u8>,
-    index: Vec<u8>,
-    sections: u64,
-    range: Option<(i64, i64)>,
-    encoded: Vec<u8>,
-    chunk_writer: ChunkWriter,
-    /// File names of the blocks this one replaces (compaction).
-    replaces: Vec<String>,
-}
-
-impl BlockWriter {
-    /// An empty block.
-    pub(crate) fn new() -> Self {
-        BlockWriter {
-            file: MAGIC.to_vec(),
-            index: Vec::new(),
-            sections: 0,
-            range: None,
-            encoded: Vec::new(),
-            chunk_writer: ChunkWriter::default(),
-            replaces: Vec::new(),
-        }
-    }
-
-    /// Adds `head` as a section of `tenant` (nothing when it is empty).
-    pub(crate) fn add(&mut self, tenant: &str, head: &TenantHead) {
-        let Some((lo, hi)) = head.time_range() else {
-            return;
-        };
-        self.range = Some(self.range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
-        self.encoded.clear();
-        head.encode(&mut self.encoded);
-        let (offset, len) = self.append_compressed();
-        let series: Vec<_> = head
-            .all_series()
-            .filter(|s| !s.profiles.is_empty())
-            .collect();
-        // The section's rollup, gzip'd on its own right after it.
-        self.encoded.clear();
-        crate::rollup::encode(head, &series, &mut self.encoded);
-        let (rollup_at, rollup_len) = self.append_compressed();
-        // The time chunks, service by service (averaged series have none: `crate::chunks`).
-        let planned = crate::chunks::plan(&series);
-        let mut chunks: Vec<(u64, u64)> = Vec::with_capacity(planned.len());
-        for chunk in &planned {
-            self.chunk_writer.encode(head, chunk, &mut self.encoded);
-            let at = self.file.len() as u64;
-            append_compressed(&self.encoded, &mut self.file);
-            chunks.push((at, self.file.len() as u64 - at));
-        }
-        let index = &mut self.index;
-        put_str(index, tenant);
-        put_varint(index, offset);
-        put_varint(index, len);
-        put_signed(index, lo);
-        put_signed(index, hi);
-        put_varint(index, head.profiles);
-        put_varint(index, series.len() as u64);
-        for s in series {
-            put_labels(index, &s.labels);
-            put_varint(index, s.profiles.len() as u64);
-            put_deltas(index, s.profiles.iter().map(|p| p.time_nanos));
-            for p in &s.profiles {
-                put_signed(index, p.total());
-            }
-        }
-        let keys: std::collections::BTreeSet<&str> = head.sample_label_names().collect();
-        put_varint(index, keys.len() as u64);
-        for k in keys {
-            put_str(index, k);
-        }
-        put_varint(index, rollup_at);
-        put_varint(index, rollup_len);
-        put_varint(index, chunks.len() as u64);
-        for ((at, len), chunk) in chunks.into_iter().zip(&planned) {
-            put_varint(index, at);
-            put_varint(index, len);
-            put_varint(index, chunk.runs.len() as u64);
-            for (s, _, profiles) in &chunk.runs {
-                put_varint(index, u64::from(*s));
-                put_varint(index, profiles.len() as u64);
-            }
-        }
-        self.sections += 1;
-    }
-
-    /// Appends `encoded`, compressed ([`crate::section_codec`]), to the file; returns where
-    /// it starts and its length.
-    fn append_compressed(&mut self) -> (u64, u64) {
-        let at = self.file.len() as u64;
-        append_compressed(&self.encoded, &mut self.file);
-        (at, self.file.len() as u64 - at)
-    }
-
-    /// Writes the block as covering log segments up to `covered`; `None` when every head
-    /// added was empty.
-    pub(crate) fn finish(
-        self,
-        objects: &Objects,
-        covered: u64,
-    ) -> Result<Option<Block>, StoreError> {
-        let Some((min_time, max_time)) = self.range else {
-            return Ok(None);
-        };
-        let name = BlockName {
-            covered,
-            min_time,
-            max_time,
-        };
-        let key = objects.key(&name.file_name());
-        let mut replaces = self.replaces;
-        // A compacted block can take the name of one of its inputs; it never replaces itself.
-        replaces.retain(|r| *r != name.file_name());
-        let mut index = Vec::new();
-        put_varint(&mut index, self.sections);
-        index.extend_from_slice(&self.index);
-        put_varint(&mut index, replaces.len() as u64);
-        for r in &replaces {
-            put_str(&mut index, r);
-        }
-        let mut file = self.file;
-        let index_at = file.len() as u64;
-        file.extend_from_slice(&index);
-        file.extend_from_slice(&index_at.to_le_bytes());
-        file.extend_from_slice(&(index.len() as u64).to_le_bytes());
-        file.extend_from_slice(MAGIC);
-        let size = file.len() as u64;
-        let (sections, replaces) =
-            read_index(&index, &key, index_at, 4).ok_or_else(|| corrupt(&key, "index"))?;
-        objects.put(&key, file)?;
-        Ok(Some(Block {
-            name,
-            key,
-            size,
-            sections,
-            replaces,
-        }))
-    }
-}
-
-/// Appends `raw`, compressed ([`crate::section_codec`]), to `file`.
-fn append_compressed(raw: &[u8], file: &mut Vec<u8>) {
-    // zstd fails only on a failed allocation; the bytes are then stored raw, which the
-    // reader refuses as corrupt (never silently wrong).
-    if crate::section_codec::compress_into(raw, file).is_err() {
-        file.extend_from_slice(raw);
-    }
-}
-
 /// Rewrites a first-format block (one gzip stream of `tenant, head` sections) in this one,
 /// under the same name.
 fn upgrade_v1(objects: &Objects, name: BlockName, listed: &Listed) -> Result<Block, StoreError> {
@@ -745,34 +601,4 @@ fn read_v1_section(b: &[u8], pos: usize) -> Option<(String, &[u8], usize)> {
     let hl = usize::try_from(u64::from_le_bytes(b.get(p..p + 8)?.try_into().ok()?)).ok()?;
     let head = b.get(p + 8..p + 8 + hl)?;
     Some((tenant, head, p + 8 + hl))
-}
-
-/// Merges the heads of `blocks` tenant by tenant into one new block (compaction); the
-/// caller swaps it in and deletes the inputs. Holds one tenant's merged head at a time.
-pub(crate) fn compact(objects: &Objects, blocks: &[Block]) -> Result<Option<Block>, StoreError> {
-    let covered = blocks.iter().map(|b| b.name.covered).max().unwrap_or(0);
-    let mut by_tenant: BTreeMap<&str, Vec<&Arc<Section>>> = BTreeMap::new();
-    for b in blocks {
-        for s in &b.sections {
-            by_tenant.entry(s.tenant.as_str()).or_default().push(s);
-        }
-    }
-    let mut w = BlockWriter::new();
-    for (tenant, sections) in by_tenant {
-        let mut head = TenantHead::new();
-        for s in sections {
-            head.merge_encoded(&s.raw(objects)?)
-                .ok_or_else(|| corrupt(&s.key, "bad head encoding"))?;
-        }
-        w.add(tenant, &head);
-    }
-    // Transitively: an input whose own inputs could not all be deleted still vouches for
-    // them through this block.
-    w.replaces = blocks
-        .iter()
-        .flat_map(|b| std::iter::once(b.name.file_name()).chain(b.replaces.iter().cloned()))
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    w.finish(objects, covered)
 }

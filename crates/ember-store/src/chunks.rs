@@ -35,8 +35,9 @@
 //! service, so a service's chunks lie one after another in the file and a read of several is
 //! one ranged read.
 
-use crate::encoding::{Reader, gcd, put_signed, put_str, put_varint};
-use crate::head::{FastMap, Series, TenantHead};
+use crate::block::fold::{LocalNames, SlotSet, SlotSums};
+use crate::encoding::{Reader, gcd_of, put_divided, put_str, put_varint};
+use crate::head::{Series, TenantHead};
 
 /// Width of a chunk's window, aligned to the Unix epoch (so to UTC hours and days): a
 /// ten-minute window of a 10 s series is 60 profiles, and an hour reads six or seven chunks.
@@ -119,100 +120,98 @@ pub(crate) fn plan<'a>(series: &[&'a Series]) -> Vec<Pending<'a>> {
 /// Buffers the writer reuses from chunk to chunk (sized to the head's frames once).
 #[derive(Default)]
 pub(crate) struct ChunkWriter {
-    /// Per head frame, its id in the chunk being written plus one; 0 when not in it.
-    new_id: Vec<u32>,
+    /// Per head frame, the sum of the profile being folded ([`SlotSums`]: frame order
+    /// without a sort).
+    sums: SlotSums,
+    /// The chunk's profiles' `(head frame, value)` entries in frame order, one profile
+    /// after another, and where each profile's end.
+    entries: Vec<(u32, i64)>,
+    ends: Vec<usize>,
+    /// The head frames the chunk keeps (used and their ancestors).
+    kept_set: SlotSet,
     kept: Vec<u32>,
-    entries: Vec<Vec<(u32, i64)>>,
-    names: FastMap<u32, u32>,
-    name_list: Vec<u32>,
+    /// Per head frame, its id in the chunk being written (0: the root, or not in it).
+    new_id: Vec<u32>,
+    names: LocalNames,
 }
 
 impl ChunkWriter {
     /// Encodes `chunk` into `out` (cleared first).
     pub(crate) fn encode(&mut self, head: &TenantHead, chunk: &Pending<'_>, out: &mut Vec<u8>) {
-        if self.new_id.len() < head.frame_count() {
-            self.new_id.resize(head.frame_count(), 0);
+        let frames = head.frame_count();
+        self.sums.reserve_slots(frames);
+        self.kept_set.reserve_slots(frames);
+        if self.new_id.len() < frames {
+            self.new_id.resize(frames, 0);
         }
         out.clear();
-        let profiles: Vec<&crate::StoredProfile> =
-            chunk.runs.iter().flat_map(|r| r.2.iter()).collect();
         // Each profile's values by frame: nodes of one frame (other addresses of the same
         // functions, other sample label sets) add up; zero sums go, as a raw read drops them.
-        self.entries
-            .resize_with(profiles.len().max(self.entries.len()), Vec::new);
-        for (p, entries) in profiles.iter().zip(&mut self.entries) {
-            entries.clear();
-            entries.extend(
-                p.nodes
-                    .iter()
-                    .zip(&p.values)
-                    .map(|(n, v)| (head.frame_of(*n), *v)),
-            );
-            crate::rollup::sum_by_frame(entries);
+        self.entries.clear();
+        self.ends.clear();
+        let entries: usize = chunk
+            .runs
+            .iter()
+            .flat_map(|r| r.2)
+            .map(|p| p.nodes.len())
+            .sum();
+        self.entries.reserve(entries);
+        for p in chunk.runs.iter().flat_map(|r| r.2.iter()) {
+            for (n, v) in p.nodes.iter().zip(&p.values) {
+                self.sums.add(head.frame_of(*n), *v);
+            }
+            let entries = &mut self.entries;
+            self.sums.drain(|f, v| entries.push((f, v)));
+            self.ends.push(self.entries.len());
         }
-        // The frames used and their ancestors, in head order (parents come first there).
+        // The frames used and their ancestors, in head order (parents come first there):
+        // ids in the chunk are the root 0 and kept frames 1.. in that order, so each
+        // profile's entries stay in ascending order once renumbered.
+        for &(f, _) in &self.entries {
+            let mut f = f;
+            while f != 0 && self.kept_set.insert(f) {
+                f = head.frame_parent(f);
+            }
+        }
         self.kept.clear();
-        for entries in &self.entries[..profiles.len()] {
-            for &(f, _) in entries {
-                let mut f = f;
-                while f != 0 && self.new_id[f as usize] == 0 {
-                    self.new_id[f as usize] = 1;
-                    self.kept.push(f);
-                    f = head.frame_parent(f);
-                }
-            }
-        }
-        self.kept.sort_unstable();
-        for (i, f) in self.kept.iter().enumerate() {
-            self.new_id[*f as usize] = i as u32 + 2;
-        }
-        // Ids in the chunk: the root 0, kept frames 1.. (`new_id` holds them plus one).
-        let id = |new_id: &[u32], f: u32| if f == 0 { 0 } else { new_id[f as usize] - 1 };
-        self.names.clear();
-        self.name_list.clear();
-        self.name_list.push(0);
-        self.names.insert(0, 0);
-        let mut frame_names = Vec::with_capacity(self.kept.len());
-        for f in &self.kept {
-            let n = head.frame_name(*f);
-            let next = self.name_list.len() as u32;
-            let local = *self.names.entry(n).or_insert(next);
-            if local == next {
-                self.name_list.push(n);
-            }
-            frame_names.push(local);
-        }
-        put_varint(out, self.name_list.len() as u64);
-        for n in &self.name_list {
+        let (kept, new_id) = (&mut self.kept, &mut self.new_id);
+        self.kept_set.drain(|f| {
+            kept.push(f);
+            new_id[f as usize] = kept.len() as u32;
+        });
+        self.names.start();
+        let names = &mut self.names;
+        let frame_names: Vec<u32> = kept.iter().map(|f| names.id(head.frame_name(*f))).collect();
+        put_varint(out, names.list.len() as u64);
+        for n in &names.list {
             put_str(out, if *n == 0 { "" } else { head.string(*n) });
         }
-        put_varint(out, self.kept.len() as u64);
-        for (i, f) in self.kept.iter().enumerate() {
-            let parent = id(&self.new_id, head.frame_parent(*f));
+        put_varint(out, kept.len() as u64);
+        for (i, f) in kept.iter().enumerate() {
+            let parent = new_id[head.frame_parent(*f) as usize];
             put_varint(out, u64::from(i as u32 + 1 - parent));
         }
         for n in &frame_names {
             put_varint(out, u64::from(*n));
         }
-        put_varint(out, profiles.len() as u64);
-        for entries in &self.entries[..profiles.len()] {
+        put_varint(out, self.ends.len() as u64);
+        let mut start = 0;
+        for &end in &self.ends {
+            let entries = &self.entries[start..end];
+            start = end;
             put_varint(out, entries.len() as u64);
             let mut last = 0u32;
             for &(f, _) in entries {
-                let i = id(&self.new_id, f);
+                let i = new_id[f as usize];
                 put_varint(out, u64::from(i - last));
                 last = i;
             }
-            let g = entries.iter().fold(0u64, |g, e| gcd(g, e.1.unsigned_abs()));
-            // Only i64::MIN alone gives a gcd past i64::MAX; 1 keeps that exact too.
-            let g = i64::try_from(g).unwrap_or(1).max(1);
+            let g = gcd_of(entries.iter().map(|e| e.1));
             put_varint(out, g as u64);
-            for &(_, v) in entries {
-                put_signed(out, v / g);
-            }
+            put_divided(out, entries.iter().map(|e| e.1), g);
         }
-        for f in &self.kept {
-            self.new_id[*f as usize] = 0;
+        for f in kept.iter() {
+            new_id[*f as usize] = 0;
         }
     }
 }

@@ -158,11 +158,18 @@ impl Objects {
         Ok(bytes.to_vec())
     }
 
-    /// Writes `bytes` as `key` (atomically: readers see the old state or all of it).
-    pub(crate) fn put(&self, key: &ObjPath, bytes: Vec<u8>) -> Result<(), StoreError> {
+    /// Writes `parts`, one after another, as `key` (atomically: readers see the old state or
+    /// all of it). A block's compressed pieces are written as they are, not copied into one
+    /// buffer first.
+    pub(crate) fn put_parts(&self, key: &ObjPath, parts: Vec<Vec<u8>>) -> Result<(), StoreError> {
+        let payload: PutPayload = parts
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .flat_map(PutPayload::from)
+            .collect();
         let store = self.store.clone();
         let k = key.clone();
-        self.run(async move { store.put(&k, PutPayload::from(bytes)).await })?
+        self.run(async move { store.put(&k, payload).await })?
             .map_err(|e| object_error("put", key, e))?;
         Ok(())
     }

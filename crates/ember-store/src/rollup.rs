@@ -20,6 +20,7 @@
 //!          entry count, frame index deltas, values (zigzag)
 //! ```
 
+use crate::block::fold::{LocalNames, SlotSums};
 use crate::encoding::{Reader, put_signed, put_str, put_varint};
 use crate::head::{Series, TenantHead};
 use crate::read::Merged;
@@ -37,39 +38,42 @@ pub(crate) struct Rollup {
     series: Vec<Option<(Vec<u32>, Vec<i64>)>>,
 }
 
-/// Encodes the rollup of `series` (the section's series, in index order) of `head`.
-pub(crate) fn encode(head: &TenantHead, series: &[&Series], out: &mut Vec<u8>) {
-    let mut node_sums = vec![0i64; head.node_count()];
-    let mut touched: Vec<u32> = Vec::new();
-    let mut per_series: Vec<Option<Vec<(u32, i64)>>> = Vec::with_capacity(series.len());
+/// Encodes the rollup of `series` (the section's series, in index order) of `head`;
+/// `sums` is scratch space kept from call to call (sized to the head's frames here).
+pub(crate) fn encode(
+    head: &TenantHead,
+    series: &[&Series],
+    out: &mut Vec<u8>,
+    sums: &mut SlotSums,
+) {
+    sums.reserve_slots(head.frame_count());
+    // Each series' frames with their sums, in frame order, one after another (`ends`).
+    // At most one per entry of the summed profiles: reserved once, not grown by doubling
+    // (a busy flush's series hold a million entries).
+    let entries: usize = series
+        .iter()
+        .filter(|s| !crate::read::averaged_labels(&s.labels))
+        .flat_map(|s| &s.profiles)
+        .map(|p| p.nodes.len())
+        .sum();
+    let mut frames: Vec<(u32, i64)> = Vec::with_capacity(entries);
+    let mut ends: Vec<Option<usize>> = Vec::with_capacity(series.len());
     let mut used = vec![false; head.frame_count()];
     for s in series {
         if crate::read::averaged_labels(&s.labels) {
-            per_series.push(None);
+            ends.push(None);
             continue;
         }
-        touched.clear();
         for p in &s.profiles {
             for (n, v) in p.nodes.iter().zip(&p.values) {
-                let e = &mut node_sums[*n as usize];
-                if *e == 0 {
-                    touched.push(*n);
-                }
-                *e = e.saturating_add(*v);
+                sums.add(head.frame_of(*n), *v);
             }
         }
-        let mut frames: Vec<(u32, i64)> = Vec::with_capacity(touched.len());
-        for &n in &touched {
-            let v = std::mem::take(&mut node_sums[n as usize]);
-            if v != 0 {
-                frames.push((head.frame_of(n), v));
-            }
-        }
-        sum_by_frame(&mut frames);
-        for (f, _) in &frames {
-            used[*f as usize] = true;
-        }
-        per_series.push(Some(frames));
+        sums.drain(|f, v| {
+            used[f as usize] = true;
+            frames.push((f, v));
+        });
+        ends.push(Some(frames.len()));
     }
     // Ancestors of used frames, then dense ids in head order (parents come first there).
     for f in (1..used.len()).rev() {
@@ -85,21 +89,11 @@ pub(crate) fn encode(head: &TenantHead, series: &[&Series], out: &mut Vec<u8>) {
             new_id[f] = kept.len() as u32;
         }
     }
-    let mut name_id: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
-    let mut names: Vec<u32> = vec![0];
-    name_id.insert(0, 0);
-    let frame_names: Vec<u32> = kept
-        .iter()
-        .map(|f| {
-            let n = head.frame_name(*f);
-            *name_id.entry(n).or_insert_with(|| {
-                names.push(n);
-                names.len() as u32 - 1
-            })
-        })
-        .collect();
-    put_varint(out, names.len() as u64);
-    for n in &names {
+    let mut names = LocalNames::default();
+    names.start();
+    let frame_names: Vec<u32> = kept.iter().map(|f| names.id(head.frame_name(*f))).collect();
+    put_varint(out, names.list.len() as u64);
+    for n in &names.list {
         put_str(out, head.string(*n));
     }
     put_varint(out, kept.len() as u64);
@@ -110,21 +104,23 @@ pub(crate) fn encode(head: &TenantHead, series: &[&Series], out: &mut Vec<u8>) {
     for n in &frame_names {
         put_varint(out, u64::from(*n));
     }
-    for s in &per_series {
-        match s {
-            None => put_varint(out, 0),
-            Some(frames) => {
-                put_varint(out, 1 + frames.len() as u64);
-                let mut last = 0u32;
-                for (f, _) in frames {
-                    let id = new_id[*f as usize];
-                    put_varint(out, u64::from(id - last));
-                    last = id;
-                }
-                for (_, v) in frames {
-                    put_signed(out, *v);
-                }
-            }
+    let mut start = 0;
+    for end in ends {
+        let Some(end) = end else {
+            put_varint(out, 0);
+            continue;
+        };
+        let own = &frames[start..end];
+        start = end;
+        put_varint(out, 1 + own.len() as u64);
+        let mut last = 0u32;
+        for (f, _) in own {
+            let id = new_id[*f as usize];
+            put_varint(out, u64::from(id - last));
+            last = id;
+        }
+        for (_, v) in own {
+            put_signed(out, *v);
         }
     }
 }
@@ -267,22 +263,6 @@ impl Rollup {
     }
 }
 
-/// Sorts `(frame, value)` pairs by frame and adds up each frame's values (saturating),
-/// dropping frames whose sum is zero, as a raw read drops them. Several stack nodes map to
-/// one frame (the same functions at other addresses, other sample label sets), so a list
-/// of per-node values has repeats once its nodes are mapped to frames.
-pub(crate) fn sum_by_frame(frames: &mut Vec<(u32, i64)>) {
-    frames.sort_unstable_by_key(|f| f.0);
-    frames.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
-        if same {
-            kept.1 = kept.1.saturating_add(later.1);
-        }
-        same
-    });
-    frames.retain(|f| f.1 != 0);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,7 +283,7 @@ mod tests {
         }
         let series: Vec<&Series> = head.all_series().collect();
         let mut bytes = Vec::new();
-        encode(&head, &series, &mut bytes);
+        encode(&head, &series, &mut bytes, &mut SlotSums::default());
         let r = Rollup::decode(&bytes, series.len()).unwrap();
         let m = r.merged_values(r.selves([0, 1]));
         let stacks = m.folded();

@@ -3,7 +3,9 @@
 
 use super::*;
 
-use crate::encoding::{Reader, gcd, put_deltas, put_labels, put_signed, put_str, put_varint};
+use crate::encoding::{
+    Reader, gcd_of, put_deltas, put_divided, put_labels, put_signed, put_str, put_varint,
+};
 
 /// A sample label set as encoded: `(key, value)` string ids.
 type LabelSet = Box<[(u32, u32)]>;
@@ -72,17 +74,43 @@ impl TenantHead {
                     put_varint(out, u64::from(n.wrapping_sub(last)));
                     last = *n;
                 }
-                let g = p.values.iter().fold(0u64, |g, v| gcd(g, v.unsigned_abs()));
-                // Only i64::MIN alone gives a gcd past i64::MAX; 1 keeps that exact too.
-                let g = i64::try_from(g).unwrap_or(1).max(1);
+                let g = gcd_of(p.values.iter().copied());
                 put_varint(out, g as u64);
-                for v in &p.values {
-                    // Exact: g divides every value.
-                    put_signed(out, v / g);
-                }
+                // Exact: g divides every value.
+                put_divided(out, p.values.iter().copied(), g);
             }
         }
         self.encode_sample_labels(out);
+    }
+
+    /// About the bytes [`TenantHead::encode`] writes, a little more rather than less: what a
+    /// block writer reserves before encoding (an encoding buffer grown by doubling copied
+    /// the whole encoding twice over and faulted in fresh pages for each copy). Reserved
+    /// pages that are never written are never touched.
+    pub(crate) fn encoded_size_hint(&self) -> usize {
+        let strings: usize = self.strings.iter().map(|s| s.len() + 2).sum();
+        let lines: usize = self.locations.items.iter().map(|l| l.lines.len()).sum();
+        let mut profiles = 0usize;
+        for s in &self.series {
+            profiles += 64
+                + s.labels
+                    .iter()
+                    .map(|(n, v)| n.len() + v.len() + 4)
+                    .sum::<usize>();
+            for p in &s.profiles {
+                // Count, time and gcd; per entry a node delta and a value (three bytes each
+                // at most for nearly all), and a set id when it has sets.
+                profiles += 16 + p.nodes.len() * 6 + p.sets.len() * 3;
+            }
+        }
+        strings
+            + self.mappings.items.len() * 40
+            + self.functions.items.len() * 16
+            + self.locations.items.len() * 12
+            + lines * 8
+            + self.nodes.len() * 8
+            + self.label_sets.items.len() * 16
+            + profiles
     }
 
     /// The optional sample-label part, after the series (a head without sample labels

@@ -1,0 +1,148 @@
+//! CPU of the flush into a block and of the compaction after it, per profile, at the store
+//! level (no HTTP), as the server runs them (with its allocator, jemalloc): profiles of a directory written by
+//! `ember-loadgen --workload realistic --write-dir DIR` are ingested in order, and after
+//! every `PER_FLUSH` of them the store is flushed and then compacted
+//! (`Store::flush`, `Store::compact`, what the server's timer calls).
+//!
+//! `cargo run -p ember-store --release --example flush_cpu -- DIR [PER_FLUSH] [ROUNDS]`
+//!
+//! Profile times: the live directory stamps every profile with one second, which a server
+//! never sees; here each series' profiles are 10 s apart (its `k`-th profile at
+//! `base + 10 s × k`), as an agent sends them, so a flush of `PER_FLUSH` (default 600: 20
+//! services' five minutes at one profile per 10 s per pod… about, at the default flush
+//! interval) spans the ten-minute time chunks it would. `ROUNDS` (default 2) passes over the
+//! directory, each later in time than the one before.
+//!
+//! With `EMBER_PERF_CTL=FIFO` it writes `enable` to FIFO before each flush and `disable`
+//! after each compaction, for `perf record --control fifo:FIFO -D -1`: the profile then
+//! holds the flushes and compactions alone.
+
+use std::io::Write;
+use std::time::Instant;
+
+use ember_store::{IngestBatch, IngestProfile, Store, StoreOptions};
+
+/// The server's allocator: freeing a flushed head's maps costs several times more under
+/// glibc's malloc, which would misstate what the server pays.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// This process's user+sys CPU seconds (every thread: the block write runs on the object
+/// store's runtime thread).
+fn cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
+/// One profile: series labels, offset of its time from the round's start, gzip'd bytes.
+type Profile = (Vec<(String, String)>, i64, Vec<u8>);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let dir = std::path::PathBuf::from(args.get(1).expect("usage: flush_cpu DIR [PER_FLUSH]"));
+    let per_flush: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(600);
+    let rounds: usize = args.get(3).and_then(|r| r.parse().ok()).unwrap_or(2);
+    let index = std::fs::read_to_string(dir.join("index.tsv")).expect("index.tsv");
+    let mut profiles: Vec<Profile> = Vec::new();
+    let mut per_series: std::collections::HashMap<String, i64> = Default::default();
+    for line in index.lines().skip(1) {
+        let mut f = line.split('\t');
+        let (Some(file), Some(_), Some(labels)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let k = per_series.entry(labels.to_string()).or_insert(0);
+        let offset = *k * 10_000_000_000;
+        *k += 1;
+        let labels: Vec<(String, String)> = labels
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let bytes = std::fs::read(dir.join(file)).expect("profile");
+        profiles.push((labels, offset, bytes));
+    }
+    // A round spans its longest series, plus one step.
+    let span = (per_series.values().max().copied().unwrap_or(0) + 1) * 10_000_000_000;
+    let mut ctl = std::env::var_os("EMBER_PERF_CTL").map(|p| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .expect("perf control fifo")
+    });
+    let mut perf = |cmd: &str| {
+        if let Some(f) = ctl.as_mut() {
+            let _ = writeln!(f, "{cmd}");
+            let _ = f.flush();
+        }
+    };
+    let base = std::env::var_os("EMBER_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let data = base.join(format!("ember-flush-cpu-{}", std::process::id()));
+    let store = Store::open(&data, StoreOptions::default()).expect("store");
+    // 2026-11-27 00:00 UTC: a round of ~17 minutes stays inside the day.
+    let day = 1_795_737_600_000_000_000i64;
+    let (mut flush_cpu, mut flush_wall, mut compact_cpu, mut compact_wall) = (0.0, 0.0, 0.0, 0.0);
+    let (mut flushes, mut compacted, mut ingested) = (0usize, 0usize, 0usize);
+    let mut since_flush = 0usize;
+    let total = profiles.len() * rounds;
+    for round in 0..rounds {
+        for (labels, offset, bytes) in &profiles {
+            let batch = IngestBatch {
+                profiles: vec![IngestProfile {
+                    labels: labels.clone(),
+                    time_nanos: day + round as i64 * span + offset,
+                    pprof: bytes.clone(),
+                    what: "profile".into(),
+                }],
+            };
+            store.ingest("t", batch).expect("ingest");
+            ingested += 1;
+            since_flush += 1;
+            if since_flush < per_flush && ingested < total {
+                continue;
+            }
+            since_flush = 0;
+            perf("enable");
+            let (c0, t0) = (cpu(), Instant::now());
+            let stats = store.flush().expect("flush");
+            let (c1, t1) = (cpu(), Instant::now());
+            let removed = store.compact().expect("compact");
+            let (c2, t2) = (cpu(), Instant::now());
+            perf("disable");
+            flushes += 1;
+            compacted += removed;
+            flush_cpu += c1 - c0;
+            flush_wall += (t1 - t0).as_secs_f64();
+            compact_cpu += c2 - c1;
+            compact_wall += (t2 - t1).as_secs_f64();
+            println!(
+                "flush {flushes}: {} profiles, {:.0} ms CPU ({:.0} wall), block {} bytes; compaction {:.0} ms CPU ({:.0} wall), {removed} blocks merged",
+                stats.records,
+                (c1 - c0) * 1000.0,
+                (t1 - t0).as_secs_f64() * 1000.0,
+                stats.block_bytes,
+                (c2 - c1) * 1000.0,
+                (t2 - t1).as_secs_f64() * 1000.0,
+            );
+        }
+    }
+    let (blocks, bytes, _) = store.disk_usage();
+    let n = ingested as f64;
+    println!(
+        "{ingested} profiles, {flushes} flushes of {per_flush}: flush {:.3} ms CPU/profile ({:.3} wall), compaction {:.3} ms CPU/profile ({:.3} wall, {compacted} blocks merged away), both {:.3}; {blocks} block(s), {:.0} bytes per profile",
+        flush_cpu * 1000.0 / n,
+        flush_wall * 1000.0 / n,
+        compact_cpu * 1000.0 / n,
+        compact_wall * 1000.0 / n,
+        (flush_cpu + compact_cpu) * 1000.0 / n,
+        bytes as f64 / n,
+    );
+    store.close();
+    let _ = std::fs::remove_dir_all(&data);
+}
