@@ -247,11 +247,8 @@ mod tests {
 
     #[test]
     fn perf_script_is_folded_and_speedscope_read() {
-        // Removed with its content when `dir` drops, at the end of the test.
-        let dir = tempfile::Builder::new()
-            .prefix("ember-detect-")
-            .tempdir()
-            .expect("temp dir");
+        // Removed with its content when the guard drops, at the end of the test.
+        let dir = tempfile::tempdir().expect("temp dir");
         let dir = dir.path();
         let path = dir.join("perf.txt");
         std::fs::write(

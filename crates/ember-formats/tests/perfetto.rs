@@ -266,11 +266,8 @@ fn same(got: &BTreeMap<String, i64>, want: &BTreeMap<String, i64>, what: &str) {
 /// A gzip'd trace is read too (the detector gunzips first), through a real file.
 #[test]
 fn detector_reads_a_trace_file() {
-    // Removed with its content when `dir` drops, at the end of the test.
-    let dir = tempfile::Builder::new()
-        .prefix("ember-perfetto-")
-        .tempdir()
-        .expect("temp dir");
+    // Removed with its content when the guard drops, at the end of the test.
+    let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     let path = dir.join("t.pftrace.gz");
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());

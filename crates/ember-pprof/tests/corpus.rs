@@ -111,11 +111,8 @@ fn round_trip_preserves_everything() {
 fn write_file_then_read_file() {
     let case = &good_cases()[0];
     let p = decode(&case.bytes()).unwrap();
-    // Removed with its content when `dir` drops, at the end of the test.
-    let dir = tempfile::Builder::new()
-        .prefix("ember-pprof-test-")
-        .tempdir()
-        .expect("temp dir");
+    // Removed with its content when the guard drops, at the end of the test.
+    let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     let path = dir.join("out.pb.gz");
     ember_pprof::write_file(&p, &path).unwrap();

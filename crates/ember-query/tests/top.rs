@@ -118,11 +118,8 @@ fn type_of(p: &ember_pprof::Profile) -> (String, String) {
 
 #[test]
 fn top_from_the_call_tree_equals_top_of_the_pprof() {
-    // Removed with its content when `dir` drops, at the end of the test.
-    let dir = tempfile::Builder::new()
-        .prefix("ember-query-top-")
-        .tempdir()
-        .expect("temp dir");
+    // Removed with its content when the guard drops, at the end of the test.
+    let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let files = proto_files();
@@ -188,11 +185,8 @@ fn top_from_the_call_tree_equals_top_of_the_pprof() {
 /// lines: it is the table of a merge, not of one file.)
 #[test]
 fn stored_profile_lists_the_rows_of_the_file() {
-    // Removed with its content when `dir` drops, at the end of the test.
-    let dir = tempfile::Builder::new()
-        .prefix("ember-query-top-file-")
-        .tempdir()
-        .expect("temp dir");
+    // Removed with its content when the guard drops, at the end of the test.
+    let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let (mut compared, mut inlined_rows) = (0, 0);
@@ -251,11 +245,8 @@ fn stored_profile_lists_the_rows_of_the_file() {
 /// and both tables still agree.
 #[test]
 fn samples_without_frames_count_in_the_total() {
-    // Removed with its content when `dir` drops, at the end of the test.
-    let dir = tempfile::Builder::new()
-        .prefix("ember-query-top-root-")
-        .tempdir()
-        .expect("temp dir");
+    // Removed with its content when the guard drops, at the end of the test.
+    let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let mut b = ember_pprof::ProfileBuilder::new(&[("cpu", "nanoseconds")]);
@@ -298,11 +289,8 @@ fn samples_without_frames_count_in_the_total() {
 /// sections in part (read in full) or cover them whole (read from rollups).
 #[test]
 fn top_summed_tier_by_tier_equals_top_of_the_merge() {
-    // Removed with its content when `dir` drops, at the end of the test.
-    let dir = tempfile::Builder::new()
-        .prefix("ember-query-top-tiers-")
-        .tempdir()
-        .expect("temp dir");
+    // Removed with its content when the guard drops, at the end of the test.
+    let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     let store = Store::open(dir, StoreOptions::default()).expect("open store");
     // The same profiles in one open head: the web UI's JSON table must not depend on tiers.

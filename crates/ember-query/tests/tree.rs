@@ -31,11 +31,8 @@ fn flat(t: &Tree) -> Vec<(Vec<String>, i64, i64)> {
 
 #[test]
 fn tree_from_frames_equals_tree_from_stacks() {
-    // Removed with its content when `dir` drops, at the end of the test.
-    let dir = tempfile::Builder::new()
-        .prefix("ember-query-tree-")
-        .tempdir()
-        .expect("temp dir");
+    // Removed with its content when the guard drops, at the end of the test.
+    let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let files = [

@@ -320,11 +320,8 @@ mod tests {
 
     #[test]
     fn bad_ids_and_kinds_are_never_asked() {
-        // Removed with its content when `dir` drops, at the end of the test.
-        let dir = tempfile::Builder::new()
-            .prefix("ember-dbgd-unit-")
-            .tempdir()
-            .expect("temp dir");
+        // Removed with its content when the guard drops, at the end of the test.
+        let dir = tempfile::tempdir().expect("temp dir");
         let dir = dir.path();
         // A server that would fail if asked: nothing is sent for an invalid request.
         let mut c = Debuginfod::new(vec!["http://127.0.0.1:9".into()], dir.to_path_buf());

@@ -22,22 +22,15 @@ use std::time::Instant;
 
 use ember_store::{IngestBatch, IngestProfile, Store, StoreOptions};
 
+// `cpu` counts every thread: the block write runs on the object store's runtime thread.
+#[path = "support/mod.rs"]
+mod support;
+use support::cpu;
+
 /// The server's allocator: freeing a flushed head's maps costs several times more under
 /// glibc's malloc, which would misstate what the server pays.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-/// This process's user+sys CPU seconds (every thread: the block write runs on the object
-/// store's runtime thread).
-fn cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
-}
 
 /// One profile: series labels, offset of its time from the round's start, gzip'd bytes.
 type Profile = (Vec<(String, String)>, i64, Vec<u8>);
@@ -47,24 +40,13 @@ fn main() {
     let dir = std::path::PathBuf::from(args.get(1).expect("usage: flush_cpu DIR [PER_FLUSH]"));
     let per_flush: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(600);
     let rounds: usize = args.get(3).and_then(|r| r.parse().ok()).unwrap_or(2);
-    let index = std::fs::read_to_string(dir.join("index.tsv")).expect("index.tsv");
     let mut profiles: Vec<Profile> = Vec::new();
     let mut per_series: std::collections::HashMap<String, i64> = Default::default();
-    for line in index.lines().skip(1) {
-        let mut f = line.split('\t');
-        let (Some(file), Some(_), Some(labels)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        let k = per_series.entry(labels.to_string()).or_insert(0);
+    for w in support::read_written(&dir, usize::MAX) {
+        let k = per_series.entry(w.key).or_insert(0);
         let offset = *k * 10_000_000_000;
         *k += 1;
-        let labels: Vec<(String, String)> = labels
-            .split(',')
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let bytes = std::fs::read(dir.join(file)).expect("profile");
-        profiles.push((labels, offset, bytes));
+        profiles.push((w.labels, offset, w.bytes));
     }
     // A round spans its longest series, plus one step.
     let span = (per_series.values().max().copied().unwrap_or(0) + 1) * 10_000_000_000;

@@ -15,32 +15,12 @@ use std::time::Instant;
 use ember_pprof::{DecodeLimits, ProfileView};
 use ember_store::{IngestBatch, IngestProfile, Store, StoreOptions};
 
+#[path = "support/mod.rs"]
+mod support;
+use support::{cpu, main_thread_cpu};
+
 /// One profile of the directory: its series labels and its gzip'd bytes.
 type Profile = (Vec<(String, String)>, Vec<u8>);
-
-/// This process's user+sys CPU seconds.
-fn cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
-}
-
-/// The main thread's user+sys CPU seconds: the ingest's own work (decompress, parse,
-/// apply), without the log's writer and fsync threads.
-fn main_thread_cpu() -> f64 {
-    let path = format!("/proc/self/task/{}/stat", std::process::id());
-    let stat = std::fs::read_to_string(path).unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -51,21 +31,10 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(usize::MAX);
     let ingest_only = std::env::var_os("EMBER_INGEST_ONLY").is_some_and(|v| v == "1");
-    let index = std::fs::read_to_string(dir.join("index.tsv")).expect("index.tsv");
-    let mut profiles = Vec::new();
-    for line in index.lines().skip(1).take(limit) {
-        let mut f = line.split('\t');
-        let (Some(file), Some(_), Some(labels)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        let labels: Vec<(String, String)> = labels
-            .split(',')
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let bytes = std::fs::read(dir.join(file)).expect("profile");
-        profiles.push((labels, bytes));
-    }
+    let profiles: Vec<Profile> = support::read_written(&dir, limit)
+        .into_iter()
+        .map(|w| (w.labels, w.bytes))
+        .collect();
     {
         let raw = ember_pprof::decompress(&profiles[0].1, &DecodeLimits::default()).expect("gzip");
         let v = ProfileView::parse(&raw).expect("pprof");

@@ -30,6 +30,20 @@ pub(crate) fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+/// The inverse of an odd `odd` modulo 2^64: for a multiple `x` of `odd`, `x * inverse`
+/// (wrapping) is `x / odd`. Both sides of the block format divide by a gcd this way (the
+/// writer its values, the node-limited merge its packed totals): a hardware division per
+/// value cost more than the rest of their work.
+pub(crate) fn odd_inverse(odd: u64) -> u64 {
+    // Newton's iteration: `odd` is its own inverse modulo 8 (3 bits), and each step
+    // doubles the bits that are right: 6, 12, 24, 48, 96.
+    let mut inverse = odd;
+    for _ in 0..5 {
+        inverse = inverse.wrapping_mul(2u64.wrapping_sub(odd.wrapping_mul(inverse)));
+    }
+    inverse
+}
+
 /// Division by a fixed divisor of the numbers it divides, by a multiplication: a
 /// profile's values are divided by their gcd before they are written, and two 64-bit
 /// divisions per value (the test in [`gcd_of`], then the quotient) were a large part of
@@ -52,15 +66,9 @@ impl ExactDivisor {
         let d = d.max(1);
         let shift = d.trailing_zeros();
         let odd = d >> shift;
-        // Newton's iteration: `odd` is its own inverse modulo 8 (3 bits), and each step
-        // doubles the bits that are right: 6, 12, 24, 48, 96.
-        let mut inverse = odd;
-        for _ in 0..5 {
-            inverse = inverse.wrapping_mul(2u64.wrapping_sub(odd.wrapping_mul(inverse)));
-        }
         ExactDivisor {
             shift,
-            inverse,
+            inverse: odd_inverse(odd),
             limit: u64::MAX / odd,
         }
     }

@@ -39,11 +39,8 @@ fn flame_graph_is_interactive_in_chromium() {
         "tests/data/corpora/derived/FlameGraph-results-lastsample/results/perf-vertx-stacks-01-collapsed-all.txt",
     );
     let folded = std::fs::read_to_string(&input).expect("corpus file");
-    // Removed with its content when `dir` drops, at the end of the test.
-    let dir = tempfile::Builder::new()
-        .prefix("ember-browser-")
-        .tempdir()
-        .expect("temp dir");
+    // Removed with its content when the guard drops, at the end of the test.
+    let dir = tempfile::tempdir().expect("temp dir");
     let dir = dir.path();
     let svg = dir.join("vertx.svg");
 

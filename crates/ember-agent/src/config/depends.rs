@@ -461,11 +461,8 @@ mod tests {
 
     #[test]
     fn server_ca_file_needs_https() {
-        // Removed with its content when `dir` drops, at the end of the test.
-        let dir = tempfile::Builder::new()
-            .prefix("ember-depends-ca-")
-            .tempdir()
-            .expect("temp dir");
+        // Removed with its content when the guard drops, at the end of the test.
+        let dir = tempfile::tempdir().expect("temp dir");
         let dir = dir.path();
         let ca = dir.join("ca.pem");
         // A real certificate, so only the dependency is wrong.

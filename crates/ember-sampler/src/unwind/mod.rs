@@ -474,11 +474,8 @@ mod tests {
     #[test]
     fn same_build_id_at_another_path_shares_one_entry() {
         let exe = std::env::current_exe().unwrap();
-        // Removed with its content when `dir` drops, at the end of the test.
-        let dir = tempfile::Builder::new()
-            .prefix("ember-unwind-")
-            .tempdir()
-            .expect("temp dir");
+        // Removed with its content when the guard drops, at the end of the test.
+        let dir = tempfile::tempdir().expect("temp dir");
         let dir = dir.path();
         let copy = dir.join("copy");
         std::fs::copy(&exe, &copy).unwrap();

@@ -5,7 +5,7 @@
 //! instead pass 1 keeps what pass 2 needs of it (each frame's parent, shared name id and
 //! total) packed in a few bytes a frame, within a share of the cache's budget.
 
-use crate::encoding::{Reader, gcd};
+use crate::encoding::{Reader, gcd, odd_inverse};
 
 /// What pass 2 reads of a part, kept from pass 1 so the part is not read and decoded again:
 /// per frame after the root, varints of its distance to its parent, its shared name id and
@@ -49,15 +49,10 @@ impl Scale {
         }
         let shift = g.trailing_zeros();
         let odd = g >> shift;
-        // Newton's iteration doubles the correct low bits each step: 3, 6, ..., 96 >= 64.
-        let mut inverse = odd;
-        for _ in 0..5 {
-            inverse = inverse.wrapping_mul(2u64.wrapping_sub(odd.wrapping_mul(inverse)));
-        }
         Scale {
             shift,
             odd,
-            inverse,
+            inverse: odd_inverse(odd),
         }
     }
 
