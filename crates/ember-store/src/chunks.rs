@@ -35,8 +35,8 @@
 //! service, so a service's chunks lie one after another in the file and a read of several is
 //! one ranged read.
 
-use crate::block::fold::{LocalNames, SlotSet, SlotSums};
-use crate::encoding::{Reader, gcd_of, put_divided, put_str, put_varint};
+use crate::block::fold::{LocalNames, SlotSet, SlotSums, put_frames};
+use crate::encoding::{Reader, gcd_of, put_divided, put_varint};
 use crate::head::{Series, TenantHead};
 
 /// Width of a chunk's window, aligned to the Unix epoch (so to UTC hours and days): a
@@ -179,21 +179,7 @@ impl ChunkWriter {
             kept.push(f);
             new_id[f as usize] = kept.len() as u32;
         });
-        self.names.start();
-        let names = &mut self.names;
-        let frame_names: Vec<u32> = kept.iter().map(|f| names.id(head.frame_name(*f))).collect();
-        put_varint(out, names.list.len() as u64);
-        for n in &names.list {
-            put_str(out, if *n == 0 { "" } else { head.string(*n) });
-        }
-        put_varint(out, kept.len() as u64);
-        for (i, f) in kept.iter().enumerate() {
-            let parent = new_id[head.frame_parent(*f) as usize];
-            put_varint(out, u64::from(i as u32 + 1 - parent));
-        }
-        for n in &frame_names {
-            put_varint(out, u64::from(*n));
-        }
+        put_frames(out, head, kept, new_id, &mut self.names);
         put_varint(out, self.ends.len() as u64);
         let mut start = 0;
         for &end in &self.ends {

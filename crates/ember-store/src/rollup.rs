@@ -20,8 +20,8 @@
 //!          entry count, frame index deltas, values (zigzag)
 //! ```
 
-use crate::block::fold::{LocalNames, SlotSums};
-use crate::encoding::{Reader, put_signed, put_str, put_varint};
+use crate::block::fold::{LocalNames, SlotSums, put_frames};
+use crate::encoding::{Reader, put_signed, put_varint};
 use crate::head::{Series, TenantHead};
 use crate::read::Merged;
 
@@ -89,21 +89,7 @@ pub(crate) fn encode(
             new_id[f] = kept.len() as u32;
         }
     }
-    let mut names = LocalNames::default();
-    names.start();
-    let frame_names: Vec<u32> = kept.iter().map(|f| names.id(head.frame_name(*f))).collect();
-    put_varint(out, names.list.len() as u64);
-    for n in &names.list {
-        put_str(out, head.string(*n));
-    }
-    put_varint(out, kept.len() as u64);
-    for (i, f) in kept.iter().enumerate() {
-        let parent = new_id[head.frame_parent(*f) as usize];
-        put_varint(out, u64::from(i as u32 + 1 - parent));
-    }
-    for n in &frame_names {
-        put_varint(out, u64::from(*n));
-    }
+    put_frames(out, head, &kept, &new_id, &mut LocalNames::default());
     let mut start = 0;
     for end in ends {
         let Some(end) = end else {

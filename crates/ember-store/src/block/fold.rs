@@ -10,6 +10,9 @@
 //! slot in a bit set instead, then reading the set bits in order, costs two array accesses
 //! per entry and one summary word per 4,096 frames.
 
+use crate::TenantHead;
+use crate::encoding::{put_str, put_varint};
+
 /// Bits read back in ascending order, with a summary bit per word of them so that reading a
 /// sparse set skips its empty words 64 at a time: a profile's frames lie all over the head's
 /// frame ids (old stacks near the root have low ids, new ones high), some 700 set among
@@ -124,6 +127,34 @@ impl SlotSet {
     /// Calls `f` with every slot of the set in ascending order, and empties it.
     pub(crate) fn drain(&mut self, mut f: impl FnMut(u32)) {
         self.bits.drain(|s| f(s as u32));
+    }
+}
+
+/// Writes the frame table of a rollup or a time chunk: its names (`names` restarted), then
+/// per kept frame (`kept`, head frame ids in head order, parents first) the distance back
+/// to its parent in `new_id`'s numbering (root 0, kept frames 1..), then each frame's local
+/// name id. One writer for both, so they stay readable by the same frame-table reader.
+pub(crate) fn put_frames(
+    out: &mut Vec<u8>,
+    head: &TenantHead,
+    kept: &[u32],
+    new_id: &[u32],
+    names: &mut LocalNames,
+) {
+    names.start();
+    let frame_names: Vec<u32> = kept.iter().map(|f| names.id(head.frame_name(*f))).collect();
+    put_varint(out, names.list.len() as u64);
+    for n in &names.list {
+        // String 0 is the head's "" (`TenantHead::new` interns it first).
+        put_str(out, head.string(*n));
+    }
+    put_varint(out, kept.len() as u64);
+    for (i, f) in kept.iter().enumerate() {
+        let parent = new_id[head.frame_parent(*f) as usize];
+        put_varint(out, u64::from(i as u32 + 1 - parent));
+    }
+    for n in &frame_names {
+        put_varint(out, u64::from(*n));
     }
 }
 
