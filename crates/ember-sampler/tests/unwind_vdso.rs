@@ -41,6 +41,12 @@ fn samples_in_the_vdso_reach_start_and_are_named() {
                 example.get_or_insert_with(|| names.join(";"));
             }
         }
+        for choice in &rec.auto_choices {
+            eprintln!(
+                "  auto: {} {:?} ({})",
+                choice.path, choice.method, choice.reason
+            );
+        }
         eprintln!(
             "{call_graph:?}: {complete}/{in_vdso} samples in the vDSO are complete and named"
         );

@@ -47,7 +47,22 @@ impl DwarfUnwinder {
                 c.auto
             });
         match state {
-            Some(Auto::Decided(Method::FramePointer)) => self.fp_then_cfi(pid, regs, stack, fp),
+            Some(Auto::Decided(Method::FramePointer)) => {
+                let walked = self.fp_then_cfi(pid, regs, stack, fp);
+                if walked.len() > 1 {
+                    return walked;
+                }
+                // The walk ended at the leaf: the sample is in a prologue or epilogue, where
+                // even a binary that keeps frame pointers has not (or no longer) set up its
+                // own, so the frame pointer register is the caller's. CFI knows those
+                // instructions; it costs a full unwind only for these few samples.
+                let cfi = self.unwind(pid, process, regs, stack);
+                if cfi.len() > walked.len() {
+                    cfi
+                } else {
+                    walked
+                }
+            }
             Some(Auto::Decided(Method::Cfi)) => self.unwind(pid, process, regs, stack),
             other => {
                 let cfi = self.unwind(pid, process, regs, stack);
