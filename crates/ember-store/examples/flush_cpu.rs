@@ -13,6 +13,18 @@
 //! interval) spans the ten-minute time chunks it would. `ROUNDS` (default 2) passes over the
 //! directory, each later in time than the one before.
 //!
+//! `EMBER_STEP_SECONDS=S` spaces each series' profiles `S` seconds apart instead of 10: the
+//! live directory's 2,000 profiles come from ~60 pods, so at 10 s a flush of 600 spans ~100 s
+//! of profile time; at 30 s, the five minutes the server's default interval would hold
+//! (which decides how many flushes share a ten-minute time chunk).
+//!
+//! `EMBER_COMPACT_MAX_BYTES=N` sets [`StoreOptions::compact_max_bytes`] (8388608: the
+//! default before session 18).
+//!
+//! With `EMBER_KEEP_STORE=DIR` the store is written to `DIR` and kept (for `compact_rss`);
+//! with `EMBER_NO_COMPACT=1` it is only flushed, never compacted (the blocks a live server
+//! writes before compaction).
+//!
 //! With `EMBER_PERF_CTL=FIFO` it writes `enable` to FIFO before each flush and `disable`
 //! after each compaction, for `perf record --control fifo:FIFO -D -1`: the profile then
 //! holds the flushes and compactions alone.
@@ -42,14 +54,19 @@ fn main() {
     let rounds: usize = args.get(3).and_then(|r| r.parse().ok()).unwrap_or(2);
     let mut profiles: Vec<Profile> = Vec::new();
     let mut per_series: std::collections::HashMap<String, i64> = Default::default();
+    let step: i64 = std::env::var("EMBER_STEP_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10)
+        * 1_000_000_000;
     for w in support::read_written(&dir, usize::MAX) {
         let k = per_series.entry(w.key).or_insert(0);
-        let offset = *k * 10_000_000_000;
+        let offset = *k * step;
         *k += 1;
         profiles.push((w.labels, offset, w.bytes));
     }
     // A round spans its longest series, plus one step.
-    let span = (per_series.values().max().copied().unwrap_or(0) + 1) * 10_000_000_000;
+    let span = (per_series.values().max().copied().unwrap_or(0) + 1) * step;
     let mut ctl = std::env::var_os("EMBER_PERF_CTL").map(|p| {
         std::fs::OpenOptions::new()
             .write(true)
@@ -65,8 +82,19 @@ fn main() {
     let base = std::env::var_os("EMBER_BENCH_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
-    let data = base.join(format!("ember-flush-cpu-{}", std::process::id()));
-    let store = Store::open(&data, StoreOptions::default()).expect("store");
+    let keep = std::env::var_os("EMBER_KEEP_STORE").map(std::path::PathBuf::from);
+    let data = keep
+        .clone()
+        .unwrap_or_else(|| base.join(format!("ember-flush-cpu-{}", std::process::id())));
+    let no_compact = std::env::var_os("EMBER_NO_COMPACT").is_some_and(|v| v == "1");
+    let mut options = StoreOptions::default();
+    if let Some(max) = std::env::var("EMBER_COMPACT_MAX_BYTES")
+        .ok()
+        .and_then(|m| m.parse().ok())
+    {
+        options.compact_max_bytes = max;
+    }
+    let store = Store::open(&data, options).expect("store");
     // 2026-11-27 00:00 UTC: a round of ~17 minutes stays inside the day.
     let day = 1_795_737_600_000_000_000i64;
     let (mut flush_cpu, mut flush_wall, mut compact_cpu, mut compact_wall) = (0.0, 0.0, 0.0, 0.0);
@@ -94,7 +122,11 @@ fn main() {
             let (c0, t0) = (cpu(), Instant::now());
             let stats = store.flush().expect("flush");
             let (c1, t1) = (cpu(), Instant::now());
-            let removed = store.compact().expect("compact");
+            let removed = if no_compact {
+                0
+            } else {
+                store.compact().expect("compact")
+            };
             let (c2, t2) = (cpu(), Instant::now());
             perf("disable");
             flushes += 1;
@@ -126,5 +158,7 @@ fn main() {
         bytes as f64 / n,
     );
     store.close();
-    let _ = std::fs::remove_dir_all(&data);
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&data);
+    }
 }

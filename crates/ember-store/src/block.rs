@@ -46,6 +46,10 @@
 //! opens them; blocks of the second (`EMBERBLK2`, before sample labels were kept) and third
 //! (`EMBERBLK3`, before time chunks: a read of part of a section decodes it whole) are read
 //! as they are, and get chunks when compaction rewrites them.
+//!
+//! Compaction ([`compact`], `merge`) merges sections without decoding their profiles: the
+//! merged head holds the inputs' symbol tables and stack trees, and each input's profiles
+//! are read from its encoded bytes one at a time as the merged section is written.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -61,6 +65,8 @@ use crate::objects::{Listed, Objects};
 use crate::{Labels, StoreError};
 
 pub(crate) mod fold;
+mod merge;
+pub(crate) mod stats;
 #[cfg(test)]
 mod tests;
 mod writer;

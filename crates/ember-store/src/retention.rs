@@ -126,14 +126,15 @@ impl Store {
     /// Merges small blocks into larger ones, tiered by size and kept within a UTC day:
     /// whenever four blocks below 16 MiB of one day share a size class (below 1, 4 or
     /// 16 MiB), the oldest of them are merged into one (four, or as many of the four as fit
-    /// in 8 MiB together, at least two), and again until no class holds four (a block
-    /// spanning two days is left alone). A flush every five minutes thus ends in a few
-    /// blocks a day instead of 288, while each profile is rewritten only about once per
-    /// class. Once a day is closed (the store holds profiles from an hour after its end),
-    /// its blocks are merged into one if they hold at most 8 MiB together: a query over
-    /// whole days then reads one rollup a day. The 8 MiB bound
-    /// ([`StoreOptions::compact_max_bytes`](crate::StoreOptions)) keeps the memory of a
-    /// merge bounded: a busy service's day stays in a few blocks. The
+    /// in [`StoreOptions::compact_max_bytes`](crate::StoreOptions) together, at least two),
+    /// and again until no class holds four (a block spanning two days is left alone). A
+    /// flush every five minutes thus ends in fewer blocks a day than 288, while each
+    /// profile is rewritten only about once per class. Once a day is closed (the store
+    /// holds profiles from an hour after its end), its blocks are merged into one if they
+    /// hold at most `compact_max_bytes` together: a query over whole days then reads one
+    /// rollup a day. The bound (36 MiB by default: four 8.5 MB blocks of a live server's
+    /// 600-profile flushes) keeps the memory of a merge bounded, at about six times its
+    /// inputs (`crate::block::merge`): a busy server's day stays in dozens of blocks. The
     /// merged block is swapped in for queries before the inputs are deleted. Returns the
     /// number of blocks removed.
     pub fn compact(&self) -> Result<usize, StoreError> {

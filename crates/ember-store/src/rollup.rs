@@ -75,6 +75,20 @@ pub(crate) fn encode(
         });
         ends.push(Some(frames.len()));
     }
+    write(head, &frames, &ends, &mut used, out);
+}
+
+/// Writes a rollup from per-series sums: `frames` holds each series' `(head frame, value)`
+/// in ascending frame order, one series after another, `ends[i]` where series `i`'s end
+/// (`None`: averaged, no rollup); `used` marks the frames in `frames` (one flag per head
+/// frame; ancestors are marked here).
+pub(crate) fn write(
+    head: &TenantHead,
+    frames: &[(u32, i64)],
+    ends: &[Option<usize>],
+    used: &mut [bool],
+    out: &mut Vec<u8>,
+) {
     // Ancestors of used frames, then dense ids in head order (parents come first there).
     for f in (1..used.len()).rev() {
         if used[f] {
@@ -91,7 +105,7 @@ pub(crate) fn encode(
     }
     put_frames(out, head, &kept, &new_id, &mut LocalNames::default());
     let mut start = 0;
-    for end in ends {
+    for end in ends.iter().copied() {
         let Some(end) = end else {
             put_varint(out, 0);
             continue;

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use super::fold::SlotSums;
 use super::{Block, BlockName, MAGIC, Section, corrupt, read_index};
-use crate::StoreError;
 use crate::chunks::ChunkWriter;
 use crate::encoding::{put_deltas, put_labels, put_signed, put_str, put_varint};
 use crate::head::TenantHead;
 use crate::objects::Objects;
 use crate::section_codec::Compressor;
+use crate::{Labels, StoreError};
 
 /// Compressed pieces below this size (time chunks, small sections) are gathered into a
 /// shared part rather than kept as parts of their own: a compacted day holds thousands of
@@ -28,22 +28,45 @@ const SMALL_PIECE: usize = 256 << 10;
 /// The size a part of gathered small pieces grows to before the next one starts.
 const GATHERED_PART: usize = 1 << 20;
 
+/// What the index says of one section (see the parent module's format).
+pub(super) struct SectionIndex<'a> {
+    pub(super) tenant: &'a str,
+    /// Offset and length of the compressed head.
+    pub(super) head: (u64, u64),
+    /// Earliest and latest profile time.
+    pub(super) range: (i64, i64),
+    /// Profiles in the section.
+    pub(super) profiles: u64,
+    /// Per series (none empty): labels, profile times, profile totals.
+    pub(super) series: Vec<(&'a Labels, &'a [i64], &'a [i64])>,
+    /// Names of the sample labels its profiles carry.
+    pub(super) sample_keys: std::collections::BTreeSet<&'a str>,
+    /// Offset and length of the compressed rollup.
+    pub(super) rollup: (u64, u64),
+    /// Per time chunk: offset and length, and per run its series position and profiles.
+    pub(super) chunks: Vec<IndexedChunk>,
+}
+
+/// A time chunk as the index lists it: offset and length in the block, and per run (the
+/// profiles of one series in it) the series position and profile count.
+pub(super) type IndexedChunk = ((u64, u64), Vec<(u32, usize)>);
+
 /// Builds a block one tenant head at a time (so compaction holds one merged head, not all).
 pub(crate) struct BlockWriter {
     /// The file's bytes so far, in order: large compressed pieces as zstd returned them,
     /// small ones gathered (see [`SMALL_PIECE`]); the last part is still being gathered.
-    parts: Vec<Vec<u8>>,
+    pub(super) parts: Vec<Vec<u8>>,
     /// Bytes in `parts`.
-    len: u64,
-    index: Vec<u8>,
-    sections: u64,
-    range: Option<(i64, i64)>,
+    pub(super) len: u64,
+    pub(super) index: Vec<u8>,
+    pub(super) sections: u64,
+    pub(super) range: Option<(i64, i64)>,
     /// The raw bytes of the piece being encoded (reused).
-    encoded: Vec<u8>,
-    chunk_writer: ChunkWriter,
+    pub(super) encoded: Vec<u8>,
+    pub(super) chunk_writer: ChunkWriter,
     /// Scratch of the rollups' sums per frame.
-    sums: SlotSums,
-    compressor: Compressor,
+    pub(super) sums: SlotSums,
+    pub(super) compressor: Compressor,
     /// File names of the blocks this one replaces (compaction).
     pub(super) replaces: Vec<String>,
 }
@@ -92,37 +115,68 @@ impl BlockWriter {
             self.chunk_writer.encode(head, chunk, &mut self.encoded);
             chunks.push(self.append_compressed());
         }
+        let times: Vec<Vec<i64>> = series
+            .iter()
+            .map(|s| s.profiles.iter().map(|p| p.time_nanos).collect())
+            .collect();
+        let totals: Vec<Vec<i64>> = series
+            .iter()
+            .map(|s| s.profiles.iter().map(|p| p.total()).collect())
+            .collect();
+        let listed: Vec<(&Labels, &[i64], &[i64])> = series
+            .iter()
+            .zip(&times)
+            .zip(&totals)
+            .map(|((s, t), v)| (&s.labels, &t[..], &v[..]))
+            .collect();
+        let runs: Vec<Vec<(u32, usize)>> = planned
+            .iter()
+            .map(|c| c.runs.iter().map(|(s, _, p)| (*s, p.len())).collect())
+            .collect();
+        self.put_index(&SectionIndex {
+            tenant,
+            head: (offset, len),
+            range: (lo, hi),
+            profiles: head.profiles,
+            series: listed,
+            sample_keys: head.sample_label_names().collect(),
+            rollup: (rollup_at, rollup_len),
+            chunks: chunks.into_iter().zip(runs).collect(),
+        });
+    }
+
+    /// Appends a section's entry to the index (see the parent module's format).
+    pub(super) fn put_index(&mut self, s: &SectionIndex<'_>) {
         let index = &mut self.index;
-        put_str(index, tenant);
-        put_varint(index, offset);
-        put_varint(index, len);
-        put_signed(index, lo);
-        put_signed(index, hi);
-        put_varint(index, head.profiles);
-        put_varint(index, series.len() as u64);
-        for s in series {
-            put_labels(index, &s.labels);
-            put_varint(index, s.profiles.len() as u64);
-            put_deltas(index, s.profiles.iter().map(|p| p.time_nanos));
-            for p in &s.profiles {
-                put_signed(index, p.total());
+        put_str(index, s.tenant);
+        put_varint(index, s.head.0);
+        put_varint(index, s.head.1);
+        put_signed(index, s.range.0);
+        put_signed(index, s.range.1);
+        put_varint(index, s.profiles);
+        put_varint(index, s.series.len() as u64);
+        for (labels, times, totals) in &s.series {
+            put_labels(index, labels);
+            put_varint(index, times.len() as u64);
+            put_deltas(index, times.iter().copied());
+            for t in totals.iter() {
+                put_signed(index, *t);
             }
         }
-        let keys: std::collections::BTreeSet<&str> = head.sample_label_names().collect();
-        put_varint(index, keys.len() as u64);
-        for k in keys {
+        put_varint(index, s.sample_keys.len() as u64);
+        for k in &s.sample_keys {
             put_str(index, k);
         }
-        put_varint(index, rollup_at);
-        put_varint(index, rollup_len);
-        put_varint(index, chunks.len() as u64);
-        for ((at, len), chunk) in chunks.into_iter().zip(&planned) {
-            put_varint(index, at);
-            put_varint(index, len);
-            put_varint(index, chunk.runs.len() as u64);
-            for (s, _, profiles) in &chunk.runs {
-                put_varint(index, u64::from(*s));
-                put_varint(index, profiles.len() as u64);
+        put_varint(index, s.rollup.0);
+        put_varint(index, s.rollup.1);
+        put_varint(index, s.chunks.len() as u64);
+        for ((at, len), runs) in &s.chunks {
+            put_varint(index, *at);
+            put_varint(index, *len);
+            put_varint(index, runs.len() as u64);
+            for (series, profiles) in runs {
+                put_varint(index, u64::from(*series));
+                put_varint(index, *profiles as u64);
             }
         }
         self.sections += 1;
@@ -130,13 +184,18 @@ impl BlockWriter {
 
     /// Appends `self.encoded`, compressed ([`crate::section_codec`]), to the file; returns
     /// where it starts and its length.
-    fn append_compressed(&mut self) -> (u64, u64) {
+    pub(super) fn append_compressed(&mut self) -> (u64, u64) {
         // zstd fails only on a failed allocation; the bytes are then stored raw, which the
         // reader refuses as corrupt (never silently wrong).
         let piece = self
             .compressor
             .compress(&self.encoded)
             .unwrap_or_else(|_| self.encoded.clone());
+        self.append_piece(piece)
+    }
+
+    /// Appends a compressed piece to the file; returns where it starts and its length.
+    pub(super) fn append_piece(&mut self, piece: Vec<u8>) -> (u64, u64) {
         let at = self.len;
         let n = piece.len();
         let gathering = self
@@ -215,12 +274,16 @@ pub(crate) fn compact(objects: &Objects, blocks: &[Block]) -> Result<Option<Bloc
     }
     let mut w = BlockWriter::new();
     for (tenant, sections) in by_tenant {
+        // The merged symbols and stack tree in memory, each input's profiles left encoded
+        // (`super::merge`).
         let mut head = TenantHead::new();
+        let mut inputs = Vec::with_capacity(sections.len());
         for s in sections {
-            head.merge_encoded(&s.raw(objects)?)
+            let input = super::merge::Input::read(&mut head, s.raw(objects)?)
                 .ok_or_else(|| corrupt(&s.key, "bad head encoding"))?;
+            inputs.push(input);
         }
-        w.add(tenant, &head);
+        w.add_merged(tenant, &head, &inputs)?;
     }
     // Transitively: an input whose own inputs could not all be deleted still vouches for
     // them through this block.

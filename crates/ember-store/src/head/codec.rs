@@ -20,6 +20,27 @@ impl TenantHead {
     /// node ids (delta varints), the gcd of its values and the values divided by it (CPU
     /// values are multiples of the period, so this turns 4-byte varints into 1-byte ones).
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_tables(out);
+        put_varint(out, self.series.len() as u64);
+        for s in &self.series {
+            put_labels(out, &s.labels);
+            put_signed(out, s.period);
+            put_varint(out, s.profiles.len() as u64);
+            put_deltas(out, s.profiles.iter().map(|p| p.time_nanos));
+            for p in &s.profiles {
+                Self::put_profile_columns(out, p);
+            }
+        }
+        if self.encode_label_set_table(out) {
+            for p in self.series.iter().flat_map(|s| &s.profiles) {
+                Self::put_profile_sets(out, p);
+            }
+        }
+    }
+
+    /// The part of [`TenantHead::encode`] before the series: string table; mapping, function
+    /// and location columns; stack-tree columns.
+    pub(crate) fn encode_tables(&self, out: &mut Vec<u8>) {
         put_varint(out, self.strings.len() as u64);
         for s in &self.strings {
             put_str(out, s);
@@ -61,26 +82,6 @@ impl TenantHead {
         for (_, loc) in &self.nodes {
             put_varint(out, u64::from(*loc));
         }
-        put_varint(out, self.series.len() as u64);
-        for s in &self.series {
-            put_labels(out, &s.labels);
-            put_signed(out, s.period);
-            put_varint(out, s.profiles.len() as u64);
-            put_deltas(out, s.profiles.iter().map(|p| p.time_nanos));
-            for p in &s.profiles {
-                put_varint(out, p.nodes.len() as u64);
-                let mut last = 0u32;
-                for n in &p.nodes {
-                    put_varint(out, u64::from(n.wrapping_sub(last)));
-                    last = *n;
-                }
-                let g = gcd_of(p.values.iter().copied());
-                put_varint(out, g as u64);
-                // Exact: g divides every value.
-                put_divided(out, p.values.iter().copied(), g);
-            }
-        }
-        self.encode_sample_labels(out);
     }
 
     /// About the bytes [`TenantHead::encode`] writes, a little more rather than less: what a
@@ -118,9 +119,12 @@ impl TenantHead {
     /// tag 1; the label sets after the empty set 0, each a pair count and `(key, value)`
     /// string ids; then for every profile in series order its entries' set ids, or 0 when
     /// it has none.
-    fn encode_sample_labels(&self, out: &mut Vec<u8>) {
+    ///
+    /// This writes the tag and the sets and returns `true` (the caller then writes every
+    /// profile's ids with [`TenantHead::put_profile_sets`]), or nothing and `false` without sets.
+    pub(crate) fn encode_label_set_table(&self, out: &mut Vec<u8>) -> bool {
         if self.label_sets.items.len() <= 1 {
-            return;
+            return false;
         }
         put_varint(out, SAMPLE_LABELS_TAG);
         put_varint(out, self.label_sets.items.len() as u64 - 1);
@@ -131,21 +135,46 @@ impl TenantHead {
                 put_varint(out, u64::from(*v));
             }
         }
-        for p in self.series.iter().flat_map(|s| &s.profiles) {
-            put_varint(out, p.sets.len() as u64);
-            p.sets.iter().for_each(|x| put_varint(out, u64::from(*x)));
-        }
+        true
     }
 
     /// Adds everything of an [`TenantHead::encode`]d head to this one (symbols re-interned).
     /// Returns `None` on malformed input (nothing partial is visible to callers' invariants:
     /// profiles are inserted only after their series decoded completely).
     pub fn merge_encoded(&mut self, bytes: &[u8]) -> Option<()> {
-        let d = Decoded::parse(bytes)?;
+        let mut d = Decoded::parse(bytes, false)?;
+        let (strings, nodes) = self.merge_tables(&mut d)?;
+        let sets = self.merge_label_sets(&strings, d.label_sets.iter().map(|s| &s[..]))?;
+        for (labels, period, profiles) in d.series {
+            for mut p in profiles {
+                Self::remap_profile(&mut p, &nodes, &sets);
+                self.insert_with_period(labels.clone(), p, period);
+            }
+        }
+        Some(())
+    }
+
+    /// Adds the symbol tables and stack tree of an [`TenantHead::encode`]d head to this one,
+    /// not its series (what a streaming compaction holds: `crate::block::merge`). Returns
+    /// this head's id of each of its strings and of each of its stack nodes, and the
+    /// position in `bytes` where its series start; `None` on malformed tables.
+    pub(crate) fn merge_encoded_tables(&mut self, bytes: &[u8]) -> Option<TablesMerged> {
+        let mut d = Decoded::parse(bytes, true)?;
+        let (strings, nodes) = self.merge_tables(&mut d)?;
+        Some(TablesMerged {
+            strings,
+            nodes,
+            series_at: d.ends[4],
+        })
+    }
+
+    /// Interns the mappings, functions, locations and stack nodes of `d` (taken out of it):
+    /// this head's id of each string and of each node of `d`.
+    fn merge_tables(&mut self, d: &mut Decoded<'_>) -> Option<(Vec<u32>, Vec<u32>)> {
         let strings: Vec<u32> = d.strings.iter().map(|s| self.intern(s)).collect();
         let sid = |id: u32| -> Option<u32> { strings.get(id as usize).copied() };
         let mut mappings = Vec::with_capacity(d.mappings.len());
-        for m in d.mappings {
+        for m in std::mem::take(&mut d.mappings) {
             mappings.push(self.mapping(MappingSym {
                 filename: sid(m.filename)?,
                 build_id: sid(m.build_id)?,
@@ -153,7 +182,7 @@ impl TenantHead {
             }));
         }
         let mut functions = Vec::with_capacity(d.functions.len());
-        for f in d.functions {
+        for f in std::mem::take(&mut d.functions) {
             functions.push(self.function(FunctionSym {
                 name: sid(f.name)?,
                 system_name: sid(f.system_name)?,
@@ -162,7 +191,7 @@ impl TenantHead {
             }));
         }
         let mut locations = Vec::with_capacity(d.locations.len());
-        for l in d.locations {
+        for l in std::mem::take(&mut d.locations) {
             let lines: Option<Box<[(u32, i64)]>> = l
                 .lines
                 .iter()
@@ -187,39 +216,29 @@ impl TenantHead {
             };
             nodes.push(node);
         }
-        // This head's id of each block set id (0, the empty set, stays 0).
-        let mut sets: Vec<u32> = Vec::with_capacity(d.label_sets.len() + 1);
-        sets.push(0);
+        d.nodes = Vec::new();
+        Some((strings, nodes))
+    }
+
+    /// Interns sample label sets of an encoded head (`(key, value)` ids of its strings,
+    /// `strings` mapping them to this head's): this head's id of each of its set ids, the
+    /// empty set 0 first. `None` when a string id is out of range.
+    pub(crate) fn merge_label_sets<'s>(
+        &mut self,
+        strings: &[u32],
+        label_sets: impl Iterator<Item = &'s [(u32, u32)]>,
+    ) -> Option<Vec<u32>> {
+        let sid = |id: u32| -> Option<u32> { strings.get(id as usize).copied() };
+        let mut sets: Vec<u32> = vec![0];
         let mut pairs: Vec<(u32, u32)> = Vec::new();
-        for set in &d.label_sets {
+        for set in label_sets {
             pairs.clear();
             for (k, v) in set.iter() {
                 pairs.push((sid(*k)?, sid(*v)?));
             }
             sets.push(self.label_set(&mut pairs));
         }
-        for (labels, period, profiles) in d.series {
-            for mut p in profiles {
-                let mut entries: Vec<(u32, u32, i64)> = (0..p.nodes.len())
-                    .map(|i| {
-                        (
-                            nodes[p.nodes[i] as usize],
-                            sets[p.set(i) as usize],
-                            p.values[i],
-                        )
-                    })
-                    .collect();
-                // Remapped ids lose the block's order; sorted ids keep the deltas small.
-                entries.sort_unstable();
-                p.nodes = entries.iter().map(|x| x.0).collect();
-                p.values = entries.iter().map(|x| x.2).collect();
-                if !p.sets.is_empty() {
-                    p.sets = entries.iter().map(|x| x.1).collect();
-                }
-                self.insert_with_period(labels.clone(), p, period);
-            }
-        }
-        Some(())
+        Some(sets)
     }
 
     /// A head holding exactly an [`TenantHead::encode`]d head, for reading only: tables are
@@ -228,7 +247,7 @@ impl TenantHead {
     /// [`TenantHead::merge_encoded`] into an empty head, which is what a query pays for every
     /// block it decodes. `None` on malformed input.
     pub(crate) fn decode_read_only(bytes: &[u8]) -> Option<TenantHead> {
-        let d = Decoded::parse(bytes)?;
+        let d = Decoded::parse(bytes, false)?;
         let mut h = TenantHead::new();
         h.strings = d.strings.iter().map(|s| Box::<str>::from(*s)).collect();
         if h.strings.first().is_none_or(|s| !s.is_empty()) {
@@ -313,6 +332,17 @@ impl TenantHead {
     }
 }
 
+/// What [`TenantHead::merge_encoded_tables`] returns: this head's ids of an encoded head's
+/// strings and stack nodes, and where its series start.
+pub(crate) struct TablesMerged {
+    /// This head's id of each string of the encoded head.
+    pub(crate) strings: Vec<u32>,
+    /// This head's id of each stack node of the encoded head.
+    pub(crate) nodes: Vec<u32>,
+    /// Position of the series count in the encoding.
+    pub(crate) series_at: usize,
+}
+
 /// An encoded head parsed into its tables with the block's own ids, every id checked
 /// against the table it points into (so consumers may index without checks).
 struct Decoded<'a> {
@@ -329,10 +359,86 @@ struct Decoded<'a> {
     /// Sample label sets after the empty set 0 (string ids of `strings`); a profile's
     /// `sets` index this list plus one.
     label_sets: Vec<LabelSet>,
+    /// Where the strings, mappings, functions, locations, stack tree and series end in the
+    /// encoding (the sample-label part runs from the last to the end).
+    ends: [usize; 6],
+}
+
+impl TenantHead {
+    /// Maps a decoded profile's node and set ids (`nodes`, `sets`: this head's id of each id of
+    /// its encoded head) and sorts its entries again by node then set: remapped ids lose the
+    /// block's order, and sorted ids keep the deltas small. Ids were checked when decoded.
+    pub(crate) fn remap_profile(p: &mut StoredProfile, nodes: &[u32], sets: &[u32]) {
+        let mut entries: Vec<(u32, u32, i64)> = (0..p.nodes.len())
+            .map(|i| {
+                (
+                    nodes.get(p.nodes[i] as usize).copied().unwrap_or(0),
+                    sets.get(p.set(i) as usize).copied().unwrap_or(0),
+                    p.values[i],
+                )
+            })
+            .collect();
+        entries.sort_unstable();
+        p.nodes.clear();
+        p.nodes.extend(entries.iter().map(|x| x.0));
+        p.values.clear();
+        p.values.extend(entries.iter().map(|x| x.2));
+        if !p.sets.is_empty() {
+            p.sets.clear();
+            p.sets.extend(entries.iter().map(|x| x.1));
+        }
+    }
+
+    /// One profile's columns as [`TenantHead::encode`] writes them: entry count, node ids as
+    /// deltas, the gcd of the values and the values divided by it.
+    pub(crate) fn put_profile_columns(out: &mut Vec<u8>, p: &StoredProfile) {
+        put_varint(out, p.nodes.len() as u64);
+        let mut last = 0u32;
+        for n in &p.nodes {
+            put_varint(out, u64::from(n.wrapping_sub(last)));
+            last = *n;
+        }
+        let g = gcd_of(p.values.iter().copied());
+        put_varint(out, g as u64);
+        // Exact: g divides every value.
+        put_divided(out, p.values.iter().copied(), g);
+    }
+
+    /// One profile's sample label set ids, in the sample-label part of an encoded head.
+    pub(crate) fn put_profile_sets(out: &mut Vec<u8>, p: &StoredProfile) {
+        put_varint(out, p.sets.len() as u64);
+        p.sets.iter().for_each(|x| put_varint(out, u64::from(*x)));
+    }
+
+    /// Names of an encoded head's parts, in order (see [`TenantHead::encoded_parts`]).
+    pub(crate) const PART_NAMES: [&'static str; 7] = [
+        "strings",
+        "mappings",
+        "functions",
+        "locations",
+        "stack tree",
+        "series and profile columns",
+        "sample label sets and ids",
+    ];
+
+    /// The byte ranges of an [`TenantHead::encode`]d head's parts, named by
+    /// [`TenantHead::PART_NAMES`] (what a block's bytes are spent on); `None` when malformed.
+    pub(crate) fn encoded_parts(bytes: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
+        let d = Decoded::parse(bytes, false)?;
+        let mut out = Vec::with_capacity(Self::PART_NAMES.len());
+        let mut start = 0;
+        for end in d.ends.into_iter().chain([bytes.len()]) {
+            out.push(start..end);
+            start = end;
+        }
+        Some(out)
+    }
 }
 
 impl<'a> Decoded<'a> {
-    fn parse(bytes: &'a [u8]) -> Option<Decoded<'a>> {
+    /// Parses an encoded head; with `tables_only`, only its tables (no series, no sample
+    /// labels, and no check that the rest reads).
+    fn parse(bytes: &'a [u8], tables_only: bool) -> Option<Decoded<'a>> {
         let mut r = Reader::new(bytes);
         let n_strings = r.count()?;
         let strings = r.column(n_strings, |r| r.str())?;
@@ -340,6 +446,8 @@ impl<'a> Decoded<'a> {
             let id = u32::try_from(id).ok()?;
             ((id as usize) < n_strings).then_some(id)
         };
+        let mut ends = [0usize; 6];
+        ends[0] = r.position();
 
         let n = r.count()?;
         let start = r.column(n, Reader::varint)?;
@@ -359,6 +467,7 @@ impl<'a> Decoded<'a> {
                 flags: u8::try_from(flags[i]).ok()?,
             });
         }
+        ends[1] = r.position();
 
         let n = r.count()?;
         let name = r.column(n, Reader::varint)?;
@@ -374,6 +483,7 @@ impl<'a> Decoded<'a> {
                 start_line: start_line[i],
             });
         }
+        ends[2] = r.position();
 
         let n = r.count()?;
         let mapping = r.column(n, Reader::u32)?;
@@ -413,6 +523,7 @@ impl<'a> Decoded<'a> {
                 is_folded: line_counts[i] & 1 == 1,
             });
         }
+        ends[3] = r.position();
 
         let n_nodes = r.count()?;
         let parents = r.column(n_nodes, Reader::u32)?;
@@ -427,6 +538,20 @@ impl<'a> Decoded<'a> {
         }
         if nodes.is_empty() {
             nodes.push((0, 0));
+        }
+        ends[4] = r.position();
+        if tables_only {
+            ends[5] = ends[4];
+            return Some(Decoded {
+                strings,
+                mappings,
+                functions,
+                locations,
+                nodes,
+                series: Vec::new(),
+                label_sets: Vec::new(),
+                ends,
+            });
         }
 
         let n_series = r.count()?;
@@ -455,6 +580,7 @@ impl<'a> Decoded<'a> {
             }
             series.push((labels, period, profiles));
         }
+        ends[5] = r.position();
         let label_sets = if r.at_end() {
             Vec::new()
         } else {
@@ -468,11 +594,12 @@ impl<'a> Decoded<'a> {
             nodes,
             series,
             label_sets,
+            ends,
         })
     }
 }
 
-/// The sample-label part of an encoded head (see [`TenantHead::encode_sample_labels`]): the
+/// The sample-label part of an encoded head (see [`TenantHead::encode_label_set_table`]): the
 /// label sets, and each profile's set ids put into `series`.
 fn parse_sample_labels(
     r: &mut Reader<'_>,
