@@ -180,7 +180,7 @@ pub struct StoreOptions {
     /// Most block bytes one compaction merges ([`Store::compact`]), which bounds the memory
     /// a merge adds. A merge holds the merged symbol tables and stack tree, each input's
     /// profiles still encoded, and the block it writes (never every profile decoded): about
-    /// six times its inputs on the realistic high-churn workload (198–205 MiB peak for four
+    /// five times its inputs on the realistic high-churn workload (162–170 MiB peak for four
     /// 8.5 MB blocks of 600 profiles each, `examples/compact_rss.rs`).
     pub compact_max_bytes: u64,
     /// A write-ahead log segment is closed once it holds this many bytes
@@ -196,7 +196,7 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     /// 100,000 series per tenant and 200,000 in all, 30 days of retention, the default
     /// [`IngestLimits`], a 128 MiB block cache, merges of at most 36 MiB of blocks (four
-    /// blocks of a live server flushing 600 realistic profiles every five minutes, ~200 MiB
+    /// blocks of a live server flushing 600 realistic profiles every five minutes, ~170 MiB
     /// while merging), log segments of 64 MiB and replay flushed every 128 MiB of log.
     fn default() -> Self {
         StoreOptions {

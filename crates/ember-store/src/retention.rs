@@ -133,7 +133,7 @@ impl Store {
     /// holds profiles from an hour after its end), its blocks are merged into one if they
     /// hold at most `compact_max_bytes` together: a query over whole days then reads one
     /// rollup a day. The bound (36 MiB by default: four 8.5 MB blocks of a live server's
-    /// 600-profile flushes) keeps the memory of a merge bounded, at about six times its
+    /// 600-profile flushes) keeps the memory of a merge bounded, at about five times its
     /// inputs (`crate::block::merge`): a busy server's day stays in dozens of blocks. The
     /// merged block is swapped in for queries before the inputs are deleted. Returns the
     /// number of blocks removed.

@@ -283,6 +283,9 @@ pub(crate) fn compact(objects: &Objects, blocks: &[Block]) -> Result<Option<Bloc
                 .ok_or_else(|| corrupt(&s.key, "bad head encoding"))?;
             inputs.push(input);
         }
+        // Writing looks nothing up: the interning maps (about half the merged head) go
+        // before the output grows.
+        let head = head.into_read_only();
         w.add_merged(tenant, &head, &inputs)?;
     }
     // Transitively: an input whose own inputs could not all be deleted still vouches for
