@@ -13,7 +13,8 @@
 # last compaction, as a share of the mean pprof input. Then four blocks of 600 profiles are
 # written without compaction and merged by `compact_rss` in a process of its own: its peak
 # RSS (VmHWM) and time.
-# Environment: OLD_FLUSH_CPU / OLD_COMPACT_RSS: the same examples built from another commit,
+# Environment: SERVERS (see the end), SERVERS_ONLY=1 (only those);
+# OLD_FLUSH_CPU / OLD_COMPACT_RSS: the same examples built from another commit,
 # run before this tree's for each line; STEP (30); CARGO_TARGET_DIR.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -33,6 +34,8 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 export EMBER_BENCH_DIR="$scratch" EMBER_STEP_SECONDS="$step"
 echo "input: $count profiles, mean $mean bytes gzip'd; profiles of a series ${step} s apart"
+# SERVERS_ONLY=1 skips the store-level lines.
+[ -n "${SERVERS_ONLY:-}" ] && sizes=()
 for n in "${sizes[@]}"; do
   for which in old new; do
     bin="$new_flush"
@@ -49,9 +52,10 @@ for n in "${sizes[@]}"; do
   done
 done
 # Four blocks of 600 without compaction, then one merge of them.
-EMBER_KEEP_STORE="$scratch/blocks4" EMBER_NO_COMPACT=1 "$new_flush" "$dir" 600 1 > /dev/null
-ls "$scratch/blocks4/blocks"/*.blk | tail -n +5 | xargs rm -f
+[ -n "${SERVERS_ONLY:-}" ] || EMBER_KEEP_STORE="$scratch/blocks4" EMBER_NO_COMPACT=1 "$new_flush" "$dir" 600 1 > /dev/null
+[ -n "${SERVERS_ONLY:-}" ] || ls "$scratch/blocks4/blocks"/*.blk | tail -n +5 | xargs rm -f
 for which in old new; do
+  [ -n "${SERVERS_ONLY:-}" ] && break
   bin="$new_compact"
   if [ "$which" = old ]; then
     bin="${OLD_COMPACT_RSS:-}"
@@ -60,3 +64,34 @@ for which in old new; do
   rm -rf "$scratch/merge" && cp -r "$scratch/blocks4" "$scratch/merge"
   echo "$which: $("$bin" "$scratch/merge" $((40 << 20)))"
 done
+# With SERVERS="BIN..." (ember binaries, e.g. the previous release and this tree's), each
+# runs as a server flushing every second (so loadgen's pushes, ~500-700 a second here, land
+# in blocks of live size) while LOADGEN (this tree's ember-loadgen) pushes the realistic
+# fleet's first COUNT (9600) profiles; then: blocks and bytes on disk per profile after the
+# graceful shutdown (its final flush and compaction included), and the server's peak RSS.
+if [ -n "${SERVERS:-}" ]; then
+  loadgen="${LOADGEN:-$target/release/ember-loadgen}"
+  count="${COUNT:-9600}"
+  echo '{"flush_interval_seconds": 1}' > "$scratch/server.json"
+  for bin in $SERVERS; do
+    data="$scratch/server-data"
+    rm -rf "$data"
+    "$bin" server --listen 127.0.0.1:4071 --data-dir "$data" --config "$scratch/server.json" \
+      2> "$scratch/server.log" &
+    pid=$!
+    for _ in $(seq 100); do
+      curl -sf http://127.0.0.1:4071/ready > /dev/null && break
+      sleep 0.1
+    done
+    "$loadgen" --server http://127.0.0.1:4071 --workload realistic --services 20 --seed 1 \
+      --churn high -n "$count" -c 4 --json > "$scratch/loadgen.json"
+    sleep 3
+    hwm=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$pid/status")
+    kill -TERM "$pid"
+    wait "$pid" || true
+    bytes=$(du -cb "$data"/blocks/*.blk | tail -1 | cut -f1)
+    blocks=$(ls "$data"/blocks/*.blk | wc -l)
+    awk -v b="$bin" -v n="$count" -v by="$bytes" -v m="$mean" -v k="$blocks" -v h="$hwm" 'BEGIN {
+      printf "server %s: %d pushes, %d blocks, %d bytes per profile (%.1f %% of the pprof input), peak RSS %d MiB\n", b, n, k, by / n, 100 * by / n / m, h }'
+  done
+fi

@@ -2,10 +2,9 @@
 //!
 //! Merging blocks used to decode every input section into one in-memory head
 //! ([`TenantHead::merge_encoded`]): each profile became three vectors of 4 to 8 bytes an
-//! entry, some 10 to 20 times the block's size on disk, so only blocks totalling a few MiB
-//! could merge, and a live server's 8 MB blocks never did (each repeating its symbol tables,
-//! stack tree, rollup and chunk trees: 24 % of the pprof input on disk at 600 profiles a
-//! flush). Here an input section only adds its symbol tables and stack tree to the merged
+//! entry, and merges were bounded to 8 MiB of inputs, so a live server's 8.5 MB blocks
+//! never merged (each repeating its symbol tables, stack tree, rollup and chunk trees: 23 %
+//! of the pprof input on disk at 600 profiles a flush). Here an input section only adds its symbol tables and stack tree to the merged
 //! head ([`TenantHead::merge_encoded_tables`]); its profiles stay encoded in its
 //! decompressed bytes ([`Input`], with where each profile starts and the maps from its ids
 //! to the merged head's), and [`BlockWriter::add_merged`] streams them, one profile at a
