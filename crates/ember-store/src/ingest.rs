@@ -460,7 +460,7 @@ impl Store {
         for p in &batch.profiles {
             let (tx, rx) = oneshot::channel();
             let pending = self.pending.clone();
-            self.wal.append(
+            self.wal.append_record(
                 encode_record(tenant, p, received),
                 Box::new(move |res| {
                     // Counted before the log reports the segment closed, so a flush that
@@ -539,9 +539,11 @@ impl Store {
     }
 }
 
-/// The log record of `p` ([`IngestRecord`]'s encoding), written without first copying the
-/// profile's bytes into a record: they go once, straight into the record's buffer. Fields
-/// come in tag order but the profile's (4) last, which protobuf decoders accept as the same.
+/// The log record of `p` ([`IngestRecord`]'s encoding) in a buffer for
+/// [`crate::Wal::append_record`] (the frame's header reserved in front), written without
+/// first copying the profile's bytes into a record: they go once, straight into the
+/// record's buffer, which the log frames in place. Fields come in tag order but the
+/// profile's (4) last, which protobuf decoders accept as the same.
 fn encode_record(tenant: &str, p: &IngestProfile, received: i64) -> Vec<u8> {
     let record = IngestRecord {
         tenant: tenant.to_string(),
@@ -557,7 +559,8 @@ fn encode_record(tenant: &str, p: &IngestProfile, received: i64) -> Vec<u8> {
         profile: Vec::new(),
         received_nanos: received,
     };
-    let mut buf = Vec::with_capacity(prost::Message::encoded_len(&record) + p.pprof.len() + 16);
+    let mut buf =
+        crate::wal::record_buffer(prost::Message::encoded_len(&record) + p.pprof.len() + 16);
     // A Vec grows as needed: encoding into it cannot fail.
     let _ = prost::Message::encode(&record, &mut buf);
     if !p.pprof.is_empty() {
@@ -682,8 +685,9 @@ mod tests {
                 received_nanos: 9,
             };
             let bytes = encode_record("t", &p, 9);
+            let bytes = &bytes[crate::wal::format::HEADER..];
             assert_eq!(bytes.len(), prost::Message::encoded_len(&want));
-            let got: IngestRecord = prost::Message::decode(&bytes[..]).unwrap();
+            let got: IngestRecord = prost::Message::decode(bytes).unwrap();
             assert_eq!(got, want);
         }
     }

@@ -31,14 +31,29 @@ pub(crate) const HEADER: usize = 16;
 pub(crate) const MAX_RECORD: u32 = 1 << 30;
 
 /// Appends `payload` to `buf`, framed as one record of the current format.
+#[cfg(test)]
 pub(crate) fn put_record(buf: &mut Vec<u8>, payload: &[u8]) {
     let start = buf.len();
-    buf.extend_from_slice(&RECORD_MAGIC);
-    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    let header_crc = crc32fast::hash(&buf[start..start + 12]);
-    buf.extend_from_slice(&header_crc.to_le_bytes());
+    buf.resize(start + HEADER, 0);
     buf.extend_from_slice(payload);
+    frame(&mut buf[start..]);
+}
+
+/// Makes `record` one framed record of the current format: its first [`HEADER`] bytes
+/// (reserved by the caller, their content ignored) become the header of the payload that
+/// follows them. Framing in place spares a copy of the payload into a second buffer.
+///
+/// # Panics
+/// If `record` is shorter than [`HEADER`] or its payload longer than `u32::MAX` bytes
+/// (the store's decompression limits keep records far below).
+pub(crate) fn frame(record: &mut [u8]) {
+    let (header, payload) = record.split_at_mut(HEADER);
+    let len = u32::try_from(payload.len()).expect("a log record under 4 GiB");
+    header[..4].copy_from_slice(&RECORD_MAGIC);
+    header[4..8].copy_from_slice(&len.to_le_bytes());
+    header[8..12].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    let header_crc = crc32fast::hash(&header[..12]);
+    header[12..].copy_from_slice(&header_crc.to_le_bytes());
 }
 
 /// A run of bytes a segment read skipped: a torn or corrupt record (or several).

@@ -1,17 +1,15 @@
 //! Write-ahead log with group commit.
 //!
 //! Owns the on-disk log under `<data-dir>/wal/`: numbered segment files of framed records
-//! (the format, and reading it back past damage, is [`format`]'s). One writer thread takes
-//! every append queued so far and writes them together; a small pool of sync threads fsyncs
-//! and then acknowledges them: concurrent ingests share one `fsync` instead of paying one
-//! each (the threads are `writer`'s).
+//! (the format, and reading it back past damage, is [`format`]'s). An append writes its
+//! record on the caller's thread; a small pool of sync threads fsyncs and then acknowledges
+//! every record written so far: concurrent ingests share one `fsync` instead of paying one
+//! each (`writer` says why there is no writer thread).
 //!
-//! Up to [`SYNCERS`] fsyncs run at once. A batch written while an earlier fsync is still
-//! running gets its own fsync right away instead of waiting for that one to finish (the
-//! disk overlaps concurrent flushes), so with few clients an append waits about one fsync,
-//! not one and a half. An acknowledgement always follows an fsync that started after the
-//! record's write returned; a sync thread that finds several batches queued covers them all
-//! with one fsync.
+//! Up to [`SYNCERS`] fsyncs run at once: a record written while an fsync runs is taken by
+//! an idle sync thread at once (the disk overlaps concurrent flushes), and records written
+//! while every sync thread is busy share the next fsync. An acknowledgement always follows
+//! an fsync that started after the record's write returned.
 //!
 //! A write that fails (a full disk above all) is refused and rolled back, so the records
 //! after it follow intact ones; while the disk is full [`Wal::has_space`] says so. Segments
@@ -27,13 +25,12 @@ mod writer;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use crate::StoreError;
+use writer::Log;
 pub use writer::SYNCERS;
-use writer::{Job, Shared};
 
 /// Callback run on a log thread once a record is durable (or failed to be); `Ok` carries the
 /// number of the segment the record is in, which tells the store whether a flush that cut the
@@ -49,7 +46,7 @@ pub struct WalStats {
     pub bytes: u64,
     /// `fsync` calls made.
     pub fsyncs: u64,
-    /// Total time spent in write + fsync, in microseconds.
+    /// Total time spent in writes and fsyncs, in microseconds.
     pub sync_micros: u64,
 }
 
@@ -69,12 +66,11 @@ impl Default for WalOptions {
     }
 }
 
-/// The write-ahead log: a handle to the writer thread.
+/// The write-ahead log: its current segment and its sync threads.
 pub struct Wal {
     dir: PathBuf,
-    tx: Mutex<Option<Sender<Job>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-    shared: Arc<Shared>,
+    log: Arc<Log>,
+    syncers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Wal {
@@ -148,7 +144,7 @@ pub enum Replayed<'a> {
 impl Wal {
     /// Opens the log in `dir` (created if missing), calls `apply` with the segment number and
     /// payload of every intact record of the existing segments in order, then starts a fresh
-    /// segment and the writer thread. Segments numbered at most `skip_through` are deleted
+    /// segment and the sync threads. Segments numbered at most `skip_through` are deleted
     /// unread (a block holds them).
     pub fn open(
         dir: &Path,
@@ -220,39 +216,41 @@ impl Wal {
             .unwrap_or(1)
             .max(skip_through + 1);
         let file = writer::create_segment(dir, next)?;
-        let dir_owned = dir.to_path_buf();
-        let (tx, rx) = mpsc::channel();
-        let shared = Arc::new(Shared::default());
-        let thread_shared = shared.clone();
-        let segment_bytes = options.segment_bytes.max(1);
-        let thread = std::thread::Builder::new()
-            .name("ember-wal".into())
-            .spawn(move || writer::writer(file, next, dir_owned, segment_bytes, rx, thread_shared))
-            .map_err(|e| StoreError::io(dir, e))?;
-        Ok((
-            Wal {
-                dir: dir.to_path_buf(),
-                tx: Mutex::new(Some(tx)),
-                thread: Mutex::new(Some(thread)),
-                shared,
-            },
-            stats,
-        ))
+        let wal = Wal {
+            dir: dir.to_path_buf(),
+            log: Arc::new(Log::new(dir, next, file, options.segment_bytes)),
+            syncers: Mutex::new(Vec::with_capacity(SYNCERS)),
+        };
+        for _ in 0..SYNCERS {
+            let log = wal.log.clone();
+            let thread = std::thread::Builder::new()
+                .name("ember-wal-sync".into())
+                .spawn(move || writer::syncer(log))
+                // Dropping `wal` stops the threads already started.
+                .map_err(|e| StoreError::io(dir, e))?;
+            wal.syncers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(thread);
+        }
+        Ok((wal, stats))
     }
 
-    /// Queues a record; `ack` runs once it is written and fsync'd (or with the error).
+    /// Writes a record to the log on the calling thread; `ack` runs on a log thread once
+    /// the record is fsync'd (or at once with the error, if the write fails or the log is
+    /// closed). The write is a copy into the page cache, microseconds for a usual record.
     pub fn append(&self, payload: Vec<u8>, ack: Ack) {
-        let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
-        match guard.as_ref() {
-            Some(tx) => {
-                if let Err(mpsc::SendError(Job::Append(_, ack))) =
-                    tx.send(Job::Append(payload, ack))
-                {
-                    ack(Err(StoreError::Closed));
-                }
-            }
-            None => ack(Err(StoreError::Closed)),
-        }
+        let mut record = Vec::with_capacity(format::HEADER + payload.len());
+        record.resize(format::HEADER, 0);
+        record.extend_from_slice(&payload);
+        self.log.append(record, ack);
+    }
+
+    /// [`Wal::append`] of a record built by the caller in a buffer that starts with
+    /// [`format::HEADER`] reserved bytes (see [`record_buffer`]): framed in place, without
+    /// copying the payload.
+    pub(crate) fn append_record(&self, record: Vec<u8>, ack: Ack) {
+        self.log.append(record, ack);
     }
 
     /// [`Wal::append`], blocking until the record is durable; returns its segment number.
@@ -271,49 +269,36 @@ impl Wal {
     /// starts a new one. Returns the closed segment's number: every record acknowledged
     /// before this call is in a segment numbered at most that.
     pub fn rotate(&self) -> Result<u64, StoreError> {
-        let (tx, rx) = mpsc::channel();
-        {
-            let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(sender) = guard.as_ref() else {
-                return Err(StoreError::Closed);
-            };
-            sender
-                .send(Job::Rotate(tx))
-                .map_err(|_| StoreError::Closed)?;
-        }
-        rx.recv().unwrap_or(Err(StoreError::Closed))
+        self.log.rotate()
     }
 
     /// Counters so far.
     pub fn stats(&self) -> WalStats {
-        *self.shared.stats.lock().unwrap_or_else(|e| e.into_inner())
+        self.log.stats()
     }
 
     /// `false` while the disk is full: the last write failed for lack of space and a probe
     /// (writing and removing 256 KiB beside the segments) still fails. `true` otherwise,
     /// without touching the disk when no write has failed.
     pub fn has_space(&self) -> bool {
-        if !self.shared.full.load(Ordering::SeqCst) {
+        if !self.log.full.load(Ordering::SeqCst) {
             return true;
         }
         let probe = self.dir.join("space-probe");
         let ok = fs::write(&probe, vec![0u8; 256 << 10]).is_ok();
         let _ = fs::remove_file(&probe);
         if ok {
-            self.shared.full.store(false, Ordering::SeqCst);
+            self.log.full.store(false, Ordering::SeqCst);
         }
         ok
     }
 
-    /// Writes and fsyncs everything queued, then stops the writer. Later appends fail with
-    /// [`StoreError::Closed`].
+    /// Waits until every record written so far is fsync'd and acknowledged, then stops the
+    /// sync threads. Later appends fail with [`StoreError::Closed`].
     pub fn close(&self) {
-        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(tx) = tx {
-            let _ = tx.send(Job::Stop);
-        }
-        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(t) = thread {
+        let threads = std::mem::take(&mut *self.syncers.lock().unwrap_or_else(|e| e.into_inner()));
+        self.log.close();
+        for t in threads {
             let _ = t.join();
         }
     }
@@ -323,6 +308,14 @@ impl Drop for Wal {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// A buffer for a record of up to `payload` bytes for [`Wal::append_record`]: the header's
+/// bytes reserved, the payload to be appended after them.
+pub(crate) fn record_buffer(payload: usize) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(format::HEADER + payload);
+    buf.resize(format::HEADER, 0);
+    buf
 }
 
 /// Deletes the segments numbered at most `through` (a block now holds them); returns the

@@ -1,5 +1,18 @@
-//! The log's threads: one writer that takes every queued append and writes them together,
-//! and a small pool of sync threads that fsync and then acknowledge.
+//! Writing the log: an append writes its framed record into the current segment on the
+//! caller's own thread, under the log's lock, and a small pool of sync threads fsyncs and
+//! then acknowledges every record written so far.
+//!
+//! Why no writer thread: a queue in front of a thread that only copies bytes into the page
+//! cache cost two wake-ups per profile (the appender waking the writer, the writer waking a
+//! sync thread), while the write itself is a `pwrite` of one record that the appender can
+//! do in microseconds. Now an append wakes a sync thread only when one is idle: while an
+//! fsync runs, records written meanwhile wait in the queue and the next fsync covers them
+//! all (group commit without a hand-off per record).
+//!
+//! Guarantees: an acknowledgement always follows an fsync that started after the record's
+//! write returned (a record joins the queue only once written, and a sync thread takes the
+//! queue before it starts its fsync). Rotation and close report a segment closed only
+//! once every record written to it has been acknowledged.
 //!
 //! A write that fails (a full disk, an I/O error) is rolled back: the segment is truncated
 //! to the end of the last good write, so the next records follow intact ones and never sit
@@ -10,47 +23,20 @@
 //! still be replayed after a restart although they were refused: a client's retry can then
 //! store them twice. Nothing acknowledged is lost either way.)
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use super::format::{SEGMENT_MAGIC, put_record};
+use super::format::{HEADER, MAX_RECORD, SEGMENT_MAGIC, frame};
 use super::{Ack, WalStats, segment_name};
 use crate::StoreError;
 
-/// fsyncs of the log that may run at the same time.
+/// Sync threads of the log: fsyncs that may run at the same time.
 pub const SYNCERS: usize = 2;
-
-pub(super) enum Job {
-    Append(Vec<u8>, Ack),
-    /// Close the current segment and start the next; replies with the closed segment's number.
-    Rotate(Sender<Result<u64, StoreError>>),
-    Stop,
-}
-
-/// What the writer, the sync threads and the handle share.
-#[derive(Debug, Default)]
-pub(super) struct Shared {
-    pub(super) stats: Mutex<WalStats>,
-    /// The last write failed for lack of space (cleared by the next write that succeeds).
-    pub(super) full: AtomicBool,
-    /// An fsync failed: the next write starts a new segment.
-    seal: AtomicBool,
-}
-
-impl Shared {
-    /// Notes a failed write or fsync: a full disk sets `full`.
-    fn failed(&self, e: &StoreError) {
-        if matches!(e, StoreError::NoSpace { .. }) {
-            self.full.store(true, Ordering::SeqCst);
-        }
-    }
-}
 
 /// Creates segment `n` in `dir` with its header and makes its directory entry durable, so
 /// acknowledged records in it survive a crash.
@@ -73,94 +59,23 @@ pub(super) fn create_segment(dir: &Path, n: u64) -> Result<File, StoreError> {
     Ok(file)
 }
 
-/// Records written to a segment and waiting for an fsync before their acks run.
-struct Written {
-    file: Arc<File>,
+/// One segment file, shared by the records written to it until their fsync.
+#[derive(Debug)]
+struct Segment {
+    file: File,
     path: PathBuf,
-    segment: u64,
-    acks: Vec<Ack>,
-    started: Instant,
+    number: u64,
 }
 
-/// Number of written batches not yet acknowledged; rotation and stop wait for zero.
-#[derive(Default)]
-struct InFlight {
-    count: Mutex<usize>,
-    idle: Condvar,
-}
-
-impl InFlight {
-    fn add(&self) {
-        *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-    }
-
-    fn done(&self, n: usize) {
-        let mut c = self.count.lock().unwrap_or_else(|e| e.into_inner());
-        *c = c.saturating_sub(n);
-        if *c == 0 {
-            self.idle.notify_all();
-        }
-    }
-
-    fn wait_idle(&self) {
-        let mut c = self.count.lock().unwrap_or_else(|e| e.into_inner());
-        while *c > 0 {
-            c = self.idle.wait(c).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-/// A sync thread: takes every written batch queued, fsyncs, acknowledges.
-fn syncer(rx: Arc<Mutex<Receiver<Written>>>, in_flight: Arc<InFlight>, shared: Arc<Shared>) {
-    loop {
-        let batches: Vec<Written> = {
-            let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
-            let Ok(first) = rx.recv() else { return };
-            std::iter::once(first).chain(rx.try_iter()).collect()
-        };
-        // Every batch was written before this fsync starts, so one fsync per file covers
-        // them all (rotation waits for idle, so they normally share one file).
-        let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(batches.len());
-        let mut fsyncs = 0;
-        for (i, b) in batches.iter().enumerate() {
-            let earlier = batches[..i]
-                .iter()
-                .position(|e| Arc::ptr_eq(&e.file, &b.file))
-                .and_then(|j| results.get(j).cloned());
-            let result = earlier.unwrap_or_else(|| {
-                fsyncs += 1;
-                let r = b.file.sync_data().map_err(|e| StoreError::io(&b.path, e));
-                if let Err(e) = &r {
-                    shared.failed(e);
-                    shared.seal.store(true, Ordering::SeqCst);
-                    tracing::error!(error = %e, "fsync of the write-ahead log failed; its records are refused and the segment is sealed");
-                }
-                r
-            });
-            results.push(result);
-        }
-        let n = batches.len();
-        {
-            let mut s = shared.stats.lock().unwrap_or_else(|e| e.into_inner());
-            s.fsyncs += fsyncs;
-            for b in &batches {
-                s.sync_micros += b.started.elapsed().as_micros() as u64;
-            }
-        }
-        for (b, result) in batches.into_iter().zip(results) {
-            for ack in b.acks {
-                ack(result.clone().map(|()| b.segment));
-            }
-        }
-        in_flight.done(n);
-    }
+/// A record written to its segment and waiting for an fsync before its ack runs.
+struct Written {
+    segment: Arc<Segment>,
+    ack: Ack,
 }
 
 /// The segment being written.
 struct Current {
-    file: Arc<File>,
-    path: PathBuf,
-    number: u64,
+    segment: Arc<Segment>,
     /// End of the last good write: where the next one goes, and what a failed one is
     /// truncated back to.
     offset: u64,
@@ -172,18 +87,21 @@ struct Current {
 impl Current {
     fn open(dir: &Path, number: u64, file: File) -> Current {
         Current {
-            file: Arc::new(file),
-            path: dir.join(segment_name(number)),
-            number,
+            segment: Arc::new(Segment {
+                file,
+                path: dir.join(segment_name(number)),
+                number,
+            }),
             offset: SEGMENT_MAGIC.len() as u64,
             sealed: false,
         }
     }
 
-    /// Moves on to segment `number + 1`.
+    /// Moves on to segment `number + 1` (left as it is when that cannot be created).
     fn next(&mut self, dir: &Path) -> Result<(), StoreError> {
-        let file = create_segment(dir, self.number + 1)?;
-        *self = Current::open(dir, self.number + 1, file);
+        let number = self.segment.number + 1;
+        let file = create_segment(dir, number)?;
+        *self = Current::open(dir, number, file);
         Ok(())
     }
 
@@ -193,15 +111,16 @@ impl Current {
         if self.sealed {
             self.next(dir)?;
         }
-        match self.file.write_all_at(buf, self.offset) {
+        let segment = &self.segment;
+        match segment.file.write_all_at(buf, self.offset) {
             Ok(()) => {
                 self.offset += buf.len() as u64;
                 Ok(())
             }
             Err(e) => {
-                let err = StoreError::io(&self.path, e);
-                if let Err(t) = self.file.set_len(self.offset) {
-                    tracing::error!(segment = self.number, error = %t, "could not truncate a failed write-ahead log write; sealing the segment");
+                let err = StoreError::io(&segment.path, e);
+                if let Err(t) = segment.file.set_len(self.offset) {
+                    tracing::error!(segment = segment.number, error = %t, "could not truncate a failed write-ahead log write; sealing the segment");
                     self.sealed = true;
                 }
                 Err(err)
@@ -210,130 +129,234 @@ impl Current {
     }
 }
 
-pub(super) fn writer(
-    file: File,
-    number: u64,
+/// What the appenders, the sync threads, rotation and close share, under [`Log::state`].
+struct State {
+    current: Current,
+    /// Written records waiting for an fsync, in write order.
+    unsynced: Vec<Written>,
+    /// Written records whose ack has not run yet, by segment: rotation and close wait for
+    /// the segments they close to empty.
+    unacked: BTreeMap<u64, usize>,
+    /// Sync threads waiting for records (an append wakes one only then).
+    idle_syncers: usize,
+    /// Rotations or a close waiting for acks (the sync threads signal only then).
+    ack_waiters: usize,
+    /// Appends are refused.
+    closed: bool,
+    /// The sync threads end once the queue is empty.
+    stopping: bool,
+    stats: WalStats,
+}
+
+/// The log's shared half: the handle ([`super::Wal`]) and every sync thread hold it.
+pub(super) struct Log {
     dir: PathBuf,
     segment_bytes: u64,
-    rx: Receiver<Job>,
-    shared: Arc<Shared>,
-) {
-    let mut current = Current::open(&dir, number, file);
-    let in_flight = Arc::new(InFlight::default());
-    let (sync_tx, sync_rx) = mpsc::channel::<Written>();
-    let sync_rx = Arc::new(Mutex::new(sync_rx));
-    let syncers: Vec<JoinHandle<()>> = (0..SYNCERS)
-        .filter_map(|_| {
-            let (rx, in_flight, shared) = (sync_rx.clone(), in_flight.clone(), shared.clone());
-            std::thread::Builder::new()
-                .name("ember-wal-sync".into())
-                .spawn(move || syncer(rx, in_flight, shared))
-                .ok()
-        })
-        .collect();
-    let mut buf = Vec::new();
-    let mut acks: Vec<Ack> = Vec::new();
-    let mut stop = false;
-    while !stop {
-        let Ok(first) = rx.recv() else { break };
-        let mut job = Some(first);
-        let mut rotate = None;
-        // Group commit: take everything already queued (bounded, so one huge burst does not
-        // delay the first acks indefinitely).
-        while let Some(j) = job.take() {
-            match j {
-                Job::Append(payload, ack) => {
-                    put_record(&mut buf, &payload);
-                    acks.push(ack);
-                }
-                Job::Rotate(reply) => rotate = Some(reply),
-                Job::Stop => stop = true,
-            }
-            if stop || rotate.is_some() || buf.len() > 64 << 20 {
-                break;
-            }
-            job = rx.try_recv().ok();
-        }
-        if !acks.is_empty() {
-            let started = Instant::now();
-            if shared.seal.swap(false, Ordering::SeqCst) {
-                current.sealed = true;
-            }
-            let written = current.write(&dir, &buf);
-            let batch = Written {
-                file: current.file.clone(),
-                path: current.path.clone(),
-                acks: std::mem::take(&mut acks),
-                segment: current.number,
-                started,
-            };
-            match written {
-                Err(err) => {
-                    shared.failed(&err);
-                    for ack in batch.acks {
-                        ack(Err(err.clone()));
-                    }
-                }
-                Ok(()) => {
-                    shared.full.store(false, Ordering::SeqCst);
-                    {
-                        let mut s = shared.stats.lock().unwrap_or_else(|e| e.into_inner());
-                        s.records += batch.acks.len() as u64;
-                        s.bytes += buf.len() as u64;
-                    }
-                    if syncers.is_empty() {
-                        // No sync thread could be started: fsync here.
-                        let result = current
-                            .file
-                            .sync_data()
-                            .map_err(|e| StoreError::io(&current.path, e));
-                        shared
-                            .stats
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .fsyncs += 1;
-                        for ack in batch.acks {
-                            ack(result.clone().map(|()| batch.segment));
-                        }
-                    } else {
-                        in_flight.add();
-                        if let Err(mpsc::SendError(batch)) = sync_tx.send(batch) {
-                            in_flight.done(1);
-                            for ack in batch.acks {
-                                ack(Err(StoreError::Closed));
-                            }
-                        }
-                    }
-                    // A full segment: the next write starts a new one (if that cannot be
-                    // created yet, this one keeps growing and the next write tries again).
-                    if current.offset >= segment_bytes && rotate.is_none() {
-                        let _ = current.next(&dir);
-                    }
-                }
-            }
-            buf.clear();
-        }
-        if let Some(reply) = rotate {
-            // Everything written to the closing segment is durable before it is reported closed.
-            in_flight.wait_idle();
-            let closed = current.number;
-            let _ = reply.send(current.next(&dir).map(|()| closed));
+    state: Mutex<State>,
+    /// Sync threads wait here for written records.
+    work: Condvar,
+    /// Rotation and close wait here for acknowledgements.
+    acked: Condvar,
+    /// The last write failed for lack of space (cleared by the next write that succeeds).
+    pub(super) full: AtomicBool,
+    /// An fsync failed: the next write starts a new segment.
+    seal: AtomicBool,
+}
+
+impl Log {
+    /// The log writing segment `number` (already created as `file`) of `dir`, closing
+    /// segments at `segment_bytes`.
+    pub(super) fn new(dir: &Path, number: u64, file: File, segment_bytes: u64) -> Log {
+        Log {
+            dir: dir.to_path_buf(),
+            segment_bytes: segment_bytes.max(1),
+            state: Mutex::new(State {
+                current: Current::open(dir, number, file),
+                unsynced: Vec::new(),
+                unacked: BTreeMap::new(),
+                idle_syncers: 0,
+                ack_waiters: 0,
+                closed: false,
+                stopping: false,
+                stats: WalStats::default(),
+            }),
+            work: Condvar::new(),
+            acked: Condvar::new(),
+            full: AtomicBool::new(false),
+            seal: AtomicBool::new(false),
         }
     }
-    // Stop: every written batch is acknowledged before the writer reports closed.
-    in_flight.wait_idle();
-    drop(sync_tx);
-    for t in syncers {
-        let _ = t.join();
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-    // Anything queued after Stop is refused.
-    while let Ok(job) = rx.try_recv() {
-        match job {
-            Job::Append(_, ack) => ack(Err(StoreError::Closed)),
-            Job::Rotate(reply) => {
-                let _ = reply.send(Err(StoreError::Closed));
+
+    /// Notes a failed write or fsync: a full disk sets `full`.
+    fn failed(&self, e: &StoreError) {
+        if matches!(e, StoreError::NoSpace { .. }) {
+            self.full.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Writes `record` (its first [`HEADER`] bytes reserved for the frame's header) to the
+    /// current segment on the calling thread and queues `ack` for the next fsync. A failed
+    /// write is answered at once.
+    pub(super) fn append(&self, mut record: Vec<u8>, ack: Ack) {
+        debug_assert!(record.len() >= HEADER);
+        if record.len() - HEADER > MAX_RECORD as usize {
+            let path = self.lock().current.segment.path.clone();
+            ack(Err(StoreError::Io {
+                path: path.display().to_string(),
+                message: format!(
+                    "a record of {} bytes is over the log's limit of {MAX_RECORD} bytes",
+                    record.len() - HEADER
+                ),
+            }));
+            return;
+        }
+        // The checksums are computed before the lock is taken.
+        frame(&mut record);
+        let mut st = self.lock();
+        if st.closed {
+            drop(st);
+            ack(Err(StoreError::Closed));
+            return;
+        }
+        if self.seal.swap(false, Ordering::SeqCst) {
+            st.current.sealed = true;
+        }
+        let started = Instant::now();
+        if let Err(e) = st.current.write(&self.dir, &record) {
+            drop(st);
+            self.failed(&e);
+            ack(Err(e));
+            return;
+        }
+        self.full.store(false, Ordering::Relaxed);
+        let segment = st.current.segment.clone();
+        st.stats.records += 1;
+        st.stats.bytes += record.len() as u64;
+        st.stats.sync_micros += started.elapsed().as_micros() as u64;
+        *st.unacked.entry(segment.number).or_default() += 1;
+        st.unsynced.push(Written { segment, ack });
+        // A full segment: the next write starts a new one (if that cannot be created yet,
+        // this one keeps growing and the next append tries again).
+        if st.current.offset >= self.segment_bytes {
+            let _ = st.current.next(&self.dir);
+        }
+        let wake = st.idle_syncers > 0;
+        drop(st);
+        if wake {
+            self.work.notify_one();
+        }
+    }
+
+    /// Closes the current segment and starts the next; returns the closed segment's number
+    /// once every record written to it (or to an earlier one) has been acknowledged.
+    pub(super) fn rotate(&self) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        if st.closed {
+            return Err(StoreError::Closed);
+        }
+        let closed = st.current.segment.number;
+        st.current.next(&self.dir)?;
+        st = self.wait_acked(st, closed);
+        drop(st);
+        Ok(closed)
+    }
+
+    /// Waits until no record of a segment up to `through` is waiting for its ack.
+    fn wait_acked<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        through: u64,
+    ) -> MutexGuard<'a, State> {
+        st.ack_waiters += 1;
+        while st.unacked.range(..=through).next().is_some() {
+            st = self.acked.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.ack_waiters -= 1;
+        st
+    }
+
+    /// Refuses further appends, waits until every written record is acknowledged, and
+    /// tells the sync threads to end.
+    pub(super) fn close(&self) {
+        let mut st = self.lock();
+        st.closed = true;
+        st = self.wait_acked(st, u64::MAX);
+        st.stopping = true;
+        drop(st);
+        self.work.notify_all();
+    }
+
+    /// Counters so far.
+    pub(super) fn stats(&self) -> WalStats {
+        self.lock().stats
+    }
+}
+
+/// A sync thread: takes every written record queued, fsyncs their segments, acknowledges.
+pub(super) fn syncer(log: Arc<Log>) {
+    let mut batch: Vec<Written> = Vec::new();
+    let mut st = log.lock();
+    loop {
+        if st.unsynced.is_empty() {
+            if st.stopping {
+                return;
             }
-            Job::Stop => {}
+            st.idle_syncers += 1;
+            st = log.work.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.idle_syncers -= 1;
+            continue;
+        }
+        // Take the queue, leaving this thread's empty buffer in its place.
+        std::mem::swap(&mut st.unsynced, &mut batch);
+        drop(st);
+        let started = Instant::now();
+        // Every record was written before this fsync starts, so one fsync per segment
+        // covers them all (usually one segment).
+        let mut synced: Vec<(Arc<Segment>, Result<(), StoreError>)> = Vec::with_capacity(1);
+        for w in &batch {
+            if synced.iter().any(|(s, _)| Arc::ptr_eq(s, &w.segment)) {
+                continue;
+            }
+            let s = &w.segment;
+            let r = s.file.sync_data().map_err(|e| StoreError::io(&s.path, e));
+            if let Err(e) = &r {
+                log.failed(e);
+                log.seal.store(true, Ordering::SeqCst);
+                tracing::error!(error = %e, "fsync of the write-ahead log failed; its records are refused and the segment is sealed");
+            }
+            synced.push((s.clone(), r));
+        }
+        let micros = started.elapsed().as_micros() as u64;
+        let mut acked: Vec<(u64, usize)> = Vec::with_capacity(synced.len());
+        for w in batch.drain(..) {
+            let number = w.segment.number;
+            let result = synced
+                .iter()
+                .find(|(s, _)| Arc::ptr_eq(s, &w.segment))
+                .map_or(Err(StoreError::Closed), |(_, r)| r.clone());
+            (w.ack)(result.map(|()| number));
+            match acked.iter_mut().find(|(n, _)| *n == number) {
+                Some((_, c)) => *c += 1,
+                None => acked.push((number, 1)),
+            }
+        }
+        st = log.lock();
+        st.stats.fsyncs += synced.len() as u64;
+        st.stats.sync_micros += micros;
+        for (number, n) in acked {
+            if let Some(c) = st.unacked.get_mut(&number) {
+                *c = c.saturating_sub(n);
+                if *c == 0 {
+                    st.unacked.remove(&number);
+                }
+            }
+        }
+        if st.ack_waiters > 0 {
+            log.acked.notify_all();
         }
     }
 }
