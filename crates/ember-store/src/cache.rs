@@ -286,15 +286,6 @@ impl BlockCache {
         }
     }
 
-    /// Empties the cache; returns what it held, for the caller to drop where it costs
-    /// nothing (see [`crate::Store::close`]). Hits and misses are kept.
-    pub(crate) fn take_all(&self) -> impl Send + use<> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.bytes = 0;
-        st.protected = 0;
-        std::mem::take(&mut st.entries)
-    }
-
     /// `(sections and rollups held, their estimated bytes, hits, misses)`.
     pub(crate) fn stats(&self) -> (usize, usize, u64, u64) {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());

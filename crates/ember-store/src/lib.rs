@@ -443,24 +443,9 @@ impl Store {
             .clone()
     }
 
-    /// Writes out everything queued in the log and stops accepting appends, and empties
-    /// the block cache (later queries decode what they read again).
-    ///
-    /// The cache's decoded sections (up to its budget, millions of small allocations) are
-    /// freed on a thread of their own: a server closes its store right before it exits,
-    /// and freeing them one by one on the way out took a few hundred milliseconds of its
-    /// shutdown after the log was closed (the exit gives the memory back at once, and
-    /// ends that thread if it is still at it).
+    /// Writes out everything queued in the log and stops accepting appends.
     pub fn close(&self) {
         self.wal.close();
-        let held = self.cache.take_all();
-        let spawned = std::thread::Builder::new()
-            .name("ember-free".into())
-            .spawn(move || drop(held));
-        if let Err(e) = spawned {
-            // Only when no thread can be made; the memory is freed when `held` drops here.
-            tracing::debug!(error = %e, "freeing the block cache on this thread");
-        }
     }
 
     /// Tenants that hold data.

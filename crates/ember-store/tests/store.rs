@@ -490,21 +490,3 @@ fn a_data_directory_is_opened_by_one_store_at_a_time() {
     let again = Store::open(dir, StoreOptions::default()).unwrap();
     assert!(again.merge_stacks("t", &query("svc", "cpu")).total > 0);
 }
-
-#[test]
-fn close_empties_the_block_cache_and_queries_still_read_the_blocks() {
-    let dir = temp_dir("close-cache");
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    let p = ingest(&store, LARGE, "api", "a", 1_000);
-    store.flush().unwrap();
-    // The flushed head is kept decoded for the next query.
-    assert!(store.cache_stats().0 > 0);
-    store.close();
-    // Freed on a thread of its own at close (a server exits right after), not piece by
-    // piece on the way out.
-    assert_eq!(store.cache_stats().0, 0);
-    assert_eq!(store.cache_stats().1, 0);
-    let merged = store.merge_stacks("t", &query("api", "cpu"));
-    assert_eq!(merged.profiles, 1);
-    assert_eq!(folded(&merged.stacks()), expected(&p, "cpu", 1));
-}
