@@ -598,15 +598,25 @@ impl Server {
             shutdown,
         )
         .await;
+        let drained = std::time::Instant::now();
         state.ready.store(false, Ordering::SeqCst);
         if let Some(f) = flusher {
             f.abort();
         }
         let s = state.clone();
         // Shutdown flush: fold the log into a block so the next start loads it directly.
+        // Each step is timed: how long a shutdown takes is mostly how much the head held.
         let _ = tokio::task::spawn_blocking(move || {
+            let (_, profiles, _, _) = s.store.head_stats();
             flush_and_expire(&s);
-            s.store.close()
+            let flushed = drained.elapsed();
+            s.store.close();
+            tracing::info!(
+                head_profiles = profiles,
+                flush_ms = flushed.as_millis() as u64,
+                close_ms = (drained.elapsed() - flushed).as_millis() as u64,
+                "shutdown: final flush done and the write-ahead log closed"
+            );
         })
         .await;
         Ok(())
@@ -617,7 +627,9 @@ impl Server {
 /// still holds the data.
 fn flush_and_expire(s: &AppState) {
     let started = std::time::Instant::now();
-    match s.store.flush() {
+    let flushed = s.store.flush();
+    let flush_ms = started.elapsed().as_millis() as u64;
+    match flushed {
         Ok(stats) => {
             s.metrics.flushes.fetch_add(1, Ordering::Relaxed);
             s.metrics
@@ -629,6 +641,7 @@ fn flush_and_expire(s: &AppState) {
                     wal_bytes = stats.wal_bytes,
                     block = %path.display(),
                     block_bytes = stats.block_bytes,
+                    flush_ms,
                     "flushed the write-ahead log into a block"
                 );
             }
@@ -638,9 +651,14 @@ fn flush_and_expire(s: &AppState) {
             tracing::error!(error = %e, "flush failed (data stays in the log)");
         }
     }
+    let compacting = std::time::Instant::now();
     match s.store.compact() {
         Ok(0) => {}
-        Ok(merged) => tracing::info!(blocks = merged, "compacted small blocks"),
+        Ok(merged) => tracing::info!(
+            blocks = merged,
+            compact_ms = compacting.elapsed().as_millis() as u64,
+            "compacted small blocks"
+        ),
         Err(e) => tracing::error!(error = %e, "compaction failed (the blocks stay as they were)"),
     }
     let now = ember_store::now_nanos();

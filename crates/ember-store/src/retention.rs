@@ -52,6 +52,9 @@ impl Store {
         // Every record of the cut is durable; wait until each is applied (or abandoned).
         self.pending.wait_through(through);
         let tenants = self.tenant_list();
+        for (_, t) in &tenants {
+            t.write().unwrap_or_else(|e| e.into_inner()).settle(through);
+        }
         let written = {
             let mut w = BlockWriter::new();
             let mut records = 0usize;

@@ -58,6 +58,20 @@ impl Tenant {
         self.frozen.push((through, head));
     }
 
+    /// Drops the interning tables ([`TenantHead::into_read_only`]) of the frozen heads cut
+    /// at or before `through`. Only once every record of the cut is applied
+    /// ([`Pending::wait_through`]): nothing interns into those heads any more, while they
+    /// are still read (by queries, and by the flush encoding them). Their lookup tables
+    /// (stack and frame nodes, strings, symbols and fingerprints by content) are a third or
+    /// more of a head's memory; freed before the block is written rather than after, the
+    /// block writer's buffers and the open head growing meanwhile reuse that memory instead
+    /// of adding to it.
+    pub(crate) fn settle(&mut self, through: u64) {
+        for (_, head) in self.frozen.iter_mut().filter(|(t, _)| *t <= through) {
+            *head = std::mem::take(head).into_read_only();
+        }
+    }
+
     /// Replaces the frozen heads cut at or before `through` with `sections` (the block that
     /// now holds them).
     /// Returns the frozen heads it dropped, oldest first.
@@ -163,5 +177,87 @@ impl Drop for PendingRecord {
                 self.pending.applied.notify_all();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::head::{FunctionSym, LocationSym, StoredProfile};
+
+    /// A head of one profile over one stack of `depth` distinct frames.
+    fn head_of(depth: u32) -> TenantHead {
+        let mut h = TenantHead::new();
+        let mut node = 0;
+        let mut nodes = Vec::new();
+        for i in 0..depth {
+            let name = h.intern(&format!("f{i}"));
+            let f = h.function(FunctionSym {
+                name,
+                system_name: name,
+                filename: 0,
+                start_line: 0,
+            });
+            let l = h.location(LocationSym {
+                mapping: 0,
+                address: u64::from(i),
+                lines: Box::new([(f, 1)]),
+                is_folded: false,
+            });
+            node = h.child(node, l);
+            nodes.push(node);
+        }
+        h.insert(
+            vec![("service_name".into(), "api".into())],
+            StoredProfile {
+                time_nanos: 1,
+                values: vec![3; nodes.len()],
+                nodes,
+                sets: Vec::new(),
+            },
+        );
+        h
+    }
+
+    fn encoded(h: &TenantHead) -> Vec<u8> {
+        let mut out = Vec::new();
+        h.encode(&mut out);
+        out
+    }
+
+    #[test]
+    fn settled_heads_of_the_cut_drop_their_lookup_tables_and_encode_the_same() {
+        let mut t = Tenant {
+            head: head_of(5000),
+            ..Default::default()
+        };
+        t.freeze(5);
+        t.head = head_of(4000);
+        t.freeze(7);
+        t.head = head_of(10);
+        let before: Vec<(usize, Vec<u8>)> = t
+            .frozen
+            .iter()
+            .map(|(_, h)| (h.approx_bytes(), encoded(h)))
+            .collect();
+        t.settle(5);
+        let (cut, later) = (&t.frozen[0].1, &t.frozen[1].1);
+        // The head of the cut keeps what it holds (the block is written from it, queries
+        // read it) without the tables that only interning needs: less than two thirds of
+        // its memory is left.
+        assert_eq!(encoded(cut), before[0].1);
+        assert!(
+            cut.approx_bytes() * 3 < before[0].0 * 2,
+            "{} of {} bytes left",
+            cut.approx_bytes(),
+            before[0].0
+        );
+        assert_eq!(cut.path(5000), head_of(5000).path(5000));
+        // A head cut later still takes records: untouched.
+        assert_eq!(later.approx_bytes(), before[1].0);
+        assert_eq!(encoded(later), before[1].1);
+        let mut again = head_of(4000);
+        let l = again.location_sym(0).cloned().unwrap();
+        assert_eq!(t.frozen[1].1.location(l.clone()), again.location(l));
     }
 }
