@@ -11,18 +11,10 @@
 
 use std::time::Instant;
 
-/// CPU time of this process so far (user + system), seconds (clock ticks of 1/100 s).
-fn cpu_secs() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after_name = stat.rsplit(')').next().unwrap_or("");
-    let ticks: f64 = after_name
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|t| t.parse::<f64>().ok())
-        .sum();
-    ticks / 100.0
-}
+#[path = "support/mod.rs"]
+#[allow(dead_code)] // this example reads no loadgen directory
+mod support;
+use support::cpu as cpu_secs;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
