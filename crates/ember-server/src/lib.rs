@@ -581,13 +581,13 @@ impl Server {
                         continue;
                     }
                     let st = s.clone();
-                    let _ = tokio::task::spawn_blocking(move || flush_and_expire(&st)).await;
+                    let _ = tokio::task::spawn_blocking(move || flush_and_expire(&st, true)).await;
                     last = std::time::Instant::now();
                 }
             })
         });
         let st = self.state.clone();
-        let _ = tokio::task::spawn_blocking(move || flush_and_expire(&st)).await;
+        let _ = tokio::task::spawn_blocking(move || flush_and_expire(&st, true)).await;
         let app = router(self.state.clone());
         listen::serve(
             self.listener,
@@ -603,12 +603,17 @@ impl Server {
         if let Some(f) = flusher {
             f.abort();
         }
+        // A compaction the timer started goes on in its blocking thread (abort does not
+        // reach it); it stops after its current merge instead of holding up the final flush.
+        state.store.stop_compaction();
         let s = state.clone();
         // Shutdown flush: fold the log into a block so the next start loads it directly.
         // Each step is timed: how long a shutdown takes is mostly how much the head held.
         let _ = tokio::task::spawn_blocking(move || {
             let (_, profiles, _, _) = s.store.head_stats();
-            flush_and_expire(&s);
+            // No compaction here: a chain of merges (about a second each for a live server's
+            // blocks) would hold up the exit for what the next start's timer does as well.
+            flush_and_expire(&s, false);
             let flushed = drained.elapsed();
             s.store.close();
             tracing::info!(
@@ -623,9 +628,9 @@ impl Server {
     }
 }
 
-/// One flush plus retention pass; failures are counted and reported, never fatal: the log
-/// still holds the data.
-fn flush_and_expire(s: &AppState) {
+/// One flush, then (with `compact`) a compaction, then a retention pass; failures are
+/// counted and reported, never fatal: the log still holds the data.
+fn flush_and_expire(s: &AppState, compact: bool) {
     let started = std::time::Instant::now();
     let flushed = s.store.flush();
     let flush_ms = started.elapsed().as_millis() as u64;
@@ -652,7 +657,7 @@ fn flush_and_expire(s: &AppState) {
         }
     }
     let compacting = std::time::Instant::now();
-    match s.store.compact() {
+    match if compact { s.store.compact() } else { Ok(0) } {
         Ok(0) => {}
         Ok(merged) => tracing::info!(
             blocks = merged,

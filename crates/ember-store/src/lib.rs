@@ -243,6 +243,8 @@ pub struct Store {
     cache: cache::BlockCache,
     /// Profiles before this time are past retention and never served.
     retention_floor: std::sync::atomic::AtomicI64,
+    /// Set by [`Store::stop_compaction`]: [`Store::compact`] merges no further group.
+    compaction_stopped: std::sync::atomic::AtomicBool,
     options: StoreOptions,
     replay: ReplayStats,
     replay_errors: usize,
@@ -355,6 +357,7 @@ impl Store {
             pending: Arc::new(tenant::Pending::default()),
             cache,
             retention_floor: std::sync::atomic::AtomicI64::new(i64::MIN),
+            compaction_stopped: std::sync::atomic::AtomicBool::new(false),
             options,
             replay: replayed.stats,
             replay_errors: replayed.errors,
@@ -447,6 +450,14 @@ impl Store {
                 Arc::new(RwLock::new(t))
             })
             .clone()
+    }
+
+    /// Makes a running [`Store::compact`] return after the merge it is writing, and later
+    /// calls return at once: a shutdown then waits for at most one merge, not a chain of
+    /// them, before its final flush. Nothing is lost: unmerged blocks stay as they are.
+    pub fn stop_compaction(&self) {
+        self.compaction_stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Writes out everything queued in the log and stops accepting appends.

@@ -145,6 +145,12 @@ impl Store {
         let mut removed = 0;
         let max = self.options.compact_max_bytes;
         loop {
+            if self
+                .compaction_stopped
+                .load(std::sync::atomic::Ordering::SeqCst)
+            {
+                return Ok(removed);
+            }
             let group: Vec<Block> = {
                 let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
                 // Blocks merge only within one UTC day: a merged block spanning days would

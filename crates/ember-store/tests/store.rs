@@ -462,6 +462,32 @@ fn compaction_merges_at_most_compact_max_bytes() {
     );
 }
 
+/// A shutdown stops compaction (`Store::stop_compaction`): four blocks that would merge are
+/// left as they are, and everything in them still answers.
+#[test]
+fn stopped_compaction_merges_nothing_and_loses_nothing() {
+    let dir = temp_dir("compact-stop");
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    for i in 0..4 {
+        ingest(&store, LABELS, &format!("svc{i}"), "p", 1_000_000_000 + i);
+        store.flush().unwrap();
+    }
+    store.stop_compaction();
+    assert_eq!(store.compact().unwrap(), 0, "nothing merged once stopped");
+    assert_eq!(
+        store.disk_usage().0,
+        4,
+        "the four blocks are left as they were"
+    );
+    for i in 0..4 {
+        let q = query(&format!("svc{i}"), "cpu");
+        assert!(
+            store.merge_stacks("t", &q).total > 0,
+            "svc{i} still answers"
+        );
+    }
+}
+
 /// One data directory, one store: a second open (here in the same process, as from another
 /// server) is refused with a message naming the directory's lock, and succeeds once the
 /// first store is gone. Without the lock, the second server's flush deleted the first one's
