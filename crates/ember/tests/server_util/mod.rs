@@ -44,14 +44,20 @@ impl Server {
             .expect("spawn ember server");
         let stderr = child.stderr.take().expect("stderr");
         let mut reader = BufReader::new(stderr);
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("read server banner");
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .unwrap_or_else(|| panic!("unexpected banner: {line:?}"))
-            .to_string();
+        // Log lines may come before the banner (a restart after SIGKILL warns about the
+        // torn tail of the write-ahead log it replays): read until the line with the address.
+        let mut before = String::new();
+        let addr = loop {
+            let mut line = String::new();
+            let n = reader.read_line(&mut line).expect("read server banner");
+            if n == 0 {
+                panic!("the server ended before printing its address; it printed:\n{before}");
+            }
+            if let Some(rest) = line.split("http://").nth(1) {
+                break rest.split(',').next().unwrap_or(rest).trim().to_string();
+            }
+            before.push_str(&line);
+        };
         // Keep draining stderr so the child never blocks on a full pipe.
         std::thread::spawn(move || {
             let mut sink = String::new();
