@@ -9,7 +9,10 @@
 # Environment: LOADGEN (default: this tree's release ember-loadgen), CONC (4), SWITCHES=1 to
 # also print the server's context switches per profile over the pushes, by thread name
 # (voluntary + involuntary, from /proc/PID/task/*/status: each hand-off between threads
-# is a wake-up and a switch).
+# is a wake-up and a switch). PERF_OPTS: `perf record` options instead of `-F 499 -g` (e.g.
+# `-F 999 --call-graph dwarf,8192` for inclusive costs). PERF_STAT=1: also print
+# `perf stat -e context-switches,cpu-migrations,task-clock,page-faults` of the server over
+# the pushes, per profile.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -38,17 +41,28 @@ fsyncs() { curl -s "$url/metrics" | awk '/^ember_wal_fsyncs_total/ {print $2}'; 
 [[ -n "${SWITCHES:-}" ]] && { switches > "$work/sw0"; f0=$(fsyncs); }
 c0=$(cpu)
 if [[ -n "$perf" ]]; then
-  perf record -F 499 -g -p "$pid" -o "$perf" 2>/dev/null &
+  # shellcheck disable=SC2086 # PERF_OPTS is a list of options
+  perf record ${PERF_OPTS:--F 499 -g} -p "$pid" -o "$perf" 2>/dev/null &
   ppid=$!
   sleep 0.5
+fi
+if [[ -n "${PERF_STAT:-}" ]]; then
+  perf stat -x, -e context-switches,cpu-migrations,task-clock,page-faults -p "$pid" \
+    -o "$work/stat" 2>/dev/null &
+  spid=$!
+  sleep 0.2
 fi
 out=$("$LOADGEN" --server "$url" --workload realistic --services 20 --seed 1 --churn high \
   -n "$count" -c "${CONC:-4}" --json)
 c1=$(cpu)
 [[ -n "${SWITCHES:-}" ]] && { switches > "$work/sw1"; f1=$(fsyncs); }
 if [[ -n "$perf" ]]; then kill -INT "$ppid"; wait "$ppid" || true; fi
+[[ -n "${PERF_STAT:-}" ]] && { kill -INT "$spid"; wait "$spid" || true; }
 ok=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['ok'])" "$out")
 python3 -c "print(f'$bin: {1000*($c1-$c0)/$ok:.3f} ms server CPU per profile ({$ok} ok)')"
+if [[ -n "${PERF_STAT:-}" ]]; then
+  awk -F, -v ok="$ok" '$3 != "" && $1 ~ /^[0-9.]+$/ {printf "  perf stat %-18s %10.3f per profile\n", $3, $1/ok}' "$work/stat"
+fi
 if [[ -n "${SWITCHES:-}" ]]; then
   python3 -c "import json,sys; j=json.loads(sys.argv[1]); print(f\"  {j['profiles_per_second']:.0f} profiles/s, p50 {j['p50_ms']:.1f} ms, p99 {j['p99_ms']:.1f} ms\")" "$out"
 fi

@@ -397,3 +397,91 @@ fn index_checks_at_their_edges_agree() {
     p.sample[0].location_id[0] = n_loc + 999;
     assert!(!parity(&encode(&p)), "sparse ids, missing location");
 }
+
+/// The largest sample location id is folded in while the ids are decoded, carried from
+/// sample to sample: a bad id in any sample, not only the first, and in either encoding
+/// (packed, or one varint field per id), is refused as `decode` refuses it, and a
+/// view's check does not carry over to the next profile parsed.
+#[test]
+fn a_bad_location_id_in_a_later_sample_is_refused_like_decode() {
+    let base: Profile = common::read_case("pprof/internal/report/testdata/sample.cpu");
+    let n = base.location.len() as u64;
+    assert!(base.sample.len() > 2, "the case needs several samples");
+    for (sample, id, accepted) in [
+        (base.sample.len() - 1, n, true),
+        (base.sample.len() - 1, n + 1, false),
+        (base.sample.len() - 1, 0, false),
+        (base.sample.len() / 2, u64::MAX, false),
+        (1, n + 1, false),
+    ] {
+        let mut p = base.clone();
+        let ids = &mut p.sample[sample].location_id;
+        let at = ids.len() - 1;
+        ids[at] = id;
+        assert_eq!(
+            parity(&encode(&p)),
+            accepted,
+            "sample {sample}, location id {id}"
+        );
+    }
+    // Unpacked: each id of one sample as its own varint field.
+    let mut raw = Vec::new();
+    for s in ["", "cpu", "nanoseconds", "main"] {
+        nested(&mut raw, 6, s.as_bytes());
+    }
+    let mut st = Vec::new();
+    field(&mut st, 1, 0);
+    varint(&mut st, 1);
+    field(&mut st, 2, 0);
+    varint(&mut st, 2);
+    nested(&mut raw, 1, &st);
+    let mut func = Vec::new();
+    field(&mut func, 1, 0);
+    varint(&mut func, 1);
+    field(&mut func, 2, 0);
+    varint(&mut func, 3);
+    nested(&mut raw, 5, &func);
+    let mut line = Vec::new();
+    field(&mut line, 1, 0);
+    varint(&mut line, 1);
+    let mut loc = Vec::new();
+    field(&mut loc, 1, 0);
+    varint(&mut loc, 1);
+    nested(&mut loc, 4, &line);
+    nested(&mut raw, 4, &loc);
+    let sample = |ids: &[u64]| {
+        let mut s = Vec::new();
+        for &id in ids {
+            field(&mut s, 1, 0);
+            varint(&mut s, id);
+        }
+        field(&mut s, 2, 0);
+        varint(&mut s, 7);
+        s
+    };
+    let mut good = raw.clone();
+    nested(&mut good, 2, &sample(&[1, 1]));
+    assert!(parity(&good), "unpacked ids of the one location");
+    for bad in [[1, 2], [0, 1], [1, u64::MAX]] {
+        let mut p = good.clone();
+        nested(&mut p, 2, &sample(&bad));
+        assert!(!parity(&p), "unpacked ids {bad:?} in the second sample");
+    }
+    // A refused profile's largest id does not stay with the tables of the next parse.
+    let mut bad = good.clone();
+    nested(&mut bad, 2, &sample(&[5]));
+    let mut tables = ember_pprof::ViewTables::default();
+    for raw in [&good, &bad, &good] {
+        let fresh = ProfileView::parse(raw).is_ok();
+        match ProfileView::parse_reusing(raw, u64::MAX, tables) {
+            Ok(v) => {
+                assert!(fresh);
+                tables = v.into_tables();
+            }
+            Err(_) => {
+                assert!(!fresh);
+                tables = ember_pprof::ViewTables::default();
+            }
+        }
+    }
+}

@@ -109,3 +109,43 @@ fn the_decoded_size_limit_counts_content_not_reused_capacity() {
         }
     }
 }
+
+/// The string table is handed on with the other tables: a profile of many strings and
+/// little else leaves its string table's room to the next parse (each parse grew it from
+/// nothing before, ~1,800 strings a realistic profile), and a parse into that room reads
+/// the next profile's strings, not the previous one's.
+#[test]
+fn the_string_table_is_handed_on_with_the_other_tables() {
+    use ember_pprof::{Function, Profile, ValueType, encode};
+    let profile = |prefix: &str, n: usize| {
+        let mut string_table = vec![String::new(), "cpu".into(), "ns".into()];
+        string_table.extend((0..n).map(|i| format!("{prefix}{i}")));
+        Profile {
+            sample_type: vec![ValueType { r#type: 1, unit: 2 }],
+            function: vec![Function {
+                id: 1,
+                name: 3,
+                ..Default::default()
+            }],
+            string_table,
+            ..Default::default()
+        }
+    };
+    let many = encode(&profile("a", 4000));
+    let view = ProfileView::parse(&many).unwrap();
+    assert_eq!(view.string_count(), 4003);
+    let tables = view.into_tables();
+    assert!(
+        tables.capacity_bytes() >= 4003 * 16,
+        "the string table's room was not kept: {} bytes",
+        tables.capacity_bytes()
+    );
+    let few = encode(&profile("b", 10));
+    let tables = agree(&few, tables);
+    let view = ProfileView::parse_reusing(&few, u64::MAX, tables).unwrap();
+    assert_eq!(view.string_count(), 13);
+    assert_eq!(view.string(3), "b0");
+    assert_eq!(view.string(12), "b9");
+    assert_eq!(view.string(13), "", "past the table");
+    assert_eq!(view.string_bytes(12), b"b9");
+}

@@ -1,6 +1,7 @@
 //! The tables of a [`ProfileView`] handed from one parse to the next.
 //!
-//! A view's columns (samples, their location ids and values, locations, lines, functions)
+//! A view's columns (the string table's ranges, samples, their location ids and values,
+//! locations, lines, functions)
 //! are a few hundred kilobytes for a usual profile, built by pushing, so every parse grew
 //! them from nothing: reallocations that copy what was read so far, and fresh pages the
 //! kernel zeroes on first touch. An ingest path that parses profile after profile gives a
@@ -15,6 +16,7 @@ use crate::proto::{Function, Label, Line, Mapping};
 /// module documentation. `ViewTables::default()` is a set without capacity.
 #[derive(Debug, Default)]
 pub struct ViewTables {
+    pub(super) strings: Vec<(usize, usize)>,
     pub(super) sample: Vec<SampleView>,
     pub(super) mapping: Vec<Mapping>,
     pub(super) location: Vec<LocationView>,
@@ -30,7 +32,8 @@ impl ViewTables {
     /// caller that bounds what it keeps.
     pub fn capacity_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.sample.capacity() * size_of::<SampleView>()
+        self.strings.capacity() * size_of::<(usize, usize)>()
+            + self.sample.capacity() * size_of::<SampleView>()
             + self.mapping.capacity() * size_of::<Mapping>()
             + self.location.capacity() * size_of::<LocationView>()
             + self.function.capacity() * size_of::<Function>()
@@ -42,6 +45,7 @@ impl ViewTables {
 
     /// Empties every table, keeping its capacity.
     fn clear(&mut self) {
+        self.strings.clear();
         self.sample.clear();
         self.mapping.clear();
         self.location.clear();
@@ -69,9 +73,10 @@ impl<'a> ProfileView<'a> {
     }
 
     /// The view's tables, emptied, for the next [`ProfileView::parse_reusing`]; the rest of
-    /// the view (its borrowed strings, its id indexes) is dropped.
+    /// the view (its id indexes) is dropped.
     pub fn into_tables(self) -> ViewTables {
         let mut tables = ViewTables {
+            strings: self.strings,
             sample: self.sample,
             mapping: self.mapping,
             location: self.location,
