@@ -23,6 +23,7 @@ pub(super) struct SymbolTables {
     prints: Vec<u128>,
     function_prints: Vec<u128>,
     mapping_prints: Vec<u128>,
+    string_prints: Vec<u128>,
     strings: Vec<u32>,
     mappings: Vec<u32>,
     functions: Vec<u32>,
@@ -33,7 +34,10 @@ pub(super) struct SymbolTables {
 impl SymbolTables {
     /// Bytes of capacity held (what keeping them for the next profile costs).
     pub(super) fn capacity_bytes(&self) -> usize {
-        (self.prints.capacity() + self.function_prints.capacity() + self.mapping_prints.capacity())
+        (self.prints.capacity()
+            + self.function_prints.capacity()
+            + self.mapping_prints.capacity()
+            + self.string_prints.capacity())
             * 16
             + (self.strings.capacity()
                 + self.mappings.capacity()
@@ -62,6 +66,10 @@ pub(super) struct ProfileSymbols<'a, 'v> {
     function_prints: Vec<u128>,
     /// Content fingerprint of each mapping, or [`UNPRINTED`].
     mapping_prints: Vec<u128>,
+    /// Fingerprint of each string's bytes, or [`UNPRINTED`]: for source file names, which
+    /// many functions share (a Go file holds dozens of them), so that their bytes are
+    /// hashed once per profile instead of once per function.
+    string_prints: Vec<u128>,
     /// The start of a fingerprint under the head's keys.
     start: Fingerprint,
     /// Head string id of each string of the table, or [`NONE`].
@@ -88,6 +96,7 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
             mut prints,
             mut function_prints,
             mut mapping_prints,
+            mut string_prints,
             mut strings,
             mut mappings,
             mut functions,
@@ -97,6 +106,7 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
         refill(&mut prints, profile.location.len(), UNPRINTED);
         refill(&mut function_prints, profile.function.len(), UNPRINTED);
         refill(&mut mapping_prints, profile.mapping.len(), UNPRINTED);
+        refill(&mut string_prints, profile.string_count(), UNPRINTED);
         refill(&mut strings, profile.string_count(), NONE);
         refill(&mut mappings, profile.mapping.len(), NONE);
         refill(&mut functions, profile.function.len(), NONE);
@@ -107,6 +117,7 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
             prints,
             function_prints,
             mapping_prints,
+            string_prints,
             start: head.fingerprints().start(),
             strings,
             mappings,
@@ -136,6 +147,7 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
             prints: self.prints,
             function_prints: self.function_prints,
             mapping_prints: self.mapping_prints,
+            string_prints: self.string_prints,
             strings: self.strings,
             mappings: self.mappings,
             functions: self.functions,
@@ -187,10 +199,33 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
         } else {
             f.bytes(system_name);
         }
-        f.bytes(profile.string_bytes(func.filename));
+        // The file by its string's fingerprint (a fixed-size feed, so the fields still
+        // cannot run into each other).
+        f.print(self.string_print(func.filename));
         f.word(func.start_line as u64);
         let print = f.finish();
         self.function_prints[at] = print;
+        print
+    }
+
+    /// The fingerprint of string `i`'s bytes (of "" when out of range), computed once per
+    /// profile.
+    fn string_print(&mut self, i: i64) -> u128 {
+        let slot = usize::try_from(i)
+            .ok()
+            .filter(|i| *i < self.string_prints.len());
+        if let Some(p) = slot
+            .map(|i| self.string_prints[i])
+            .filter(|p| *p != UNPRINTED)
+        {
+            return p;
+        }
+        let mut f = self.start;
+        f.bytes(self.profile.string_bytes(i));
+        let print = f.finish();
+        if let Some(i) = slot {
+            self.string_prints[i] = print;
+        }
         print
     }
 
