@@ -504,3 +504,30 @@ fn three_sample_types_with_zeros_in_some_store_each_type_apart() {
     assert_eq!(objects.total(), 11);
     assert_eq!(objects.nodes.len(), 3);
 }
+
+#[test]
+fn label_lookups_stay_in_step_through_runs_gaps_and_repeats() {
+    use ember_pprof::SampleLabel::{Num, Str};
+    // Label sets are fingerprinted in one pass and looked up in the next, only where a
+    // sample's labels differ from the last labelled sample's: runs, unlabelled samples
+    // between equal labels, a set coming back after others, numeric labels.
+    let mut b = ProfileBuilder::new(&[("cpu", "nanoseconds"), ("samples", "count")]);
+    let m = b.mapping(0x1000, 0x9000, 0, "/bin/app", "abc");
+    let f = b.function("main", "main", "main.go");
+    let a: &[ember_pprof::SampleLabel] = &[Str("thread", "a"), Str("endpoint", "/x")];
+    let bb: &[ember_pprof::SampleLabel] = &[Str("thread", "b")];
+    let span: &[ember_pprof::SampleLabel] = &[Str("span_id", "00ff"), Str("thread", "a")];
+    let num: &[ember_pprof::SampleLabel] = &[Num("bytes", 64, "")];
+    let samples: [&[ember_pprof::SampleLabel]; 12] =
+        [a, a, &[], a, bb, &[], &[], bb, a, span, num, a];
+    for (i, labels) in samples.iter().enumerate() {
+        // Two samples per location at times, so stacks repeat under other labels.
+        let l = b.location(m, 0x1100 + (i as u64 % 5), &[(f, 3)]);
+        b.add_sample(&[l], &[i as i64 + 1, 1], labels);
+    }
+    let raw = ember_pprof::encode(&b.build());
+    let mut head = TenantHead::new();
+    check_against_source(&mut head, &raw, "fresh");
+    check_against_source(&mut head, &raw, "remembered");
+    check_against_source(&mut TenantHead::new(), &raw, "another head");
+}
