@@ -433,8 +433,8 @@ fn check_against_source(head: &mut TenantHead, raw: &[u8], what: &str) {
     }
 }
 
-#[test]
-fn every_sample_type_of_every_corpus_profile_stores_what_the_source_says() {
+/// Every file of the pprof and Pyroscope corpora under `tests/data/corpora`, sorted.
+fn corpus_files() -> Vec<std::path::PathBuf> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/corpora");
     let mut files = Vec::new();
     let mut dirs = vec![root.join("pprof"), root.join("pyroscope")];
@@ -449,6 +449,12 @@ fn every_sample_type_of_every_corpus_profile_stores_what_the_source_says() {
         }
     }
     files.sort();
+    files
+}
+
+#[test]
+fn every_sample_type_of_every_corpus_profile_stores_what_the_source_says() {
+    let files = corpus_files();
     let mut checked = 0;
     // One head for all, so later profiles meet stacks, locations and label sets that
     // earlier ones made (the known-stack paths), and a fresh one for each.
@@ -530,4 +536,67 @@ fn label_lookups_stay_in_step_through_runs_gaps_and_repeats() {
     check_against_source(&mut head, &raw, "fresh");
     check_against_source(&mut head, &raw, "remembered");
     check_against_source(&mut TenantHead::new(), &raw, "another head");
+}
+
+#[test]
+fn dense_and_sparse_location_ids_give_the_same_stacks() {
+    // Stack keys read location fingerprints by id directly when the ids are 1..=n in
+    // table order, and through the profile's id index otherwise: both must key a stack
+    // the same way. The same profile with its location table reversed and renumbered
+    // (ids 7k + 3) takes the dense profile's stacks and makes nothing new.
+    let raw = named("serve", true);
+    let dense = ember_pprof::decode(&raw).unwrap();
+    assert!(dense.location.iter().zip(1u64..).all(|(l, id)| l.id == id));
+    let mut sparse = dense.clone();
+    sparse.location.reverse();
+    for l in &mut sparse.location {
+        l.id = l.id * 7 + 3;
+    }
+    for s in &mut sparse.sample {
+        for id in &mut s.location_id {
+            *id = *id * 7 + 3;
+        }
+    }
+    let mut head = TenantHead::new();
+    let first = apply(&mut head, &raw, 1);
+    let sizes = head.symbol_table_sizes();
+    assert_eq!(apply(&mut head, &ember_pprof::encode(&sparse), 2), first);
+    assert_eq!(head.symbol_table_sizes(), sizes);
+    // And the other way round: sparse first, on a fresh head.
+    let mut head = TenantHead::new();
+    let first = apply(&mut head, &ember_pprof::encode(&sparse), 1);
+    let sizes = head.symbol_table_sizes();
+    assert_eq!(apply(&mut head, &raw, 2), first);
+    assert_eq!(head.symbol_table_sizes(), sizes);
+}
+
+#[test]
+fn stack_keys_by_id_equal_stack_keys_through_the_id_index_on_every_corpus_profile() {
+    let head = TenantHead::new();
+    let mut dense = 0;
+    for path in corpus_files() {
+        let bytes = std::fs::read(&path).unwrap();
+        let Ok(raw) = ember_pprof::decompress(&bytes, &DecodeLimits::default()) else {
+            continue;
+        };
+        let Ok(view) = ProfileView::parse(&raw) else {
+            continue;
+        };
+        let keys = |symbols: &mut ProfileSymbols<'_, '_>| -> Vec<u128> {
+            let view = &view;
+            view.sample
+                .iter()
+                .map(|s| symbols.stack_key(view.sample_data(s).0))
+                .collect()
+        };
+        let mut by_id = ProfileSymbols::new(&head, &view, Default::default());
+        let mut reference =
+            ProfileSymbols::new(&head, &view, Default::default()).through_the_id_index();
+        assert_eq!(keys(&mut by_id), keys(&mut reference), "{}", path.display());
+        dense += usize::from(view.location.iter().zip(1u64..).all(|(l, id)| l.id == id));
+    }
+    assert!(
+        dense >= 10,
+        "only {dense} corpus profiles with dense location ids"
+    );
 }
