@@ -23,6 +23,7 @@ pub(super) struct SymbolTables {
     prints: Vec<u128>,
     function_prints: Vec<u128>,
     mapping_prints: Vec<u128>,
+    string_prints: Vec<u128>,
     strings: Vec<u32>,
     mappings: Vec<u32>,
     functions: Vec<u32>,
@@ -33,7 +34,10 @@ pub(super) struct SymbolTables {
 impl SymbolTables {
     /// Bytes of capacity held (what keeping them for the next profile costs).
     pub(super) fn capacity_bytes(&self) -> usize {
-        (self.prints.capacity() + self.function_prints.capacity() + self.mapping_prints.capacity())
+        (self.prints.capacity()
+            + self.function_prints.capacity()
+            + self.mapping_prints.capacity()
+            + self.string_prints.capacity())
             * 16
             + (self.strings.capacity()
                 + self.mappings.capacity()
@@ -62,8 +66,17 @@ pub(super) struct ProfileSymbols<'a, 'v> {
     function_prints: Vec<u128>,
     /// Content fingerprint of each mapping, or [`UNPRINTED`].
     mapping_prints: Vec<u128>,
+    /// Fingerprint of each string's bytes, or [`UNPRINTED`]: for source file names, which
+    /// many functions share (a Go file holds dozens of them), so that their bytes are
+    /// hashed once per profile instead of once per function.
+    string_prints: Vec<u128>,
     /// The start of a fingerprint under the head's keys.
     start: Fingerprint,
+    /// Whether the location ids are `1..=n` in table order (Go's and most producers'), so
+    /// that id `i` is at position `i - 1`: the stack keys then read `prints` by id
+    /// without asking the profile's id index for each of a profile's ~15,000 ids (a call
+    /// into another crate per id).
+    dense_ids: bool,
     /// Head string id of each string of the table, or [`NONE`].
     strings: Vec<u32>,
     /// Head mapping id + 1 of each mapping, or [`NONE`].
@@ -88,6 +101,7 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
             mut prints,
             mut function_prints,
             mut mapping_prints,
+            mut string_prints,
             mut strings,
             mut mappings,
             mut functions,
@@ -97,6 +111,7 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
         refill(&mut prints, profile.location.len(), UNPRINTED);
         refill(&mut function_prints, profile.function.len(), UNPRINTED);
         refill(&mut mapping_prints, profile.mapping.len(), UNPRINTED);
+        refill(&mut string_prints, profile.string_count(), UNPRINTED);
         refill(&mut strings, profile.string_count(), NONE);
         refill(&mut mappings, profile.mapping.len(), NONE);
         refill(&mut functions, profile.function.len(), NONE);
@@ -107,7 +122,13 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
             prints,
             function_prints,
             mapping_prints,
+            string_prints,
             start: head.fingerprints().start(),
+            dense_ids: profile
+                .location
+                .iter()
+                .zip(1u64..)
+                .all(|(l, id)| l.id == id),
             strings,
             mappings,
             functions,
@@ -130,12 +151,21 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
         symbols
     }
 
+    /// The same symbols with stack keys read through the profile's id index only (the
+    /// reference the by-id path is tested against).
+    #[cfg(test)]
+    pub(super) fn through_the_id_index(mut self) -> Self {
+        self.dense_ids = false;
+        self
+    }
+
     /// The tables, for the next profile.
     pub(super) fn into_tables(self) -> SymbolTables {
         SymbolTables {
             prints: self.prints,
             function_prints: self.function_prints,
             mapping_prints: self.mapping_prints,
+            string_prints: self.string_prints,
             strings: self.strings,
             mappings: self.mappings,
             functions: self.functions,
@@ -187,10 +217,33 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
         } else {
             f.bytes(system_name);
         }
-        f.bytes(profile.string_bytes(func.filename));
+        // The file by its string's fingerprint (a fixed-size feed, so the fields still
+        // cannot run into each other).
+        f.print(self.string_print(func.filename));
         f.word(func.start_line as u64);
         let print = f.finish();
         self.function_prints[at] = print;
+        print
+    }
+
+    /// The fingerprint of string `i`'s bytes (of "" when out of range), computed once per
+    /// profile.
+    fn string_print(&mut self, i: i64) -> u128 {
+        let slot = usize::try_from(i)
+            .ok()
+            .filter(|i| *i < self.string_prints.len());
+        if let Some(p) = slot
+            .map(|i| self.string_prints[i])
+            .filter(|p| *p != UNPRINTED)
+        {
+            return p;
+        }
+        let mut f = self.start;
+        f.bytes(self.profile.string_bytes(i));
+        let print = f.finish();
+        if let Some(i) = slot {
+            self.string_prints[i] = print;
+        }
         print
     }
 
@@ -236,6 +289,16 @@ impl<'a, 'v> ProfileSymbols<'a, 'v> {
     /// walk into the tree leaves them out.
     pub(super) fn stack_key(&mut self, ids: &[u64]) -> u128 {
         let mut f = self.start;
+        if self.dense_ids {
+            // Every location was fingerprinted in `new`, so `prints` is final; an id out
+            // of `1..=n` is unknown (`wrapping_sub` takes 0 past the end too).
+            for id in ids {
+                if let Some(p) = self.prints.get((*id as usize).wrapping_sub(1)) {
+                    f.print(*p);
+                }
+            }
+            return f.finish();
+        }
         let profile = self.profile;
         for id in ids {
             if let Some(at) = profile.location_position(*id) {
