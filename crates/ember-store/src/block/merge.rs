@@ -279,11 +279,15 @@ impl BlockWriter {
             put_varint(&mut encoded, s.times.len() as u64);
             put_deltas(&mut encoded, s.times.iter().copied());
             let averaged = crate::read::averaged_labels(&s.labels);
+            // The columns of profiles in time chunks are written there, not here.
+            let in_section = !crate::chunks::holds(&s.labels, s.times.len());
             let mut own = Vec::with_capacity(s.times.len());
             for &(i, si, j) in &s.from {
                 inputs[i as usize].profile(si as usize, j as usize, &mut p);
-                TenantHead::put_profile_columns(&mut encoded, &p);
-                TenantHead::put_profile_sets(&mut set_ids, &p);
+                if in_section {
+                    TenantHead::put_profile_columns(&mut encoded, &p);
+                    TenantHead::put_profile_sets(&mut set_ids, &p);
+                }
                 own.push(p.total());
                 if !averaged {
                     for (n, v) in p.nodes.iter().zip(&p.values) {

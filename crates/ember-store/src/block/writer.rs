@@ -98,7 +98,7 @@ impl BlockWriter {
         self.range = Some(self.range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
         self.encoded.clear();
         self.encoded.reserve(head.encoded_size_hint());
-        head.encode(&mut self.encoded);
+        head.encode_section(&mut self.encoded);
         let (offset, len) = self.append_compressed();
         let series: Vec<_> = head
             .all_series()
@@ -242,8 +242,8 @@ impl BlockWriter {
             put_str(&mut index, r);
         }
         let index_at = self.len;
-        let (sections, replaces) =
-            read_index(&index, &key, index_at, 4).ok_or_else(|| corrupt(&key, "index"))?;
+        let (sections, replaces) = read_index(&index, &key, index_at, super::CURRENT_FORMAT)
+            .ok_or_else(|| corrupt(&key, "index"))?;
         let index_len = index.len() as u64;
         index.extend_from_slice(&index_at.to_le_bytes());
         index.extend_from_slice(&index_len.to_le_bytes());
