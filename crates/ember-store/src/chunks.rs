@@ -241,6 +241,8 @@ pub(crate) struct Chunk {
     /// Whether entries are stack nodes with values and set ids (this format) rather than
     /// frames with values (the fourth).
     columns: bool,
+    /// The largest sample label set id of its entries (0 when none).
+    max_set: u32,
     /// Where each profile's entries start in `bytes` (one more than profiles).
     starts: Vec<u32>,
 }
@@ -293,6 +295,7 @@ impl Chunk {
             return None;
         }
         let mut starts = Vec::with_capacity(profiles + 1);
+        let mut max_set = 0u32;
         for _ in 0..profiles {
             starts.push(u32::try_from(r.position()).ok()?);
             let k = r.count()?;
@@ -317,7 +320,7 @@ impl Chunk {
                     return None;
                 }
                 for _ in 0..s {
-                    r.u32()?;
+                    max_set = max_set.max(r.u32()?);
                 }
             }
         }
@@ -329,6 +332,7 @@ impl Chunk {
             node_ids,
             node_frames,
             columns,
+            max_set,
             starts,
         })
     }
@@ -340,6 +344,17 @@ impl Chunk {
             + self.frames.capacity() * 8
             + (self.node_ids.capacity() + self.node_frames.capacity()) * 4
             + self.starts.capacity() * 4
+    }
+
+    /// The largest of the section's stack nodes its entries use (`None`: none, or a chunk
+    /// of the fourth format).
+    pub(crate) fn max_node(&self) -> Option<u32> {
+        self.node_ids.last().copied()
+    }
+
+    /// The largest sample label set id of its entries (0 when none).
+    pub(crate) fn max_set(&self) -> u32 {
+        self.max_set
     }
 
     /// Number of names; [`Chunk::name`] takes `0..name_count()`.

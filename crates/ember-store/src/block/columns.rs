@@ -115,7 +115,7 @@ pub(super) fn restore(section: &Section, raw: &[u8], chunks: &[Chunk]) -> Option
 }
 
 /// The chunk position and the position in it of profile `j` of a series with `runs`.
-fn locate(runs: &[Run], j: usize) -> Option<(usize, usize)> {
+pub(super) fn locate(runs: &[Run], j: usize) -> Option<(usize, usize)> {
     let j = u32::try_from(j).ok()?;
     let i = runs.partition_point(|r| r.first + r.count <= j);
     let run = runs.get(i).filter(|r| r.first <= j)?;
