@@ -231,3 +231,36 @@ fn profiles_stored_once_answer_as_one_head_through_flushes_compaction_and_restar
         }
     }
 }
+
+/// A flushed block stores each profile once: its section holds no per-profile columns (the
+/// fourth format's section held them all, and its chunks again), its time chunks hold them
+/// with their node maps.
+#[test]
+fn a_flushed_block_stores_each_profile_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let mut rng = Rng(0x5eed);
+    for i in 0..40i64 {
+        let b = batch(profile(&mut rng), "api", "p0", false, i * MINUTE / 6);
+        store.ingest("t", b).unwrap();
+    }
+    store.flush().unwrap();
+    let block = std::fs::read_dir(dir.path().join("blocks"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "blk"))
+        .unwrap();
+    let parts: BTreeMap<String, u64> = ember_store::block_breakdown(&std::fs::read(block).unwrap())
+        .expect("a block of the current format")
+        .into_iter()
+        .collect();
+    assert!(
+        !parts.contains_key("head: series and profile columns"),
+        "{parts:?}"
+    );
+    let columns = parts["time chunks: profile columns (nodes, values, set ids)"];
+    let maps = parts["time chunks: stack node to frame maps"];
+    let section = parts["head: series, times and the sample label set table"];
+    assert!(columns > 0 && maps > 0 && section < columns, "{parts:?}");
+}
