@@ -11,11 +11,11 @@
 # minutes of the server's default interval), and flushes then compacts every PER_FLUSH
 # profiles, as the server's timer does; it prints the bytes on disk per profile after the
 # last compaction, as a share of the mean pprof input. Then four blocks of 600 profiles are
-# written without compaction and merged by `compact_rss` in a process of its own: its peak
-# RSS (VmHWM) and time.
+# written without compaction (by each build's own flush) and merged by `compact_rss` in a
+# process of its own: its peak RSS (VmHWM) and time.
 # Environment: SERVERS (see the end), SERVERS_ONLY=1 (only those);
 # OLD_FLUSH_CPU / OLD_COMPACT_RSS: the same examples built from another commit,
-# run before this tree's for each line; STEP (30); CARGO_TARGET_DIR.
+# run before this tree's for each line; STEP (30); ROUNDS_RSS (3); CARGO_TARGET_DIR.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -51,18 +51,30 @@ for n in "${sizes[@]}"; do
       printf "%s: flushes of %d, compacted: %d bytes per profile (%.1f %% of the pprof input), %d blocks, flush+compaction %.3f ms CPU per profile\n", w, n, p, 100 * p / m, b, c }'
   done
 done
-# Four blocks of 600 without compaction, then one merge of them.
-[ -n "${SERVERS_ONLY:-}" ] || EMBER_KEEP_STORE="$scratch/blocks4" EMBER_NO_COMPACT=1 "$new_flush" "$dir" 600 1 > /dev/null
-[ -n "${SERVERS_ONLY:-}" ] || ls "$scratch/blocks4/blocks"/*.blk | tail -n +5 | xargs rm -f
+# Four blocks of 600 without compaction, each written by the same build's flush (a build
+# does not read a newer block format), then one merge of them; ROUNDS_RSS (3) times, old
+# and new alternated.
 for which in old new; do
   [ -n "${SERVERS_ONLY:-}" ] && break
-  bin="$new_compact"
+  flush="$new_flush"
   if [ "$which" = old ]; then
-    bin="${OLD_COMPACT_RSS:-}"
-    [ -n "$bin" ] || continue
+    [ -n "${OLD_COMPACT_RSS:-}" ] || continue
+    flush="${OLD_FLUSH_CPU:-$new_flush}"
   fi
-  rm -rf "$scratch/merge" && cp -r "$scratch/blocks4" "$scratch/merge"
-  echo "$which: $("$bin" "$scratch/merge" $((40 << 20)))"
+  EMBER_KEEP_STORE="$scratch/blocks4-$which" EMBER_NO_COMPACT=1 "$flush" "$dir" 600 1 > /dev/null
+  ls "$scratch/blocks4-$which/blocks"/*.blk | tail -n +5 | xargs rm -f
+done
+for _ in $(seq "${ROUNDS_RSS:-3}"); do
+  for which in old new; do
+    [ -n "${SERVERS_ONLY:-}" ] && break
+    bin="$new_compact"
+    if [ "$which" = old ]; then
+      bin="${OLD_COMPACT_RSS:-}"
+      [ -n "$bin" ] || continue
+    fi
+    rm -rf "$scratch/merge" && cp -r "$scratch/blocks4-$which" "$scratch/merge"
+    echo "$which: $("$bin" "$scratch/merge" $((40 << 20)))"
+  done
 done
 # With SERVERS="BIN..." (ember binaries, e.g. the previous release and this tree's), each
 # runs as a server flushing every second (so loadgen's pushes, ~500-700 a second here, land

@@ -23,7 +23,10 @@ fn main() {
         let file = std::fs::read(f).expect("block");
         bytes += file.len() as u64;
         let Some(parts) = ember_store::block_breakdown(&file) else {
-            println!("{}: not a readable current-format block", f.display());
+            println!(
+                "{}: not a readable block of the current or the fourth format",
+                f.display()
+            );
             continue;
         };
         if total.is_empty() {

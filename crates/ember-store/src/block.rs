@@ -8,10 +8,13 @@
 //! then a fixed-size trailer:
 //!
 //! ```text
-//! "EMBERBLK4\n" section… index trailer
-//! section = compressed head, then its compressed rollup (`crate::rollup`: per series the sum of
-//!           its profiles as a frame tree), then its time chunks, each compressed on its own
-//!           (`crate::chunks`: per service and ten-minute window, its profiles on frames)
+//! "EMBERBLK5\n" section… index trailer
+//! section = compressed head without the columns and sample label set ids of the profiles
+//!           its time chunks hold (every series but an averaged one: `block::columns`), then
+//!           its compressed rollup (`crate::rollup`: per series the sum of its profiles as a
+//!           frame tree), then its time chunks, each compressed on its own (`crate::chunks`:
+//!           per service and ten-minute window, its profiles' columns with a map from their
+//!           stack nodes to the chunk's frames)
 //! index   = varint sections, per section: tenant, offset, length, min time, max time,
 //!           profiles, series count, per series: labels, profile count, delta-coded
 //!           times, each profile's total; then the names of the sample labels its
@@ -19,8 +22,15 @@
 //!           chunk its offset, length, run count and per run (the profiles of one series
 //!           in it) the series position and profile count; then the names of the blocks it
 //!           replaces
-//! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK4\n"
+//! trailer = index offset (u64 LE), index length (u64 LE), "EMBERBLK5\n"
 //! ```
+//!
+//! Each profile is stored once: in the fourth format (`EMBERBLK4`, the same layout) the
+//! section held every profile's columns and its time chunk held the profile again, folded
+//! onto frames (7,200 of the 11,200 bytes a profile of the realistic workload took). A read
+//! of a whole section now reads the section and all its chunks and puts the columns back
+//! (`block::columns`), so every full-fidelity reader decodes one encoding; a narrow read
+//! reads only its chunks, as before, and maps each entry's stack node to its frame.
 //!
 //! Opening a store reads only trailers and indexes (two ranged reads per block, through
 //! `object_store`, so the layout is the same on a local disk and in a bucket): series
@@ -43,9 +53,10 @@
 //! deleting its segments never double-counts); the times let retention delete whole files
 //! without opening them. Blocks of the first format (`EMBERBLK1`: one gzip stream of every
 //! tenant's head, read whole at start) are rewritten in this format the first time a store
-//! opens them; blocks of the second (`EMBERBLK2`, before sample labels were kept) and third
-//! (`EMBERBLK3`, before time chunks: a read of part of a section decodes it whole) are read
-//! as they are, and get chunks when compaction rewrites them.
+//! opens them; blocks of the second (`EMBERBLK2`, before sample labels were kept), third
+//! (`EMBERBLK3`, before time chunks: a read of part of a section decodes it whole) and fourth
+//! (`EMBERBLK4`, profiles stored twice) are read as they are, and are rewritten in this
+//! format when compaction merges them.
 //!
 //! Compaction ([`compact`], `merge`) merges sections without decoding their profiles: the
 //! merged head holds the inputs' symbol tables and stack trees, and each input's profiles
@@ -64,6 +75,7 @@ use crate::head::TenantHead;
 use crate::objects::{Listed, Objects};
 use crate::{Labels, StoreError};
 
+mod columns;
 pub(crate) mod fold;
 mod merge;
 pub(crate) mod stats;
@@ -80,7 +92,10 @@ const MAGIC_V2: &[u8] = b"EMBERBLK2\n";
 /// The third format: as this one without the time chunks in the index (its sections are
 /// read whole for a part of their time range).
 const MAGIC_V3: &[u8] = b"EMBERBLK3\n";
-const MAGIC: &[u8] = b"EMBERBLK4\n";
+/// The fourth format: as this one with the time chunks holding their profiles folded onto
+/// frames, next to the section's own columns of the same profiles (stored twice).
+const MAGIC_V4: &[u8] = b"EMBERBLK4\n";
+const MAGIC: &[u8] = b"EMBERBLK5\n";
 const TRAILER: u64 = 16 + 10;
 
 /// Gives every section a process-unique id (the cache's key).
@@ -167,6 +182,9 @@ pub(crate) struct Section {
     /// Per series of `series`, its runs of profiles in `chunks`, in time order; empty for
     /// an averaged series and in blocks without chunks.
     pub(crate) runs: Vec<Vec<Run>>,
+    /// Whether the chunks hold their profiles' columns, which the section then lacks (the
+    /// current format), rather than the profiles folded onto frames (the fourth).
+    pub(crate) columns_in_chunks: bool,
 }
 
 impl Section {
@@ -211,7 +229,7 @@ impl Section {
                     .ok_or_else(|| corrupt(&self.key, "chunk out of range"))?;
                 let raw = crate::section_codec::decompress(raw)
                     .map_err(|e| corrupt(&self.key, &e.to_string()))?;
-                crate::chunks::Chunk::decode(raw, c.profiles as usize)
+                crate::chunks::Chunk::decode(raw, c.profiles as usize, self.columns_in_chunks)
                     .ok_or_else(|| corrupt(&self.key, "bad chunk"))
             };
             // Half of the chunks decompressed and decoded on a second thread: that is
@@ -242,9 +260,19 @@ impl Section {
 }
 
 impl Section {
-    /// The section's encoded head, read and decompressed.
+    /// The section's encoded head, read and decompressed; in the current format with the
+    /// profile columns its time chunks hold put back ([`columns::restore`]), so every
+    /// reader of a whole section reads one encoding.
     fn raw(&self, objects: &Objects) -> Result<Vec<u8>, StoreError> {
-        self.unpack(objects, self.offset, self.len)
+        let raw = self.unpack(objects, self.offset, self.len)?;
+        if !self.columns_in_chunks {
+            return Ok(raw);
+        }
+        let mut chunks = Vec::with_capacity(self.chunks.len());
+        let all: Vec<usize> = (0..self.chunks.len()).collect();
+        self.load_chunks(objects, &all, |_, c| chunks.push(c))?;
+        columns::restore(self, &raw, &chunks)
+            .ok_or_else(|| corrupt(&self.key, "bad head encoding or chunk columns"))
     }
 
     /// The `len` bytes at `at` of the block, decompressed.
@@ -381,7 +409,7 @@ fn newer_format(magic: &[u8]) -> Option<u32> {
 }
 
 /// The format this build writes (the number in [`MAGIC`]).
-const CURRENT_FORMAT: u32 = 4;
+const CURRENT_FORMAT: u32 = 5;
 
 fn is_v1(objects: &Objects, listed: &Listed) -> Result<bool, StoreError> {
     if listed.size < MAGIC_V1.len() as u64 {
@@ -404,7 +432,8 @@ fn open_one(
     }
     let trailer = objects.get_range(key, listed.size - TRAILER..listed.size)?;
     let version = match &trailer[16..] {
-        m if m == MAGIC => 4,
+        m if m == MAGIC => 5,
+        m if m == MAGIC_V4 => 4,
         m if m == MAGIC_V3 => 3,
         m if m == MAGIC_V2 => 2,
         m => {
@@ -503,6 +532,7 @@ fn read_index(bytes: &[u8], key: &ObjPath, sections_end: u64, version: u32) -> O
             rollup,
             chunks,
             runs,
+            columns_in_chunks: version >= 5,
         }));
     }
     let n = r.count()?;

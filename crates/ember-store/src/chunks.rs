@@ -17,25 +17,34 @@
 //! on the realistic workload (5 pods, 2 sample types), and the tree and names are nearly all
 //! of a chunk.
 //!
-//! What chunks cannot answer goes to the section: averaged series (a mean is taken per stack
-//! node over the query's profiles, not per frame), sample-label filters (chunks sum every
-//! sample), and pprof output (chunks keep frame names, not locations). Averaged series get no
-//! chunks.
+//! What a narrow read of chunks does not answer goes to the whole section (with its chunks'
+//! columns put back): averaged series (a mean is taken per stack node over the query's
+//! profiles, not per frame), sample-label filters, and pprof output (chunks name frames, the
+//! section's tables hold the locations). Averaged series get no chunks.
 //!
 //! ```text
 //! chunk = names: count, strings (names[0] = ""); frames after the root: count, each frame's
 //!         distance to its parent (parents come first), each frame's name index;
+//!         stack nodes: count, the section's node ids as ascending deltas, each node's frame;
 //!         profiles: count, then per profile (series by series as the index lists them):
-//!         entry count, frame index deltas (ascending), gcd of its values, values / gcd
-//!         (zigzag)
+//!         entry count, node index deltas (ascending, by node then sample label set), gcd
+//!         of its values, values / gcd (zigzag), set id count (0 or the entry count), the
+//!         entries' sample label set ids
 //! ```
+//!
+//! The profiles' columns are the section's (blocks of the current format store them only
+//! here, `crate::block`): a narrow read maps each entry's node to its frame and adds
+//! (a frame can come more than once in a profile), a whole-section read puts the columns
+//! back into the section's encoding. Chunks of the fourth format (`EMBERBLK4`) hold no node
+//! map: their entries are frames with the profile's sum on each, and the section held the
+//! columns.
 //!
 //! The block index lists each section's chunks (offset, length, and per series it holds:
 //! series position and profile count), service by service and in time order within a
 //! service, so a service's chunks lie one after another in the file and a read of several is
 //! one ranged read.
 
-use crate::block::fold::{LocalNames, SlotSet, SlotSums, put_frames};
+use crate::block::fold::{LocalNames, SlotSet, put_frames};
 use crate::encoding::{Reader, gcd_of, put_divided, put_varint};
 use crate::head::{Series, TenantHead};
 
@@ -73,12 +82,19 @@ pub(crate) struct Pending<'a> {
     pub(crate) runs: Vec<(u32, u32, &'a [crate::StoredProfile])>,
 }
 
+/// Whether a series of `labels` with `profiles` profiles has its profiles in time chunks
+/// (then, in blocks of the current format, only there): every series but an averaged or
+/// empty one.
+pub(crate) fn holds(labels: &crate::Labels, profiles: usize) -> bool {
+    profiles > 0 && !crate::read::averaged_labels(labels)
+}
+
 /// The chunks of `series` (the section's, in index order): per service, the profiles of
 /// each aligned window, in time order. Averaged series get none.
 pub(crate) fn plan<'a>(series: &[&'a Series]) -> Vec<Pending<'a>> {
     let mut services: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
     for (i, s) in series.iter().enumerate() {
-        if crate::read::averaged_labels(&s.labels) || s.profiles.is_empty() {
+        if !holds(&s.labels, s.profiles.len()) {
             continue;
         }
         let service = s
@@ -117,17 +133,15 @@ pub(crate) fn plan<'a>(series: &[&'a Series]) -> Vec<Pending<'a>> {
     out
 }
 
-/// Buffers the writer reuses from chunk to chunk (sized to the head's frames once).
+/// Buffers the writer reuses from chunk to chunk (sized to the head's nodes and frames once).
 #[derive(Default)]
 pub(crate) struct ChunkWriter {
-    /// Per head frame, the sum of the profile being folded ([`SlotSums`]: frame order
-    /// without a sort).
-    sums: SlotSums,
-    /// The chunk's profiles' `(head frame, value)` entries in frame order, one profile
-    /// after another, and where each profile's end.
-    entries: Vec<(u32, i64)>,
-    ends: Vec<usize>,
-    /// The head frames the chunk keeps (used and their ancestors).
+    /// The head's stack nodes the chunk's profiles use, and the same in ascending order.
+    used: SlotSet,
+    nodes: Vec<u32>,
+    /// Per head node, its position in `nodes` (meaningful for the chunk's nodes only).
+    local: Vec<u32>,
+    /// The head frames the chunk keeps (its nodes' frames and their ancestors).
     kept_set: SlotSet,
     kept: Vec<u32>,
     /// Per head frame, its id in the chunk being written (0: the root, or not in it).
@@ -136,39 +150,35 @@ pub(crate) struct ChunkWriter {
 }
 
 impl ChunkWriter {
-    /// Encodes `chunk` into `out` (cleared first).
+    /// Encodes `chunk` into `out` (cleared first), in the current format: frames, the map
+    /// from the chunk's stack nodes to them, and each profile's columns as the section held
+    /// them before (node ids, values, sample label set ids; see the module's format).
     pub(crate) fn encode(&mut self, head: &TenantHead, chunk: &Pending<'_>, out: &mut Vec<u8>) {
-        let frames = head.frame_count();
-        self.sums.reserve_slots(frames);
+        let (frames, nodes) = (head.frame_count(), head.node_count());
+        self.used.reserve_slots(nodes);
         self.kept_set.reserve_slots(frames);
         if self.new_id.len() < frames {
             self.new_id.resize(frames, 0);
         }
-        out.clear();
-        // Each profile's values by frame: nodes of one frame (other addresses of the same
-        // functions, other sample label sets) add up; zero sums go, as a raw read drops them.
-        self.entries.clear();
-        self.ends.clear();
-        let entries: usize = chunk
-            .runs
-            .iter()
-            .flat_map(|r| r.2)
-            .map(|p| p.nodes.len())
-            .sum();
-        self.entries.reserve(entries);
-        for p in chunk.runs.iter().flat_map(|r| r.2.iter()) {
-            for (n, v) in p.nodes.iter().zip(&p.values) {
-                self.sums.add(head.frame_of(*n), *v);
-            }
-            let entries = &mut self.entries;
-            self.sums.drain(|f, v| entries.push((f, v)));
-            self.ends.push(self.entries.len());
+        if self.local.len() < nodes {
+            self.local.resize(nodes, 0);
         }
-        // The frames used and their ancestors, in head order (parents come first there):
-        // ids in the chunk are the root 0 and kept frames 1.. in that order, so each
-        // profile's entries stay in ascending order once renumbered.
-        for &(f, _) in &self.entries {
-            let mut f = f;
+        out.clear();
+        let profiles = || chunk.runs.iter().flat_map(|r| r.2.iter());
+        for p in profiles() {
+            for &n in &p.nodes {
+                self.used.insert(n);
+            }
+        }
+        self.nodes.clear();
+        let (ordered, local) = (&mut self.nodes, &mut self.local);
+        self.used.drain(|n| {
+            local[n as usize] = ordered.len() as u32;
+            ordered.push(n);
+        });
+        // The nodes' frames and their ancestors, in head order (parents come first there).
+        for &n in &self.nodes {
+            let mut f = head.frame_of(n);
             while f != 0 && self.kept_set.insert(f) {
                 f = head.frame_parent(f);
             }
@@ -180,21 +190,31 @@ impl ChunkWriter {
             new_id[f as usize] = kept.len() as u32;
         });
         put_frames(out, head, kept, new_id, &mut self.names);
-        put_varint(out, self.ends.len() as u64);
-        let mut start = 0;
-        for &end in &self.ends {
-            let entries = &self.entries[start..end];
-            start = end;
-            put_varint(out, entries.len() as u64);
+        put_varint(out, self.nodes.len() as u64);
+        let mut last = 0u32;
+        for &n in &self.nodes {
+            put_varint(out, u64::from(n - last));
+            last = n;
+        }
+        for &n in &self.nodes {
+            put_varint(out, u64::from(new_id[head.frame_of(n) as usize]));
+        }
+        put_varint(out, profiles().count() as u64);
+        for p in profiles() {
+            put_varint(out, p.nodes.len() as u64);
+            // Entries are sorted by node (then set), so local ids ascend; wrapping deltas
+            // keep any other order readable.
             let mut last = 0u32;
-            for &(f, _) in entries {
-                let i = new_id[f as usize];
-                put_varint(out, u64::from(i - last));
+            for &n in &p.nodes {
+                let i = local[n as usize];
+                put_varint(out, u64::from(i.wrapping_sub(last)));
                 last = i;
             }
-            let g = gcd_of(entries.iter().map(|e| e.1));
+            let g = gcd_of(p.values.iter().copied());
             put_varint(out, g as u64);
-            put_divided(out, entries.iter().map(|e| e.1), g);
+            put_divided(out, p.values.iter().copied(), g);
+            put_varint(out, p.sets.len() as u64);
+            p.sets.iter().for_each(|s| put_varint(out, u64::from(*s)));
         }
         for f in kept.iter() {
             new_id[*f as usize] = 0;
@@ -214,13 +234,23 @@ pub(crate) struct Chunk {
     names: Vec<(u32, u32)>,
     /// `(parent, name)` of each frame, parents first; frame 0 is the root.
     pub(crate) frames: Vec<(u32, u32)>,
+    /// Per stack node of the chunk, the section's node id and the chunk's frame; empty in
+    /// chunks of the fourth format (their entries are frames).
+    node_ids: Vec<u32>,
+    node_frames: Vec<u32>,
+    /// Whether entries are stack nodes with values and set ids (this format) rather than
+    /// frames with values (the fourth).
+    columns: bool,
+    /// The largest sample label set id of its entries (0 when none).
+    max_set: u32,
     /// Where each profile's entries start in `bytes` (one more than profiles).
     starts: Vec<u32>,
 }
 
 impl Chunk {
-    /// Decodes a chunk of `profiles` profiles (every entry checked); `None` when malformed.
-    pub(crate) fn decode(bytes: Vec<u8>, profiles: usize) -> Option<Chunk> {
+    /// Decodes a chunk of `profiles` profiles (every entry checked), of this format
+    /// (`columns`) or the fourth; `None` when malformed.
+    pub(crate) fn decode(bytes: Vec<u8>, profiles: usize, columns: bool) -> Option<Chunk> {
         let mut r = Reader::new(&bytes);
         let n = r.count()?;
         let mut names = Vec::with_capacity(n);
@@ -244,17 +274,39 @@ impl Chunk {
         for f in frames.iter_mut().skip(1) {
             f.1 = r.u32().filter(|n| (*n as usize) < names.len())?;
         }
+        let (mut node_ids, mut node_frames) = (Vec::new(), Vec::new());
+        if columns {
+            let n = r.count()?;
+            node_ids.reserve_exact(n);
+            let mut last = 0u32;
+            for _ in 0..n {
+                last = last.checked_add(r.u32()?)?;
+                node_ids.push(last);
+            }
+            node_frames = r.column(n, |r| r.u32().filter(|f| (*f as usize) < frames.len()))?;
+        }
+        // Entries index nodes in this format, frames in the fourth.
+        let targets = if columns {
+            node_ids.len()
+        } else {
+            frames.len()
+        };
         if r.count()? != profiles {
             return None;
         }
         let mut starts = Vec::with_capacity(profiles + 1);
+        let mut max_set = 0u32;
         for _ in 0..profiles {
             starts.push(u32::try_from(r.position()).ok()?);
             let k = r.count()?;
             let mut last = 0u32;
             for _ in 0..k {
-                last = last.checked_add(r.u32()?)?;
-                if last as usize >= frames.len() {
+                last = if columns {
+                    last.wrapping_add(r.u32()?)
+                } else {
+                    last.checked_add(r.u32()?)?
+                };
+                if last as usize >= targets {
                     return None;
                 }
             }
@@ -262,12 +314,25 @@ impl Chunk {
             for _ in 0..k {
                 r.signed()?;
             }
+            if columns {
+                let s = r.count()?;
+                if s != 0 && s != k {
+                    return None;
+                }
+                for _ in 0..s {
+                    max_set = max_set.max(r.u32()?);
+                }
+            }
         }
         starts.push(u32::try_from(r.position()).ok()?);
         r.at_end().then_some(Chunk {
             bytes,
             names,
             frames,
+            node_ids,
+            node_frames,
+            columns,
+            max_set,
             starts,
         })
     }
@@ -277,7 +342,19 @@ impl Chunk {
         self.bytes.capacity()
             + self.names.capacity() * 8
             + self.frames.capacity() * 8
+            + (self.node_ids.capacity() + self.node_frames.capacity()) * 4
             + self.starts.capacity() * 4
+    }
+
+    /// The largest of the section's stack nodes its entries use (`None`: none, or a chunk
+    /// of the fourth format).
+    pub(crate) fn max_node(&self) -> Option<u32> {
+        self.node_ids.last().copied()
+    }
+
+    /// The largest sample label set id of its entries (0 when none).
+    pub(crate) fn max_set(&self) -> u32 {
+        self.max_set
     }
 
     /// Number of names; [`Chunk::name`] takes `0..name_count()`.
@@ -295,7 +372,8 @@ impl Chunk {
     }
 
     /// Calls `f(frame, value)` for every entry of the chunk's profiles at positions `range`
-    /// (checked at decode: frames are in range).
+    /// (checked at decode: frames are in range). A frame can come more than once in one
+    /// profile (several of its stack nodes): callers add.
     pub(crate) fn for_each_entry(
         &self,
         range: std::ops::Range<usize>,
@@ -306,7 +384,7 @@ impl Chunk {
         let mut r = Reader::new(self.bytes.get(lo..hi.max(lo)).unwrap_or(&[]));
         while !r.at_end() {
             let Some(k) = r.count() else { return };
-            // Frame ids first, then the gcd and values: ids are read again from `ids_at`.
+            // Ids first, then the gcd and values: ids are read again from `ids_at`.
             let ids_at = r.clone();
             for _ in 0..k {
                 r.varint();
@@ -317,9 +395,50 @@ impl Chunk {
             for _ in 0..k {
                 last = last.wrapping_add(ids.u32().unwrap_or(0));
                 let v = r.signed().unwrap_or(0).saturating_mul(g);
-                f(last, v);
+                let frame = if self.columns {
+                    self.node_frames.get(last as usize).copied().unwrap_or(0)
+                } else {
+                    last
+                };
+                f(frame, v);
+            }
+            if self.columns {
+                for _ in 0..r.count().unwrap_or(0) {
+                    r.varint();
+                }
             }
         }
+    }
+
+    /// Profile `j`'s columns as the section held them: its entries' stack nodes (the
+    /// section's ids), values and sample label set ids (none when it has none). Only chunks
+    /// of this format hold them: `false` for the fourth, or `j` out of range.
+    pub(crate) fn profile_columns(&self, j: usize, p: &mut crate::StoredProfile) -> bool {
+        p.nodes.clear();
+        p.values.clear();
+        p.sets.clear();
+        let (Some(&lo), Some(&hi)) = (self.starts.get(j), self.starts.get(j + 1)) else {
+            return false;
+        };
+        if !self.columns {
+            return false;
+        }
+        let mut r = Reader::new(self.bytes.get(lo as usize..hi as usize).unwrap_or(&[]));
+        let k = r.count().unwrap_or(0);
+        let mut last = 0u32;
+        for _ in 0..k {
+            last = last.wrapping_add(r.u32().unwrap_or(0));
+            p.nodes
+                .push(self.node_ids.get(last as usize).copied().unwrap_or(0));
+        }
+        let g = r.varint().and_then(|g| i64::try_from(g).ok()).unwrap_or(1);
+        for _ in 0..k {
+            p.values.push(r.signed().unwrap_or(0).saturating_mul(g));
+        }
+        for _ in 0..r.count().unwrap_or(0) {
+            p.sets.push(r.u32().unwrap_or(0));
+        }
+        true
     }
 }
 
@@ -369,7 +488,7 @@ mod tests {
         let mut w = ChunkWriter::default();
         let mut bytes = Vec::new();
         w.encode(&head, &planned[0], &mut bytes);
-        let chunk = Chunk::decode(bytes.clone(), 2).unwrap();
+        let chunk = Chunk::decode(bytes.clone(), 2, true).unwrap();
         let path = |f: u32| {
             let mut names = Vec::new();
             let mut f = f;
@@ -394,12 +513,12 @@ mod tests {
             );
         }
         for cut in [0, 1, bytes.len() / 2, bytes.len() - 1] {
-            assert!(Chunk::decode(bytes[..cut].to_vec(), 2).is_none());
+            assert!(Chunk::decode(bytes[..cut].to_vec(), 2, true).is_none());
         }
-        assert!(Chunk::decode(bytes.clone(), 3).is_none());
+        assert!(Chunk::decode(bytes.clone(), 3, true).is_none());
         // Flipped bytes: refused or read without a panic.
         for b in crate::encoding::flipped(&bytes, 0x2545_f491_4f6c_dd1d, 3000) {
-            if let Some(c) = Chunk::decode(b, 2) {
+            if let Some(c) = Chunk::decode(b, 2, true) {
                 c.for_each_entry(0..2, |f, _| assert!((f as usize) < c.frames.len()));
                 for i in 0..c.name_count() {
                     let _ = c.name(i);

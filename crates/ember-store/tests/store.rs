@@ -306,8 +306,8 @@ fn a_block_of_a_newer_format_stops_the_open_and_is_left_alone() {
         .find(|p| p.extension().is_some_and(|x| x == "blk"))
         .unwrap();
     let mut bytes = std::fs::read(&block).unwrap();
-    let at = bytes.len() - b"EMBERBLK4\n".len();
-    assert_eq!(&bytes[at..], b"EMBERBLK4\n");
+    let at = bytes.len() - b"EMBERBLK5\n".len();
+    assert_eq!(&bytes[at..], b"EMBERBLK5\n");
     bytes[at + 8] = b'9';
     std::fs::write(&block, &bytes).unwrap();
     let Err(err) = Store::open(dir, StoreOptions::default()) else {

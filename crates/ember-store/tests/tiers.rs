@@ -435,7 +435,7 @@ fn first_format_blocks_are_rewritten_and_answer_the_same() {
     }
     let bytes = std::fs::read(dir.join("blocks").join(name)).unwrap();
     assert!(
-        bytes.starts_with(b"EMBERBLK4\n"),
+        bytes.starts_with(b"EMBERBLK5\n"),
         "rewritten in the current format"
     );
 }

@@ -31,6 +31,17 @@ pub(crate) struct Input {
     /// The merged head's label set of each of the section's sets (0: the empty set).
     sets: Vec<u32>,
     series: Vec<InputSeries>,
+    /// The section's time chunks when they hold its profiles' columns (the current
+    /// format), read from there without putting them back into the section first.
+    chunks: Vec<crate::chunks::Chunk>,
+}
+
+/// Where a profile's columns are: at a position of [`Input::raw`], or in a time chunk
+/// (its position in the section's chunks, and the profile's in the chunk).
+#[derive(Debug, Clone, Copy)]
+enum At {
+    Raw(usize),
+    Chunk(u32, u32),
 }
 
 /// One series of an [`Input`]: profiles in time order.
@@ -38,9 +49,10 @@ struct InputSeries {
     labels: Labels,
     period: i64,
     times: Vec<i64>,
-    /// Where each profile's columns start in [`Input::raw`].
-    columns: Vec<usize>,
-    /// Where each profile's sample label set ids start; empty when the section has none.
+    /// Where each profile's columns are.
+    columns: Vec<At>,
+    /// Where each profile's sample label set ids start in [`Input::raw`] (unused for a
+    /// profile in a chunk); empty when the section has none.
     set_ids: Vec<usize>,
 }
 
@@ -48,6 +60,25 @@ impl Input {
     /// Adds the tables and stack tree of the encoded head `raw` to `head` and finds its
     /// profiles (every id checked); `None` when malformed.
     pub(crate) fn read(head: &mut TenantHead, raw: Vec<u8>) -> Option<Input> {
+        Self::read_with(head, raw, None)
+    }
+
+    /// [`Input::read`] of a section of the current format: `raw` its decompressed bytes,
+    /// `chunks` all of its time chunks, which hold the columns of its chunked series.
+    pub(crate) fn read_chunked(
+        head: &mut TenantHead,
+        raw: Vec<u8>,
+        section: &super::Section,
+        chunks: Vec<crate::chunks::Chunk>,
+    ) -> Option<Input> {
+        Self::read_with(head, raw, Some((section, chunks)))
+    }
+
+    fn read_with(
+        head: &mut TenantHead,
+        raw: Vec<u8>,
+        chunked: Option<(&super::Section, Vec<crate::chunks::Chunk>)>,
+    ) -> Option<Input> {
         let tables = head.merge_encoded_tables(&raw)?;
         let n_nodes = tables.nodes.len();
         let base = tables.series_at;
@@ -56,14 +87,38 @@ impl Input {
         let mut r = Reader::new(body);
         let n_series = r.count()?;
         let mut series = Vec::with_capacity(n_series);
+        // The index position of the next series with profiles (the index lists those).
+        let mut listed = 0usize;
         for _ in 0..n_series {
             let labels = r.labels()?;
             let period = r.signed()?;
             let n = r.count()?;
             let times = r.deltas(n)?;
             let mut columns = Vec::with_capacity(n);
+            let at = listed;
+            listed += usize::from(n > 0);
+            if let Some((section, _)) = chunked.as_ref()
+                && crate::chunks::holds(&labels, n)
+            {
+                if section.series.get(at)?.labels != labels {
+                    return None;
+                }
+                let runs = section.runs.get(at)?;
+                for j in 0..n {
+                    let (c, k) = super::columns::locate(runs, j)?;
+                    columns.push(At::Chunk(c as u32, k as u32));
+                }
+                series.push(InputSeries {
+                    labels,
+                    period,
+                    times,
+                    columns,
+                    set_ids: Vec::new(),
+                });
+                continue;
+            }
             for _ in 0..n {
-                columns.push(r.position());
+                columns.push(At::Raw(r.position()));
                 let k = r.count()?;
                 let mut last = 0u32;
                 for _ in 0..k {
@@ -102,6 +157,11 @@ impl Input {
             sets = head.merge_label_sets(&tables.strings, table.iter().map(|s| &s[..]))?;
             for s in &mut series {
                 for &at in &s.columns {
+                    let At::Raw(at) = at else {
+                        // In a chunk, with its set ids (checked below).
+                        s.set_ids.push(0);
+                        continue;
+                    };
                     s.set_ids.push(r.position());
                     let entries = Reader::new(body.get(at..)?).count()?;
                     let k = r.count()?;
@@ -115,6 +175,16 @@ impl Input {
             }
         }
         if !r.at_end() {
+            return None;
+        }
+        let chunks = chunked.map_or_else(Vec::new, |(_, c)| c);
+        // The chunks' ids index this section's nodes and sets (each chunk was checked
+        // whole when decoded; its profiles are read without further checks).
+        let fits = |c: &crate::chunks::Chunk| {
+            c.max_node().is_none_or(|n| (n as usize) < n_nodes)
+                && (c.max_set() as usize) < sets.len()
+        };
+        if !chunks.iter().all(fits) {
             return None;
         }
         // Profiles of a series are written in time order; should a section not be, the
@@ -141,6 +211,7 @@ impl Input {
             nodes: tables.nodes,
             sets,
             series,
+            chunks,
         })
     }
 
@@ -149,10 +220,19 @@ impl Input {
     fn profile(&self, s: usize, j: usize, p: &mut StoredProfile) {
         let series = &self.series[s];
         p.time_nanos = series.times[j];
+        let raw_at = match series.columns[j] {
+            At::Raw(at) => at,
+            At::Chunk(c, k) => {
+                let chunk = &self.chunks[c as usize];
+                chunk.profile_columns(k as usize, p);
+                TenantHead::remap_profile(p, &self.nodes, &self.sets);
+                return;
+            }
+        };
         p.nodes.clear();
         p.values.clear();
         p.sets.clear();
-        let mut r = Reader::new(self.raw.get(series.columns[j]..).unwrap_or(&[]));
+        let mut r = Reader::new(self.raw.get(raw_at..).unwrap_or(&[]));
         let k = r.count().unwrap_or(0);
         let mut last = 0u32;
         for _ in 0..k {
@@ -279,11 +359,15 @@ impl BlockWriter {
             put_varint(&mut encoded, s.times.len() as u64);
             put_deltas(&mut encoded, s.times.iter().copied());
             let averaged = crate::read::averaged_labels(&s.labels);
+            // The columns of profiles in time chunks are written there, not here.
+            let in_section = !crate::chunks::holds(&s.labels, s.times.len());
             let mut own = Vec::with_capacity(s.times.len());
             for &(i, si, j) in &s.from {
                 inputs[i as usize].profile(si as usize, j as usize, &mut p);
-                TenantHead::put_profile_columns(&mut encoded, &p);
-                TenantHead::put_profile_sets(&mut set_ids, &p);
+                if in_section {
+                    TenantHead::put_profile_columns(&mut encoded, &p);
+                    TenantHead::put_profile_sets(&mut set_ids, &p);
+                }
                 own.push(p.total());
                 if !averaged {
                     for (n, v) in p.nodes.iter().zip(&p.values) {
@@ -366,7 +450,7 @@ impl BlockWriter {
             };
             self.chunk_writer.encode(head, &pending, &mut self.encoded);
             chunks.push((
-                self.append_compressed(),
+                self.append_chunk(),
                 chunk.runs.iter().map(|(s, _, r)| (*s, r.len())).collect(),
             ));
         }

@@ -67,6 +67,8 @@ pub(crate) struct BlockWriter {
     /// Scratch of the rollups' sums per frame.
     pub(super) sums: SlotSums,
     pub(super) compressor: Compressor,
+    /// The time chunks' compressor ([`Compressor::for_chunks`]).
+    pub(super) chunk_compressor: Compressor,
     /// File names of the blocks this one replaces (compaction).
     pub(super) replaces: Vec<String>,
 }
@@ -86,6 +88,7 @@ impl BlockWriter {
             chunk_writer: ChunkWriter::default(),
             sums: SlotSums::default(),
             compressor: Compressor::new(),
+            chunk_compressor: Compressor::for_chunks(),
             replaces: Vec::new(),
         }
     }
@@ -98,7 +101,7 @@ impl BlockWriter {
         self.range = Some(self.range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
         self.encoded.clear();
         self.encoded.reserve(head.encoded_size_hint());
-        head.encode(&mut self.encoded);
+        head.encode_section(&mut self.encoded);
         let (offset, len) = self.append_compressed();
         let series: Vec<_> = head
             .all_series()
@@ -113,7 +116,7 @@ impl BlockWriter {
         let mut chunks: Vec<(u64, u64)> = Vec::with_capacity(planned.len());
         for chunk in &planned {
             self.chunk_writer.encode(head, chunk, &mut self.encoded);
-            chunks.push(self.append_compressed());
+            chunks.push(self.append_chunk());
         }
         let times: Vec<Vec<i64>> = series
             .iter()
@@ -194,6 +197,16 @@ impl BlockWriter {
         self.append_piece(piece)
     }
 
+    /// Appends `self.encoded`, a time chunk, compressed at the chunks' level; returns where
+    /// it starts and its length.
+    pub(super) fn append_chunk(&mut self) -> (u64, u64) {
+        let piece = self
+            .chunk_compressor
+            .compress(&self.encoded)
+            .unwrap_or_else(|_| self.encoded.clone());
+        self.append_piece(piece)
+    }
+
     /// Appends a compressed piece to the file; returns where it starts and its length.
     pub(super) fn append_piece(&mut self, piece: Vec<u8>) -> (u64, u64) {
         let at = self.len;
@@ -242,8 +255,8 @@ impl BlockWriter {
             put_str(&mut index, r);
         }
         let index_at = self.len;
-        let (sections, replaces) =
-            read_index(&index, &key, index_at, 4).ok_or_else(|| corrupt(&key, "index"))?;
+        let (sections, replaces) = read_index(&index, &key, index_at, super::CURRENT_FORMAT)
+            .ok_or_else(|| corrupt(&key, "index"))?;
         let index_len = index.len() as u64;
         index.extend_from_slice(&index_at.to_le_bytes());
         index.extend_from_slice(&index_len.to_le_bytes());
@@ -279,9 +292,18 @@ pub(crate) fn compact(objects: &Objects, blocks: &[Block]) -> Result<Option<Bloc
         let mut head = TenantHead::new();
         let mut inputs = Vec::with_capacity(sections.len());
         for s in sections {
-            let input = super::merge::Input::read(&mut head, s.raw(objects)?)
-                .ok_or_else(|| corrupt(&s.key, "bad head encoding"))?;
-            inputs.push(input);
+            let input = if s.columns_in_chunks {
+                // The columns are read from the chunks as they are merged, not put back
+                // into the section first (a decode and an encode of every profile less).
+                let raw = s.unpack(objects, s.offset, s.len)?;
+                let mut chunks = Vec::with_capacity(s.chunks.len());
+                let all: Vec<usize> = (0..s.chunks.len()).collect();
+                s.load_chunks(objects, &all, |_, c| chunks.push(c))?;
+                super::merge::Input::read_chunked(&mut head, raw, s, chunks)
+            } else {
+                super::merge::Input::read(&mut head, s.raw(objects)?)
+            };
+            inputs.push(input.ok_or_else(|| corrupt(&s.key, "bad head encoding"))?);
         }
         // Writing looks nothing up: the interning maps (about half the merged head) go
         // before the output grows.

@@ -20,6 +20,18 @@ impl TenantHead {
     /// node ids (delta varints), the gcd of its values and the values divided by it (CPU
     /// values are multiples of the period, so this turns 4-byte varints into 1-byte ones).
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_with(out, false);
+    }
+
+    /// [`TenantHead::encode`] as a block section of the current format holds it: without
+    /// the columns and set ids of the profiles its time chunks hold
+    /// ([`crate::chunks::holds`]), which are written there.
+    pub(crate) fn encode_section(&self, out: &mut Vec<u8>) {
+        self.encode_with(out, true);
+    }
+
+    fn encode_with(&self, out: &mut Vec<u8>, chunked: bool) {
+        let own = |s: &Series| !(chunked && crate::chunks::holds(&s.labels, s.profiles.len()));
         self.encode_tables(out);
         put_varint(out, self.series.len() as u64);
         for s in &self.series {
@@ -27,14 +39,13 @@ impl TenantHead {
             put_signed(out, s.period);
             put_varint(out, s.profiles.len() as u64);
             put_deltas(out, s.profiles.iter().map(|p| p.time_nanos));
-            for p in &s.profiles {
-                Self::put_profile_columns(out, p);
-            }
+            let kept = s.profiles.iter().filter(|_| own(s));
+            kept.for_each(|p| Self::put_profile_columns(out, p));
         }
         if self.encode_label_set_table(out) {
-            for p in self.series.iter().flat_map(|s| &s.profiles) {
-                Self::put_profile_sets(out, p);
-            }
+            let kept = self.series.iter().filter(|s| own(s));
+            kept.flat_map(|s| &s.profiles)
+                .for_each(|p| Self::put_profile_sets(out, p));
         }
     }
 
@@ -408,6 +419,13 @@ impl TenantHead {
     pub(crate) fn put_profile_sets(out: &mut Vec<u8>, p: &StoredProfile) {
         put_varint(out, p.sets.len() as u64);
         p.sets.iter().for_each(|x| put_varint(out, u64::from(*x)));
+    }
+
+    /// Where the strings, mappings, functions, locations and stack tree (so the tables) of
+    /// an encoded head end (the first five of [`TenantHead::PART_NAMES`]); `None` when
+    /// malformed.
+    pub(crate) fn table_ends(bytes: &[u8]) -> Option<[usize; 5]> {
+        Decoded::parse(bytes, true).map(|d| [d.ends[0], d.ends[1], d.ends[2], d.ends[3], d.ends[4]])
     }
 
     /// Names of an encoded head's parts, in order (see [`TenantHead::encoded_parts`]).
