@@ -438,6 +438,12 @@ impl Store {
                     self.series_added(1);
                 }
             }
+            // A record after a cut whose flush has not frozen this tenant yet: freeze it now,
+            // or the record would join the head of the cut (and be stored twice).
+            let cut = *self.cutting.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(cut) = cut.filter(|c| record.segment > *c) {
+                t.freeze_at(cut);
+            }
             if let Some(head) = t.head_for(record.segment) {
                 receipt.series += apply::apply_to(head, p.time_nanos, received, &view, labels);
             }

@@ -39,14 +39,20 @@ impl Store {
     /// next head, and every record is readable from exactly one tier throughout.
     pub fn flush(&self) -> Result<FlushStats, StoreError> {
         let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let through = self.wal.rotate()?;
-        // Freeze every head at the cut, and make tenants created from now on start with a
-        // frozen head too (their late records of the cut must reach this block).
+        // The cut is published before any record can reach the next segment: an ingest that
+        // applies such a record to a tenant this loop has not frozen yet freezes it first
+        // (`Tenant::freeze_at`), so the record never lands in a head of this cut. (It did:
+        // such a record was in the block and in the next segment, and counted twice after
+        // a restart.) Tenants created from now on start frozen too (see `tenant_or_create`).
+        let through = self.wal.rotate_with(|closed| {
+            *self.cutting.lock().unwrap_or_else(|e| e.into_inner()) = Some(closed);
+        })?;
         {
             let tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
-            *self.cutting.lock().unwrap_or_else(|e| e.into_inner()) = Some(through);
             for t in tenants.values() {
-                t.write().unwrap_or_else(|e| e.into_inner()).freeze(through);
+                t.write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .freeze_at(through);
             }
         }
         // Every record of the cut is durable; wait until each is applied (or abandoned).

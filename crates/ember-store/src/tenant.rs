@@ -52,6 +52,16 @@ impl Tenant {
         }
     }
 
+    /// Freezes the open head at `through` unless this cut has frozen it already (or a block
+    /// holds it): the flush and the first apply of a record after the cut both call it,
+    /// whichever comes first freezes.
+    pub(crate) fn freeze_at(&mut self, through: u64) {
+        if through <= self.flushed_through || self.frozen.iter().any(|(t, _)| *t == through) {
+            return;
+        }
+        self.freeze(through);
+    }
+
     /// Moves the open head into the frozen tier, cut at segment `through`.
     pub(crate) fn freeze(&mut self, through: u64) {
         let head = std::mem::take(&mut self.head);

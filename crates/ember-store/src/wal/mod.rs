@@ -269,7 +269,14 @@ impl Wal {
     /// starts a new one. Returns the closed segment's number: every record acknowledged
     /// before this call is in a segment numbered at most that.
     pub fn rotate(&self) -> Result<u64, StoreError> {
-        self.log.rotate()
+        self.log.rotate(|_| {})
+    }
+
+    /// [`Wal::rotate`], calling `on_cut` with the closed segment's number as soon as the
+    /// next segment exists, before any record can be written to it: a caller that must
+    /// route records by segment learns of the cut before the first record after it.
+    pub fn rotate_with(&self, on_cut: impl FnOnce(u64)) -> Result<u64, StoreError> {
+        self.log.rotate(on_cut)
     }
 
     /// Counters so far.

@@ -253,13 +253,16 @@ impl Log {
 
     /// Closes the current segment and starts the next; returns the closed segment's number
     /// once every record written to it (or to an earlier one) has been acknowledged.
-    pub(super) fn rotate(&self) -> Result<u64, StoreError> {
+    /// `on_cut` runs with that number under the log's lock, right after the next segment is
+    /// created: no record is in the next segment yet.
+    pub(super) fn rotate(&self, on_cut: impl FnOnce(u64)) -> Result<u64, StoreError> {
         let mut st = self.lock();
         if st.closed {
             return Err(StoreError::Closed);
         }
         let closed = st.current.segment.number;
         st.current.next(&self.dir)?;
+        on_cut(closed);
         st = self.wait_acked(st, closed);
         drop(st);
         Ok(closed)
