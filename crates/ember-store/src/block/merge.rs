@@ -108,28 +108,21 @@ impl Input {
                     let (c, k) = super::columns::locate(runs, j)?;
                     columns.push(At::Chunk(c as u32, k as u32));
                 }
-                series.push(InputSeries {
-                    labels,
-                    period,
-                    times,
-                    columns,
-                    set_ids: Vec::new(),
-                });
-                continue;
-            }
-            for _ in 0..n {
-                columns.push(At::Raw(r.position()));
-                let k = r.count()?;
-                let mut last = 0u32;
-                for _ in 0..k {
-                    last = last.wrapping_add(r.u32()?);
-                    if last as usize >= n_nodes {
-                        return None;
+            } else {
+                for _ in 0..n {
+                    columns.push(At::Raw(r.position()));
+                    let k = r.count()?;
+                    let mut last = 0u32;
+                    for _ in 0..k {
+                        last = last.wrapping_add(r.u32()?);
+                        if last as usize >= n_nodes {
+                            return None;
+                        }
                     }
-                }
-                i64::try_from(r.varint()?).ok()?;
-                for _ in 0..k {
-                    r.signed()?;
+                    i64::try_from(r.varint()?).ok()?;
+                    for _ in 0..k {
+                        r.signed()?;
+                    }
                 }
             }
             series.push(InputSeries {
