@@ -362,6 +362,20 @@ impl Chunk {
         self.names.len()
     }
 
+    /// The names from the root down to frame `f`, joined by `;` (tests compare chunks by
+    /// these paths).
+    #[cfg(test)]
+    pub(crate) fn path(&self, mut f: u32) -> String {
+        let mut names = Vec::new();
+        while f != 0 {
+            let (parent, name) = self.frames[f as usize];
+            names.push(self.name(name as usize).to_string());
+            f = parent;
+        }
+        names.reverse();
+        names.join(";")
+    }
+
     /// Name `i` ("" out of range).
     pub(crate) fn name(&self, i: usize) -> &str {
         self.names
@@ -489,17 +503,7 @@ mod tests {
         let mut bytes = Vec::new();
         w.encode(&head, &planned[0], &mut bytes);
         let chunk = Chunk::decode(bytes.clone(), 2, true).unwrap();
-        let path = |f: u32| {
-            let mut names = Vec::new();
-            let mut f = f;
-            while f != 0 {
-                let (parent, name) = chunk.frames[f as usize];
-                names.push(chunk.name(name as usize).to_string());
-                f = parent;
-            }
-            names.reverse();
-            names.join(";")
-        };
+        let path = |f: u32| chunk.path(f);
         for (profile, work) in [(0, 10), (1, 20)] {
             let mut got = Vec::new();
             chunk.for_each_entry(profile..profile + 1, |f, v| got.push((path(f), v)));

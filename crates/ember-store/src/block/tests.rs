@@ -328,16 +328,7 @@ fn generated(seed: u64, size: usize) -> TenantHead {
 /// Per profile of a decoded chunk, its frames' paths with their sums (zero sums dropped, as
 /// every read drops them).
 fn chunk_sums(c: &crate::chunks::Chunk, profiles: usize) -> Vec<BTreeMap<String, i64>> {
-    let path = |mut f: u32| {
-        let mut names = Vec::new();
-        while f != 0 {
-            let (parent, name) = c.frames[f as usize];
-            names.push(c.name(name as usize).to_string());
-            f = parent;
-        }
-        names.reverse();
-        names.join(";")
-    };
+    let path = |f: u32| c.path(f);
     (0..profiles)
         .map(|j| {
             let mut sums: BTreeMap<String, i64> = BTreeMap::new();

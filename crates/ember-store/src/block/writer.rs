@@ -188,20 +188,24 @@ impl BlockWriter {
     /// Appends `self.encoded`, compressed ([`crate::section_codec`]), to the file; returns
     /// where it starts and its length.
     pub(super) fn append_compressed(&mut self) -> (u64, u64) {
-        // zstd fails only on a failed allocation; the bytes are then stored raw, which the
-        // reader refuses as corrupt (never silently wrong).
-        let piece = self
-            .compressor
-            .compress(&self.encoded)
-            .unwrap_or_else(|_| self.encoded.clone());
-        self.append_piece(piece)
+        self.append_encoded(false)
     }
 
     /// Appends `self.encoded`, a time chunk, compressed at the chunks' level; returns where
     /// it starts and its length.
     pub(super) fn append_chunk(&mut self) -> (u64, u64) {
-        let piece = self
-            .chunk_compressor
+        self.append_encoded(true)
+    }
+
+    fn append_encoded(&mut self, chunk: bool) -> (u64, u64) {
+        let compressor = if chunk {
+            &mut self.chunk_compressor
+        } else {
+            &mut self.compressor
+        };
+        // zstd fails only on a failed allocation; the bytes are then stored raw, which the
+        // reader refuses as corrupt (never silently wrong).
+        let piece = compressor
             .compress(&self.encoded)
             .unwrap_or_else(|_| self.encoded.clone());
         self.append_piece(piece)
