@@ -22,7 +22,6 @@ mod codec;
 pub(crate) mod fingerprint;
 mod intern;
 mod tables;
-mod words;
 
 /// A `HashMap` with rustc's Fx hash for the symbol and stack maps: their keys are small
 /// integers and short strings from the tenant's own data, looked up once per frame of every
@@ -235,12 +234,12 @@ pub struct TenantHead {
     /// them are) finds each with one lookup instead of interning its functions, strings
     /// and mapping again. Per head, so per tenant: no entry is shared between tenants, and
     /// a renamed function changes the fingerprint, so it never finds a stale name.
-    location_prints: tables::StackTable,
+    location_prints: FastMap<u128, u32>,
     /// Sample label set by the keyed fingerprint of a sample's labels as a profile sends
     /// them (keys and values by their bytes, in the profile's order): the sets that repeat
     /// from profile to profile (threads, endpoints) cost one lookup instead of interning
     /// their strings, sorting and looking the set up.
-    label_set_prints: tables::StackTable,
+    label_set_prints: FastMap<u128, u32>,
     /// The random keys of the fingerprints (fresh for every head, so a client cannot craft
     /// two stacks with one fingerprint).
     fingerprint_keys: fingerprint::FingerprintKeys,
@@ -248,7 +247,7 @@ pub struct TenantHead {
     node_frame: Vec<u32>,
     /// Frame-name tree: (parent frame node, name string id); frame node 0 is the root.
     frames: Vec<(u32, u32)>,
-    frame_ids: tables::NodeTable,
+    frame_ids: FastMap<(u32, u32), u32>,
     /// Sample label sets: sorted `(key, value)` string-id pairs; set 0 is the empty set.
     label_sets: Interner<Box<[(u32, u32)]>>,
     /// String ids of every key used in a sample label set, sorted.
@@ -281,12 +280,12 @@ impl TenantHead {
             nodes: vec![(0, 0)],
             node_ids: tables::NodeTable::default(),
             stack_leaves: tables::StackTable::default(),
-            location_prints: tables::StackTable::default(),
-            label_set_prints: tables::StackTable::default(),
+            location_prints: FastMap::default(),
+            label_set_prints: FastMap::default(),
             fingerprint_keys: fingerprint::FingerprintKeys::random(),
             node_frame: vec![0],
             frames: vec![(0, 0)],
-            frame_ids: tables::NodeTable::default(),
+            frame_ids: FastMap::default(),
             label_sets: Interner::new(),
             sample_keys: Vec::new(),
             series: Vec::new(),
@@ -449,12 +448,12 @@ impl TenantHead {
         };
         let mut f = parent_frame;
         for &name in frames.iter() {
-            f = match self.frame_ids.get(f, name) {
-                Some(id) => id,
+            f = match self.frame_ids.get(&(f, name)) {
+                Some(&id) => id,
                 None => {
                     let id = self.frames.len() as u32;
                     self.frames.push((f, name));
-                    self.frame_ids.insert(f, name, id);
+                    self.frame_ids.insert((f, name), id);
                     id
                 }
             };
@@ -695,11 +694,11 @@ impl TenantHead {
         let trees = self.nodes.capacity() * 8
             + self.node_ids.bytes()
             + self.stack_leaves.bytes()
-            + self.location_prints.bytes()
-            + self.label_set_prints.bytes()
+            + map(&self.location_prints)
+            + map(&self.label_set_prints)
             + self.node_frame.capacity() * 4
             + self.frames.capacity() * 8
-            + self.frame_ids.bytes()
+            + map(&self.frame_ids)
             + map(&self.label_sets.ids)
             + self
                 .label_sets
@@ -741,9 +740,9 @@ impl TenantHead {
         self.locations.ids = FastMap::default();
         self.node_ids = tables::NodeTable::default();
         self.stack_leaves = tables::StackTable::default();
-        self.location_prints = tables::StackTable::default();
-        self.label_set_prints = tables::StackTable::default();
-        self.frame_ids = tables::NodeTable::default();
+        self.location_prints = FastMap::default();
+        self.label_set_prints = FastMap::default();
+        self.frame_ids = FastMap::default();
         self.label_sets.ids = FastMap::default();
         self.nodes.shrink_to_fit();
         self.node_frame.shrink_to_fit();

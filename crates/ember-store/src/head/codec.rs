@@ -311,19 +311,19 @@ impl TenantHead {
             let (parent, loc) = h.nodes[i];
             let mut f = h.node_frame[parent as usize];
             for &name in h.location_frames[loc as usize].iter() {
-                f = match h.frame_ids.get(f, name) {
-                    Some(id) => id,
+                f = match h.frame_ids.get(&(f, name)) {
+                    Some(&id) => id,
                     None => {
                         let id = h.frames.len() as u32;
                         h.frames.push((f, name));
-                        h.frame_ids.insert(f, name, id);
+                        h.frame_ids.insert((f, name), id);
                         id
                     }
                 };
             }
             h.node_frame.push(f);
         }
-        h.frame_ids = super::tables::NodeTable::default();
+        h.frame_ids = FastMap::default();
         h.string_ids = FastMap::default();
         let mut keys: Vec<u32> = d
             .label_sets

@@ -60,7 +60,7 @@ impl TenantHead {
     /// The location interned for the content fingerprint `print` (see
     /// [`TenantHead::remember_location`]), if any.
     pub(crate) fn location_by_print(&self, print: u128) -> Option<u32> {
-        self.location_prints.get(print)
+        self.location_prints.get(&print).copied()
     }
 
     /// Remembers that the location whose content fingerprint (under this head's keys) is
@@ -72,7 +72,7 @@ impl TenantHead {
     /// The sample label set remembered for the raw-label fingerprint `print` (see
     /// [`TenantHead::remember_label_set`]), if any.
     pub(crate) fn label_set_by_print(&self, print: u128) -> Option<u32> {
-        self.label_set_prints.get(print)
+        self.label_set_prints.get(&print).copied()
     }
 
     /// Remembers that a sample whose labels, as the profile sent them, have the keyed
