@@ -462,6 +462,73 @@ fn compaction_merges_at_most_compact_max_bytes() {
     );
 }
 
+/// Compaction drops its inputs' decoded heads from the cache before it merges them, not
+/// after: the head a flush just left decoded would otherwise add to the merge's memory (the
+/// server's peak during a back-fill). Seen through a merge that fails (an input's file
+/// gone): the flushed heads are out of the cache even so, and queries still answer from the
+/// blocks that are left.
+#[test]
+fn compaction_drops_its_inputs_from_the_cache_before_merging() {
+    let dir = temp_dir("compact-cache");
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    for i in 0..4 {
+        ingest(&store, LABELS, "svc", "p", 1_000_000_000 + i);
+        store.flush().unwrap();
+    }
+    let (held, ..) = store.cache_stats();
+    assert_eq!(held, 4, "each flush leaves its head decoded");
+    let mut blocks: Vec<PathBuf> = std::fs::read_dir(dir.path().join("blocks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    blocks.sort();
+    std::fs::remove_file(&blocks[0]).unwrap();
+    assert!(store.compact().is_err(), "an input is missing");
+    let (held, ..) = store.cache_stats();
+    assert_eq!(held, 0, "the inputs' heads were dropped before the merge");
+}
+
+/// A closed day's blocks are merged into one only while they hold at most a third of
+/// `compact_max_bytes` together (a day's merge took much more memory per byte than a size
+/// class's: the server's peak during a back-fill). Three blocks of a day, closed by data
+/// two hours into the next: left alone with a bound below three times their bytes,
+/// merged with one above it.
+#[test]
+fn a_closed_day_merges_within_a_third_of_compact_max_bytes() {
+    let hour = 3_600_000_000_000i64;
+    // A UTC midnight.
+    let day0 = 1_700_006_400_000_000_000i64;
+    let fill = |dir: &Path| {
+        let store = Store::open(dir, StoreOptions::default()).unwrap();
+        for i in 0..3 {
+            ingest(&store, LABELS, "svc", "p", day0 + i * 8 * hour);
+            store.flush().unwrap();
+        }
+        let bytes = store.disk_usage().1;
+        ingest(&store, LABELS, "svc", "p", day0 + 26 * hour);
+        store.flush().unwrap();
+        store.close();
+        bytes
+    };
+    for (factor, blocks) in [(25u64, 4usize), (31, 2)] {
+        let dir = temp_dir("closed-day-third");
+        let day_bytes = fill(dir.path());
+        let options = StoreOptions {
+            compact_max_bytes: day_bytes * factor / 10,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(dir.path(), options).unwrap();
+        let before = store.merge_stacks("t", &query("svc", "cpu")).total;
+        store.compact().unwrap();
+        assert_eq!(
+            store.disk_usage().0,
+            blocks,
+            "bound {factor}/10 of the day's {day_bytes} bytes"
+        );
+        assert_eq!(store.merge_stacks("t", &query("svc", "cpu")).total, before);
+    }
+}
+
 /// A shutdown stops compaction (`Store::stop_compaction`): four blocks that would merge are
 /// left as they are, and everything in them still answers.
 #[test]
