@@ -17,15 +17,6 @@ const DAY_NANOS: i64 = 86_400 * 1_000_000_000;
 /// How many blocks of one size class [`Store::compact`] merges at once (and waits for).
 const COMPACT_FAN_IN: usize = 4;
 
-/// A closed day's blocks are merged into one only if they hold at most this share (1/n) of
-/// [`StoreOptions::compact_max_bytes`](crate::StoreOptions) together: 12 MiB by default, so
-/// a back-filled day's blocks (~8.5 MB each) are left as they are. Merging such a day (one
-/// high-churn service, 8,640 profiles, three blocks of ~8.5 MB) raised the server's memory
-/// by ~230 MiB while it ran, about nine times its inputs against about five for a size
-/// class of a live server's blocks, with the open head growing meanwhile: the server's peak
-/// (BENCHMARKS.md, session 20). A busy day never fitted the bound anyway.
-const CLOSED_DAY_SHARE: u64 = 3;
-
 /// A UTC day counts as closed once the store holds profiles this long after its end; its
 /// blocks are then merged into one (late data for it starts a new block, merged in the same way).
 const DAY_CLOSED_AFTER_NANOS: i64 = 3_600 * 1_000_000_000;
@@ -149,13 +140,12 @@ impl Store {
     /// flush every five minutes thus ends in fewer blocks a day than 288, while each
     /// profile is rewritten only about once per class. Once a day is closed (the store
     /// holds profiles from an hour after its end), its blocks are merged into one if they
-    /// hold at most a third of `compact_max_bytes` together (`CLOSED_DAY_SHARE`): a query
-    /// over a quiet service's whole days then reads one rollup a day. The bound (36 MiB by
-    /// default: four 8.5 MB blocks of a live server's 600-profile flushes) keeps the memory
-    /// of a merge bounded, at about five times its inputs (`crate::block::merge`): a busy
-    /// server's day stays in dozens of blocks. The merged block is swapped in for queries
-    /// before the inputs are deleted (the inputs' decoded parts leave the cache before the
-    /// merge). Returns the number of blocks removed.
+    /// hold at most `compact_max_bytes` together: a query over whole days then reads one
+    /// rollup a day. The bound (36 MiB by default: four 8.5 MB blocks of a live server's
+    /// 600-profile flushes) keeps the memory of a merge bounded, at about five times its
+    /// inputs (`crate::block::merge`): a busy server's day stays in dozens of blocks. The
+    /// merged block is swapped in for queries before the inputs are deleted. Returns the
+    /// number of blocks removed.
     pub fn compact(&self) -> Result<usize, StoreError> {
         let _guard = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut removed = 0;
@@ -191,18 +181,10 @@ impl Store {
                         within(max, c.into_iter().take(COMPACT_FAN_IN))
                     })
                     .find(|group| group.len() >= 2)
-                    .unwrap_or_else(|| closed_day(&blocks, max / CLOSED_DAY_SHARE))
+                    .unwrap_or_else(|| closed_day(&blocks, max))
             };
             if group.len() < 2 {
                 return Ok(removed);
-            }
-            // The inputs' decoded parts are dropped after the merge anyway (`swap_blocks`);
-            // dropping them before it keeps them from adding to the merge's own memory. A
-            // back-fill's flush leaves its head decoded in the cache just before the merge
-            // that rewrites it: the server's memory peaked at that moment (BENCHMARKS.md,
-            // session 20).
-            for s in group.iter().flat_map(|b| &b.sections) {
-                self.cache.forget(s);
             }
             let Some(merged) = block::compact(&self.objects, &group)? else {
                 return Ok(removed);
