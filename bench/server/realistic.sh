@@ -25,6 +25,10 @@
 # Environment: OLD (required: the previous release's ember binary), NEW (default: this
 # tree's release build), LOADGEN (default: this tree's release ember-loadgen), COUNT (20000),
 # DAY (8640), WEEK (0), SERVICES (20), CONCURRENCY (64), SEED (1), ROUNDS (2).
+# RSS_TRACE=FILE (off): samples the server's VmRSS every ~100 ms into FILE ("label<TAB>unix
+# time<TAB>KiB" lines, plus "label<TAB>time<TAB>mark<TAB>what" at each phase and measure) and
+# keeps each server's log next to it (FILE.label.log, FILE.label.restart.log), to line the
+# memory peak up with the log's flushes and compactions and with the queries.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -57,7 +61,19 @@ q="query=$(python3 -c 'import urllib.parse,sys; print(urllib.parse.quote(sys.arg
 # One round: binary $1, label $2 (old-1, new-1, ...). Appends "label<TAB>measure<TAB>value".
 round() {
   local bin="$1" label="$2" data="$work/data-$2" log="$work/server-$2.log"
-  record() { printf '%s\t%s\t%s\n' "$label" "$1" "$2" >> "$results"; }
+  record() { printf '%s\t%s\t%s\n' "$label" "$1" "$2" >> "$results"; mark "$1"; }
+  trace="${RSS_TRACE:-}"
+  mark() { [[ -z "$trace" ]] || printf '%s\t%s\tmark\t%s\n' "$label" "$EPOCHREALTIME" "$1" >> "$trace"; }
+  # Samples VmRSS with shell builtins only (no fork but sleep), until the server exits.
+  sample_rss() {
+    local pid="$1" k v
+    while kill -0 "$pid" 2>/dev/null; do
+      v=""
+      while read -r k v _; do [[ $k == VmRSS: ]] && break; done < "/proc/$pid/status" 2>/dev/null || true
+      printf '%s\t%s\t%s\n' "$label" "$EPOCHREALTIME" "$v" >> "$trace"
+      sleep 0.1
+    done
+  }
   echo '{"retention_days": 0}' > "$work/config.json"
   local url t0
   start_server() {
@@ -67,17 +83,24 @@ round() {
     server_pid=$!
     for _ in $(seq 600); do grep -q "listening on" "$log" 2>/dev/null && break; sleep 0.05; done
     url="http://$(sed -n 's/.*listening on http:\/\/\([^,]*\),.*/\1/p' "$log" | head -1)"
+    if [[ -n "$trace" ]]; then sample_rss "$server_pid" & fi
   }
   stop_server() {
     t0=$(date +%s.%N)
     kill -TERM "$server_pid" 2>/dev/null || true
     wait "$server_pid" || true
     server_pid=""
+    if [[ -n "$trace" ]]; then
+      local keep="$trace.$label.log"
+      [[ -e "$keep" ]] && keep="$trace.$label.restart.log"
+      cp "$log" "$keep"
+    fi
   }
   since() { python3 -c "import time; print(f'{(time.time()-$1)*1000:.0f}')"; }
   # Runs a GET 6 times: records "first / best of the other 5" in ms; $3 checks the body.
   timed() {
     local name="$1" path="$2" check="$3" best=999999 first="" t
+    mark "query $name"
     for _ in 1 2 3 4 5 6; do
       t=$(curl -s -o "$work/out" -w '%{time_total}' "$url$path")
       python3 -c "import json,sys; body=open('$work/out','rb').read(); $check" || { echo "bad answer to $path" >&2; head -c 300 "$work/out" >&2; exit 1; }
@@ -94,6 +117,7 @@ round() {
   warm="$("$LOADGEN" --server "$url" --workload realistic --services "$services" --seed $((seed + 1000)) -n 1000 -c "$concurrency" --json)"
   record "RSS after warm-up, MiB" "$(rss)"
   # Generation happens first inside the load generator; the server is idle meanwhile.
+  mark "ingest"
   c0=$(cpu)
   ingest="$("$LOADGEN" --server "$url" --workload realistic --services "$services" --seed "$seed" --churn high -n "$count" -c "$concurrency" --json)"
   c1=$(cpu)
@@ -102,9 +126,11 @@ round() {
   record "ingest server CPU per profile, ms" "$(python3 -c "print(f'{1000*($c1-$c0)/$(field "$ingest" ok):.2f}')")"
   record "RSS after ingest, MiB" "$(rss)"
   if (( week > 0 )); then
+    mark "week back-fill"
     "$LOADGEN" --server "$url" --workload realistic --services 1 --seed $((seed + 7)) --churn high --backfill-from $((day_start - week * 86400)) --step 10 -n $((week * 8640)) -c 16 --json > "$work/week.json"
     record "RSS after $week more days, MiB" "$(rss)"
   fi
+  mark "back-fill"
   c0=$(cpu)
   backfill="$("$LOADGEN" --server "$url" --workload realistic --services 1 --seed "$seed" --churn high --backfill-from "$day_start" --step 10 -n "$day" -c 16 --json)"
   c1=$(cpu)
