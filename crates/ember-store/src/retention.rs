@@ -186,6 +186,14 @@ impl Store {
             if group.len() < 2 {
                 return Ok(removed);
             }
+            // The inputs' decoded parts leave the cache after the merge anyway
+            // (`swap_blocks`); dropped before it, they do not add to the merge's own memory.
+            // A back-fill's flush leaves the head it just wrote decoded in the cache right
+            // before the merge that rewrites it: the server's memory peaked at that moment
+            // (BENCHMARKS.md, session 20 backfill20).
+            for s in group.iter().flat_map(|b| &b.sections) {
+                self.cache.forget(s);
+            }
             let Some(merged) = block::compact(&self.objects, &group)? else {
                 return Ok(removed);
             };

@@ -462,6 +462,31 @@ fn compaction_merges_at_most_compact_max_bytes() {
     );
 }
 
+/// Compaction drops its inputs' decoded parts from the cache before it merges them, not
+/// after: the head a flush just left decoded would otherwise add to the merge's memory (the
+/// server's peak during a back-fill). Seen through a merge that fails (an input's file
+/// gone): the flushed heads are out of the cache even so.
+#[test]
+fn compaction_drops_its_inputs_from_the_cache_before_merging() {
+    let dir = temp_dir("compact-cache");
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    for i in 0..4 {
+        ingest(&store, LABELS, "svc", "p", 1_000_000_000 + i);
+        store.flush().unwrap();
+    }
+    let (held, ..) = store.cache_stats();
+    assert_eq!(held, 4, "each flush leaves its head decoded");
+    let mut blocks: Vec<PathBuf> = std::fs::read_dir(dir.path().join("blocks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    blocks.sort();
+    std::fs::remove_file(&blocks[0]).unwrap();
+    assert!(store.compact().is_err(), "an input is missing");
+    let (held, ..) = store.cache_stats();
+    assert_eq!(held, 0, "the inputs' parts were dropped before the merge");
+}
+
 /// A shutdown stops compaction (`Store::stop_compaction`): four blocks that would merge are
 /// left as they are, and everything in them still answers.
 #[test]
