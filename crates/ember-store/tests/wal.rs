@@ -163,3 +163,60 @@ fn segments_of_the_first_format_still_replay() {
     assert_eq!(replay.skipped_records, 0);
     assert_eq!(seen.last().unwrap(), &(2, b"new".to_vec()));
 }
+
+/// Replays `image` as the only segment of a fresh log; returns the payloads and the stats.
+fn replay_image(name: &str, image: &[u8]) -> (Vec<Vec<u8>>, ember_store::ReplayStats) {
+    let dir = temp_dir(name);
+    std::fs::write(dir.path().join("0000000001.wal"), image).unwrap();
+    let mut seen = Vec::new();
+    let (wal, replay) = Wal::open(dir.path(), 0, |_, p| seen.push(p.to_vec())).unwrap();
+    wal.close();
+    (seen, replay)
+}
+
+/// Segments are filled with zeros ahead of their records, so an fsync does not grow the file.
+/// A crash in the middle of such a segment, as the disk may hold it: every acknowledged
+/// record is replayed, the record being written when it struck (its second half never
+/// reached the disk: zeros) is skipped as a torn tail, and the zeros after the last record
+/// are a clean end, neither records nor damage.
+#[test]
+fn a_crash_in_the_middle_of_a_zero_filled_segment_replays_exactly_the_acknowledged_records() {
+    let dir = temp_dir("zeroed");
+    let dir = dir.path();
+    let acked: Vec<Vec<u8>> = (0..20).map(|i| payload(5, i)).collect();
+    let (wal, _) = Wal::open(dir, 0, |_, _| {}).unwrap();
+    for r in &acked {
+        wal.append_blocking(r.clone()).unwrap();
+    }
+    let segment = dir.join("0000000001.wal");
+    let at_last_ack = std::fs::read(&segment).unwrap();
+    let data_end = find(&at_last_ack, &acked[19]) + acked[19].len();
+    assert!(
+        at_last_ack.len() >= data_end + 4096,
+        "no zeros written ahead: {} bytes, records end at {data_end}",
+        at_last_ack.len()
+    );
+    assert!(at_last_ack[data_end..].iter().all(|&b| b == 0));
+    // The record in flight at the crash: written, not acknowledged, half of it on disk.
+    let torn = payload(5, 99);
+    let (tx, rx) = std::sync::mpsc::channel();
+    wal.append(torn.clone(), Box::new(move |r| drop(tx.send(r))));
+    let mut crashed = std::fs::read(&segment).unwrap();
+    let torn_at = find(&crashed, &torn);
+    let cut = torn_at + torn.len() / 2;
+    crashed[cut..torn_at + torn.len()].fill(0);
+    rx.recv().unwrap().unwrap();
+    wal.close();
+
+    let (seen, replay) = replay_image("zeroed-clean", &at_last_ack);
+    assert_eq!(seen, acked);
+    assert_eq!(replay.torn_segments, 0, "{replay:?}");
+    assert_eq!(replay.skipped_bytes, 0, "{replay:?}");
+
+    let (seen, replay) = replay_image("zeroed-torn", &crashed);
+    assert_eq!(seen, acked);
+    assert_eq!(replay.torn_segments, 1, "{replay:?}");
+    assert_eq!(replay.skipped_records, 1, "{replay:?}");
+    // The torn record's header and first half, not the zeros after it.
+    assert_eq!(replay.skipped_bytes, (cut - data_end) as u64, "{replay:?}");
+}
