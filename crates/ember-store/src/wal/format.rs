@@ -13,11 +13,6 @@
 //! payload both check, and goes on from there. A record torn by a crash or a failed write,
 //! or bytes flipped on disk, cost only the records they touch.
 //!
-//! A segment may end in a run of zeros (written ahead of the records, so that their fsyncs
-//! do not grow the file): where a record is expected and only zeros follow up to the end,
-//! the segment ends cleanly. Anything else that does not check out is damage; a torn tail's
-//! damage ends at its last non-zero byte.
-//!
 //! Segments written before this format (version 1: records of `u32 length`, `u32 crc32`,
 //! payload, no segment header) are still read, up to their first damaged record (their
 //! framing has nothing to resynchronise on). A version-1 segment never starts with
@@ -125,7 +120,6 @@ fn scan_v2(bytes: &[u8], f: &mut impl FnMut(usize, &[u8])) -> Vec<Damage> {
                 f(pos, &bytes[payload.clone()]);
                 pos = payload.end;
             }
-            At::Nothing if bytes[pos..].iter().all(|&b| b == 0) => break,
             bad => {
                 // Resynchronise: the next offset holding an intact record. Headers that
                 // check out but whose payloads do not are counted as lost records.
@@ -149,14 +143,9 @@ fn scan_v2(bytes: &[u8], f: &mut impl FnMut(usize, &[u8])) -> Vec<Damage> {
                     at = candidate + 1;
                 }
                 let end = next.unwrap_or(bytes.len());
-                // A torn tail followed by the zeros written ahead: the zeros are not damage.
-                let damaged_end = match next {
-                    Some(n) => n,
-                    None => bytes.iter().rposition(|&b| b != 0).map_or(end, |i| i + 1),
-                };
                 damage.push(Damage {
                     offset: start,
-                    len: damaged_end - start,
+                    len: end - start,
                     records: records.max(1),
                     tail: next.is_none(),
                 });
@@ -252,35 +241,7 @@ mod tests {
         assert_eq!(got, vec![b"a".to_vec(), b"c".to_vec()]);
         assert_eq!(damage.len(), 2, "{damage:?}");
         assert!(!damage[0].tail && damage[1].tail);
-        // The torn header's last two bytes are its length's high bytes, zeros: a torn tail
-        // ends at its last non-zero byte (zeros after the records are written ahead).
-        assert_eq!(damage[1].len, 5);
-    }
-
-    #[test]
-    fn zeros_after_the_records_end_a_segment_cleanly_but_bytes_among_them_are_damage() {
-        let (mut bytes, _) = segment(&[b"one", b"two"]);
-        let end = bytes.len();
-        bytes.resize(end + 5000, 0);
-        let (got, damage) = read(&bytes);
-        assert_eq!(got, vec![b"one".to_vec(), b"two".to_vec()]);
-        assert!(damage.is_empty(), "{damage:?}");
-        // A header with nothing after it but zeros: a torn tail of the header's length.
-        let mut record = Vec::new();
-        put_record(&mut record, b"cut");
-        let mut torn = bytes[..end].to_vec();
-        torn.extend_from_slice(&record[..HEADER]);
-        torn.resize(bytes.len(), 0);
-        let (got, damage) = read(&torn);
-        assert_eq!(got.len(), 2);
-        assert_eq!(damage.len(), 1, "{damage:?}");
-        assert_eq!((damage[0].offset, damage[0].len), (end, HEADER));
-        assert!(damage[0].tail);
-        // A byte among the zeros: damage up to it.
-        bytes[end + 100] = 7;
-        let (got, damage) = read(&bytes);
-        assert_eq!(got.len(), 2);
-        assert_eq!((damage[0].offset, damage[0].len), (end, 101));
+        assert_eq!(damage[1].len, 7);
     }
 
     #[test]

@@ -14,14 +14,6 @@
 //! queue before it starts its fsync). Rotation and close report a segment closed only
 //! once every record written to it has been acknowledged.
 //!
-//! Segments are filled with zeros ahead of the records ([`ZERO_AHEAD`] bytes at a time, up
-//! to the segment's size), so that a record's write lands in blocks the file already has
-//! and its `fdatasync` writes only the record's pages: a write that grew the file made
-//! every fdatasync also allocate blocks and write the inode (the size changed), a second
-//! synchronous I/O. Now that happens once per [`ZERO_AHEAD`] bytes. Replay takes a run of
-//! zeros up to the end of a segment for its clean end, not damage ([`super::format`]); the
-//! zeros are written into a fresh file, so no earlier bytes can be read back as records.
-//!
 //! A write that fails (a full disk, an I/O error) is rolled back: the segment is truncated
 //! to the end of the last good write, so the next records follow intact ones and never sit
 //! behind a torn record. Should the truncation fail too, or an fsync fail (after which the
@@ -45,13 +37,6 @@ use crate::StoreError;
 
 /// Sync threads of the log: fsyncs that may run at the same time.
 pub const SYNCERS: usize = 2;
-
-/// Bytes of zeros written ahead of the records of a segment when a record would pass the
-/// zeros written so far (less at the end of a segment).
-pub(super) const ZERO_AHEAD: u64 = 1 << 20;
-
-/// The zeros written ahead, a piece at a time (in `.bss`: no page is touched until read).
-static ZEROS: [u8; 256 << 10] = [0; 256 << 10];
 
 /// Creates segment `n` in `dir` with its header and makes its directory entry durable, so
 /// acknowledged records in it survive a crash.
@@ -94,8 +79,6 @@ struct Current {
     /// End of the last good write: where the next one goes, and what a failed one is
     /// truncated back to.
     offset: u64,
-    /// End of the zeros written ahead of the records (at least `offset`).
-    zeroed: u64,
     /// Written records may be damaged (a failed rollback or fsync): start a new segment
     /// before the next write.
     sealed: bool,
@@ -110,7 +93,6 @@ impl Current {
                 number,
             }),
             offset: SEGMENT_MAGIC.len() as u64,
-            zeroed: SEGMENT_MAGIC.len() as u64,
             sealed: false,
         }
     }
@@ -123,54 +105,27 @@ impl Current {
         Ok(())
     }
 
-    /// Writes `buf` at the end of the good records (zeros written ahead first when it would
-    /// pass them; see [`Current::zero_ahead`]); on failure truncates the partial write
+    /// Writes `buf` at the end of the good records; on failure truncates the partial write
     /// away (or seals the segment when that fails too).
-    fn write(&mut self, dir: &Path, buf: &[u8], segment_bytes: u64) -> Result<(), StoreError> {
+    fn write(&mut self, dir: &Path, buf: &[u8]) -> Result<(), StoreError> {
         if self.sealed {
             self.next(dir)?;
-        }
-        let end = self.offset + buf.len() as u64;
-        if end > self.zeroed {
-            self.zero_ahead(end, segment_bytes);
         }
         let segment = &self.segment;
         match segment.file.write_all_at(buf, self.offset) {
             Ok(()) => {
-                self.offset = end;
+                self.offset += buf.len() as u64;
                 Ok(())
             }
             Err(e) => {
                 let err = StoreError::io(&segment.path, e);
-                match segment.file.set_len(self.offset) {
-                    Ok(()) => self.zeroed = self.offset,
-                    Err(t) => {
-                        tracing::error!(segment = segment.number, error = %t, "could not truncate a failed write-ahead log write; sealing the segment");
-                        self.sealed = true;
-                    }
+                if let Err(t) = segment.file.set_len(self.offset) {
+                    tracing::error!(segment = segment.number, error = %t, "could not truncate a failed write-ahead log write; sealing the segment");
+                    self.sealed = true;
                 }
                 Err(err)
             }
         }
-    }
-
-    /// Writes zeros from the end of those already written to [`ZERO_AHEAD`] bytes past `end`
-    /// (a record's end), but not past the segment's size unless the record does. Best
-    /// effort: on failure (a full disk) the record is written without them, into a file
-    /// that grows as before, and zeros already written stay (a clean end to replay).
-    fn zero_ahead(&mut self, end: u64, segment_bytes: u64) {
-        let target = (end + ZERO_AHEAD).min(segment_bytes.max(end));
-        let mut at = self.zeroed;
-        while at < target {
-            let n = (target - at).min(ZEROS.len() as u64) as usize;
-            if let Err(e) = self.segment.file.write_all_at(&ZEROS[..n], at) {
-                tracing::debug!(segment = self.segment.number, error = %e, "could not write zeros ahead in the write-ahead log");
-                self.zeroed = at;
-                return;
-            }
-            at += n as u64;
-        }
-        self.zeroed = target;
     }
 }
 
@@ -271,7 +226,7 @@ impl Log {
             st.current.sealed = true;
         }
         let started = Instant::now();
-        if let Err(e) = st.current.write(&self.dir, &record, self.segment_bytes) {
+        if let Err(e) = st.current.write(&self.dir, &record) {
             drop(st);
             self.failed(&e);
             ack(Err(e));
